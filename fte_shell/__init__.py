@@ -1,0 +1,71 @@
+"""fte-shell: a sandboxed shell-environment search agent (Fetch-then-Explore with one bash tool).
+
+Public API (names other tools script against; keep them stable)::
+
+    from fte_shell import Sandbox, SandboxConfig, FetchPolicy
+    with Sandbox(SandboxConfig()) as sb:
+        obs = sb.run("echo hi")          # -> Observation(output, exit_code, timed_out, truncated, duration_s)
+
+Heavy modules (docker, openai, crawl4ai) are imported lazily on first use of a name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .config import (
+    AgentConfig,
+    FetchPolicy,
+    ModelConfig,
+    RunConfig,
+    SandboxConfig,
+    SearchConfig,
+    load_config,
+)
+from .errors import FteError
+
+__version__ = "0.1.0"
+
+# name -> module that defines it (imported on first access)
+_LAZY: dict[str, str] = {
+    "Sandbox": "fte_shell.sandbox",
+    "Observation": "fte_shell.sandbox",
+    "Workspace": "fte_shell.workspace",
+    "FetchRecord": "fte_shell.workspace",
+    "FetchService": "fte_shell.fetch",
+    "Agent": "fte_shell.agent",
+    "RunResult": "fte_shell.agent",
+    "run_question": "fte_shell.runner",
+    "ScriptedServer": "fte_shell.scripted",
+}
+
+__all__ = [
+    "AgentConfig",
+    "FetchPolicy",
+    "FteError",
+    "ModelConfig",
+    "RunConfig",
+    "SandboxConfig",
+    "SearchConfig",
+    "load_config",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'fte_shell' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .agent import Agent, RunResult
+    from .fetch import FetchService
+    from .runner import run_question
+    from .sandbox import Observation, Sandbox
+    from .scripted import ScriptedServer
+    from .workspace import FetchRecord, Workspace

@@ -1,0 +1,31 @@
+"""The ``fte-shell`` command line (typer + rich). Each command group lives in its own module and
+registers itself on the root app through ``register(app)``."""
+
+from __future__ import annotations
+
+import typer
+
+from . import bench as _bench
+from . import corpus as _corpus
+from . import run as _run
+from . import sandbox as _sandbox
+
+app = typer.Typer(
+    name="fte-shell",
+    help=(
+        "A sandboxed shell-environment search agent. Each question gets a fresh, hardened Docker "
+        "container with no network; the model drives one persistent bash session in it, where `search` "
+        "lists results and `fetch URL` saves whole pages under /work for grep/sed/head to explore."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for _mod in (_run, _sandbox, _corpus, _bench):
+    _mod.register(app)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

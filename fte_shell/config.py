@@ -1,0 +1,315 @@
+"""Configuration: pydantic models with ``extra="forbid"``, one docstring per field.
+
+A TOML file mirrors these models table for table::
+
+    [model]                 # ModelConfig
+    [agent]                 # AgentConfig
+    [sandbox]               # SandboxConfig
+    [sandbox.fetch_policy]  # FetchPolicy
+    [search]                # SearchConfig
+
+Unknown keys are an error that names the key. Flags and environment variables override the file
+(see :func:`load_config`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from .errors import ConfigError
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class FetchPolicy(_Model):
+    """What the fetch gateway may reach and how much it may download for one question."""
+
+    allow_private: list[str] = Field(default_factory=list)
+    """Hosts (``host`` or ``host:port``) that may be reached although they resolve to a loopback, private
+    or otherwise non-public address. Needed for loopback test servers; empty by default."""
+
+    allow_hosts: list[str] = Field(default_factory=list)
+    """If not empty, only hosts matching one of these patterns may be fetched. A pattern is a host name,
+    ``*.example.com`` (the domain and its subdomains) or an fnmatch glob."""
+
+    deny_hosts: list[str] = Field(default_factory=list)
+    """Hosts matching any of these patterns are refused (same syntax as ``allow_hosts``); e.g. keep
+    benchmark answer pages out. Deny wins over allow."""
+
+    max_bytes: int = 10_000_000
+    """Cap on the raw (decompressed) bytes of one response; the body is streamed and cut at this size."""
+
+    timeout_s: float = 30.0
+    """Wall-clock limit for one fetch, connection through last byte, redirects included."""
+
+    max_redirects: int = 5
+    """Redirects followed per fetch; every hop is checked against the policy again."""
+
+    max_fetches: int = 100
+    """Pages a question may newly fetch (already-held pages do not count)."""
+
+    max_total_bytes: int = 200_000_000
+    """Raw bytes a question may download in total."""
+
+    user_agent: str = "fte-shell/0.1 (+https://github.com/fte-shell/fte-shell; research search agent)"
+    """User-Agent header sent with every request."""
+
+    render_js: bool = False
+    """Opt-in: render HTML pages with a headless Chromium (Debian's ``chromium``) over CDP before
+    conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
+
+
+class SandboxConfig(_Model):
+    """The per-question Docker container and its persistent bash session."""
+
+    image: str = "fte-shell-sandbox:latest"
+    """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""
+
+    base_image: str = "debian:bookworm-slim"
+    """Base image passed to the build as ``BASE_IMAGE`` (create it offline with
+    ``sandbox/bootstrap-base.sh`` when no registry is reachable)."""
+
+    auto_build: bool = True
+    """Build the image the first time it is needed (a visible message is printed)."""
+
+    user: str = "1000:1000"
+    """User (uid:gid) the shell runs as inside the container. Never root."""
+
+    read_only_root: bool = True
+    """Mount the container's root filesystem read-only."""
+
+    tmpfs_size: str = "256m"
+    """Size cap of the writable scratch tmpfs at /tmp (also HOME)."""
+
+    memory: str = "1g"
+    """Memory limit of the container; swap is disabled (memswap = memory)."""
+
+    cpus: float = 1.0
+    """CPU quota in cores."""
+
+    pids_limit: int = 256
+    """Maximum number of processes/threads in the container (contains fork bombs)."""
+
+    network_mode: Literal["none"] = "none"
+    """The container has no network; its only way out is the gateway socket."""
+
+    cap_drop_all: bool = True
+    """Drop all Linux capabilities."""
+
+    no_new_privileges: bool = True
+    """Set ``no-new-privileges`` (setuid binaries cannot raise privileges)."""
+
+    init: bool = True
+    """Run an init process (tini) as PID 1's parent to reap zombies."""
+
+    ttl_s: int = 6 * 3600
+    """Dead-man timer: the container exits by itself this many seconds after start, even if the harness
+    was SIGKILLed; ``fte-shell sandbox gc`` removes it."""
+
+    command_timeout_s: float = 30.0
+    """Default per-command timeout; the command's whole process tree is killed inside the container."""
+
+    output_cap_bytes: int = 50_000
+    """Observation cap: longer output is cut to a head and a tail with a line stating what was omitted."""
+
+    total_time_budget_s: float | None = None
+    """Optional wall-clock budget for all commands of this sandbox together; None = unlimited."""
+
+    workspace_dir: Path | None = None
+    """Host directory mounted read-only at /work. None = a fresh temporary directory per sandbox."""
+
+    keep_workspace: bool = False
+    """Keep a temporary workspace directory after the sandbox closes (a given ``workspace_dir`` is
+    always kept)."""
+
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the shell. Host variables never enter the container."""
+
+    fetch_policy: FetchPolicy = Field(default_factory=FetchPolicy)
+    """Network policy of this sandbox's fetch gateway."""
+
+
+class SearchConfig(_Model):
+    """Where ``search`` gets its results."""
+
+    backend: Literal["auto", "serper", "local", "none"] = "auto"
+    """``serper`` (web, needs a key), ``local`` (a bm25s index built by ``fte-shell corpus build``),
+    ``none`` (no search tool), or ``auto``: serper when a key is set, else local when ``corpus`` is set."""
+
+    serper_api_key: SecretStr | None = None
+    """Serper API key; defaults to the ``SERPER_API_KEY`` environment variable. Stays on the host."""
+
+    serper_url: str = "https://google.serper.dev/search"
+    """Serper endpoint (POST, header ``X-API-KEY``, body ``{q, num}``)."""
+
+    corpus: Path | None = None
+    """Directory of a local corpus index (made by ``fte-shell corpus build``)."""
+
+    num_results: int = 10
+    """Default number of results per query."""
+
+    timeout_s: float = 20.0
+    """Timeout of one search request."""
+
+    cache_dir: Path | None = None
+    """Directory caching results per (backend, query, n), so every profile of a comparison sees the same
+    results. None = no cache across runs (results are still cached within one question)."""
+
+
+class ModelConfig(_Model):
+    """An OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp, Ollama, DeepSeek, OpenAI)."""
+
+    base_url: str | None = None
+    """Endpoint base URL, e.g. ``http://127.0.0.1:8000/v1``; defaults to ``OPENAI_BASE_URL``."""
+
+    api_key: SecretStr | None = None
+    """API key; defaults to ``OPENAI_API_KEY`` (a placeholder is sent to servers that need none)."""
+
+    model: str | None = None
+    """Model name as the endpoint knows it; defaults to ``OPENAI_MODEL``."""
+
+    temperature: float = 1.0
+    """Sampling temperature (the paper's 1.0)."""
+
+    top_p: float = 0.95
+    """Nucleus sampling (the paper's 0.95)."""
+
+    max_tokens: int = 16384
+    """Completion token cap per call (the paper's 16384)."""
+
+    presence_penalty: float = 0.0
+    """Presence penalty (the paper's 0.0)."""
+
+    timeout_s: float = 600.0
+    """Timeout of one model call."""
+
+    max_retries: int = 6
+    """Retries on 429, 5xx, connection errors and timeouts, with exponential backoff and jitter."""
+
+    backoff_s: float = 1.0
+    """First backoff delay; doubles per retry (capped at 60 s)."""
+
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Extra fields merged into every request body (e.g. vLLM's ``chat_template_kwargs``)."""
+
+
+class AgentConfig(_Model):
+    """The ReAct loop and the profile it drives."""
+
+    profile: str = "shell"
+    """``shell``, ``fte``, ``snippet-only``, ``visit-snippet``, ``visit-summary`` or ``open-find``."""
+
+    max_turns: int = 300
+    """Model calls before the run stops without an answer (the paper's 300)."""
+
+    time_budget_s: float | None = None
+    """Wall-clock budget for one question; None = unlimited."""
+
+    max_consecutive_errors: int = 10
+    """Stop after this many consecutive turns whose tool calls all failed or were malformed."""
+
+    current_date: str | None = None
+    """Date (YYYY-MM-DD) written into the system prompt; None = today."""
+
+    system_prompt_file: Path | None = None
+    """Replace the built-in system prompt body with this file's text."""
+
+    tool_descriptions_file: Path | None = None
+    """TOML file overriding tool descriptions: ``[tool_name] description = "..."``."""
+
+    grep_context: int = 3
+    """Structured ``grep``: default context lines (the paper's prose says ±3; 0 = matching lines only)."""
+
+    summary_model: ModelConfig | None = None
+    """Model used by ``visit-summary`` to summarize pages; None = the agent's own endpoint."""
+
+
+class RunConfig(_Model):
+    """Everything one run needs; the root of the TOML file."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The agent's model endpoint."""
+
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    """The loop and profile."""
+
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """The container (shell profile) and the fetch policy (every profile)."""
+
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    """The search backend."""
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  unknown key '{loc}'")
+        else:
+            lines.append(f"  {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Build a :class:`RunConfig` from an optional TOML file, then ``overrides`` (nested dicts, e.g. from
+    CLI flags; ``None`` values are ignored), then environment defaults for fields still unset
+    (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``SERPER_API_KEY``).
+
+    Raises :class:`ConfigError` naming the offending key.
+    """
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError as e:
+            raise ConfigError(f"config file not found: {path}") from e
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
+    if overrides:
+        data = _deep_merge(data, _drop_none(overrides))
+    try:
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source)) from e
+    env = os.environ
+    if cfg.model.base_url is None and env.get("OPENAI_BASE_URL"):
+        cfg.model.base_url = env["OPENAI_BASE_URL"]
+    if cfg.model.api_key is None and env.get("OPENAI_API_KEY"):
+        cfg.model.api_key = SecretStr(env["OPENAI_API_KEY"])
+    if cfg.model.model is None and env.get("OPENAI_MODEL"):
+        cfg.model.model = env["OPENAI_MODEL"]
+    if cfg.search.serper_api_key is None and env.get("SERPER_API_KEY"):
+        cfg.search.serper_api_key = SecretStr(env["SERPER_API_KEY"])
+    return cfg
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            sub = _drop_none(v)
+            if sub:
+                out[k] = sub
+        elif v is not None:
+            out[k] = v
+    return out

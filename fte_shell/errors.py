@@ -1,0 +1,53 @@
+"""Exceptions. Each carries a message written for whoever will read it: the model or the user.
+
+Rule of thumb: an error the *model* caused or can work around (a refused URL, a bad regex, an unknown tool)
+becomes an observation string; an error the *user* must fix (no Docker daemon, no API key, a bad config
+key) stops the run with a message that names the fix.
+"""
+
+from __future__ import annotations
+
+
+class FteError(Exception):
+    """Base class. ``str(err)`` is a complete, human-readable one-line (or short) message."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.message
+
+
+# --- errors for the user (stop the run, name the fix) -------------------------------------------------
+class ConfigError(FteError):
+    """The configuration is invalid (unknown key, bad value, missing endpoint)."""
+
+
+class DockerUnavailable(FteError):
+    """No Docker daemon answers, or the sandbox image cannot be built."""
+
+
+class SandboxError(FteError):
+    """The container or the shell session failed in a way the harness cannot recover from."""
+
+
+class SearchUnavailable(FteError):
+    """The search backend cannot be used at all (missing key, missing index, unreachable service)."""
+
+
+class ModelError(FteError):
+    """The model endpoint failed after all retries, or is not configured."""
+
+
+# --- errors for the model (become an observation) -----------------------------------------------------
+class ToolError(FteError):
+    """A tool call failed; ``message`` is shown to the model as the observation."""
+
+
+class FetchRefused(ToolError):
+    """A fetch was refused or failed (policy, status, size, type, timeout). ``message`` is one line."""
+
+
+class BudgetExceeded(ToolError):
+    """A per-question budget (pages, bytes, time) is spent."""
