@@ -1,0 +1,122 @@
+"""ModelClient through the real ``openai`` client against the scripted server on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fte_shell.config import ModelConfig, load_config
+from fte_shell.errors import ModelError
+from fte_shell.model import ModelClient, _retry_after_s
+from fte_shell.scripted import ScriptedServer, ScriptTurn, tokens_for
+
+MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q?"}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "bash", "description": "run", "parameters": {"type": "object", "properties": {}}},
+    }
+]
+
+
+def _client(srv: ScriptedServer, sleeps: list[float] | None = None, **kw: object) -> ModelClient:
+    cfg = ModelConfig(base_url=srv.base_url, model="m1", backoff_s=0.01, **kw)
+    record = sleeps if sleeps is not None else []
+    return ModelClient(cfg, sleep=record.append)
+
+
+def test_paper_sampling_defaults_and_extra_body_are_sent() -> None:
+    with ScriptedServer(["hello"]) as srv:
+        c = _client(srv, extra_body={"chat_template_kwargs": {"enable_thinking": False}}).complete(MSGS, TOOLS)
+    req = srv.requests[0]
+    assert (req["temperature"], req["top_p"], req["max_tokens"], req["presence_penalty"]) == (1.0, 0.95, 16384, 0.0)
+    assert req["model"] == "m1"
+    assert req["chat_template_kwargs"] == {"enable_thinking": False}
+    assert req["tools"] == TOOLS and req["messages"] == MSGS
+    assert c.message == {"role": "assistant", "content": "hello"}
+    assert c.finish_reason == "stop" and c.attempts == 1
+
+
+def test_tool_calls_and_usage_match_what_the_server_sent() -> None:
+    turn = ScriptTurn(tool_calls=[{"name": "bash", "arguments": {"command": "ls"}}])
+    with ScriptedServer([turn]) as srv:
+        c = _client(srv).complete(MSGS, TOOLS)
+    sent = srv.responses[0]
+    assert c.usage == sent["usage"]
+    assert c.usage["prompt_tokens"] == tokens_for(MSGS)
+    assert c.usage["total_tokens"] == c.usage["prompt_tokens"] + c.usage["completion_tokens"]
+    (call,) = c.message["tool_calls"]
+    assert call["function"] == {"name": "bash", "arguments": json.dumps({"command": "ls"})}
+    assert call["id"] == "call_1_0" and call["type"] == "function"
+    assert c.finish_reason == "tool_calls"
+
+
+def test_500_then_success_is_retried_with_backoff() -> None:
+    sleeps: list[float] = []
+    with ScriptedServer([ScriptTurn(status=500), ScriptTurn(status=503), "ok"]) as srv:
+        client = _client(srv, sleeps)
+        c = client.complete(MSGS)
+    assert c.message["content"] == "ok" and c.attempts == 3
+    assert len(srv.requests) == 3 and client.retries == 2
+    # exponential with jitter: 50-100 % of backoff_s * 2**attempt
+    assert 0.005 <= sleeps[0] <= 0.01 and 0.01 <= sleeps[1] <= 0.02
+
+
+def test_429_honours_retry_after() -> None:
+    sleeps: list[float] = []
+    with ScriptedServer([ScriptTurn(status=429, retry_after=7), "fine"]) as srv:
+        c = _client(srv, sleeps).complete(MSGS)
+    assert c.message["content"] == "fine"
+    assert sleeps == [7.0]
+
+
+def test_gives_up_after_max_retries_with_model_error() -> None:
+    with ScriptedServer([ScriptTurn(status=500, error="boom")] * 3) as srv:
+        with pytest.raises(ModelError, match=r"after 3 attempts.*HTTP 500.*boom"):
+            _client(srv, max_retries=2).complete(MSGS)
+    assert len(srv.requests) == 3
+
+
+def test_client_errors_are_not_retried() -> None:
+    with ScriptedServer([ScriptTurn(status=400, error="bad request body"), "never"]) as srv:
+        with pytest.raises(ModelError, match="HTTP 400.*bad request body"):
+            _client(srv).complete(MSGS)
+    assert len(srv.requests) == 1
+
+
+def test_timeout_is_retried() -> None:
+    with ScriptedServer([ScriptTurn(content="late", delay_s=1.5), "on time"]) as srv:
+        c = _client(srv, timeout_s=0.5).complete(MSGS)
+    assert c.message["content"] == "on time" and c.attempts == 2
+
+
+def test_connection_refused_is_retried_then_fails() -> None:
+    srv = ScriptedServer(["x"])
+    url = srv.base_url
+    srv.close()  # port is now closed: nothing listens
+    sleeps: list[float] = []
+    client = ModelClient(ModelConfig(base_url=url, model="m", max_retries=2, backoff_s=0.01), sleep=sleeps.append)
+    with pytest.raises(ModelError, match="APIConnectionError"):
+        client.complete(MSGS)
+    assert len(sleeps) == 2
+
+
+def test_no_endpoint_names_every_way_to_give_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ModelError) as e:
+        ModelClient(load_config().model)
+    msg = str(e.value)
+    for way in ("--base-url", "--model", "[model]", "--config", "OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"):
+        assert way in msg
+    with pytest.raises(ModelError, match="no model name"):
+        ModelClient(ModelConfig(base_url="http://127.0.0.1:9/v1"))
+
+
+def test_retry_after_parsing() -> None:
+    assert _retry_after_s({"retry-after": "3"}) == 3.0
+    assert _retry_after_s({"retry-after-ms": "250"}) == 0.25
+    assert _retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
+    assert _retry_after_s({"retry-after": "soon"}) is None
+    assert _retry_after_s({}) is None
