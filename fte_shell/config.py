@@ -230,6 +230,37 @@ class AgentConfig(_Model):
     summary_model: ModelConfig | None = None
     """Model used by ``visit-summary`` to summarize pages; None = the agent's own endpoint."""
 
+    grep_max_matches: int = Field(default=20, ge=1)
+    """Structured ``grep`` and open-find ``find``: matching lines shown per call (the paper's 20)."""
+
+    grep_max_context: int = Field(default=10, ge=0)
+    """Structured ``grep``: largest ``context`` a call may ask for (larger requests are capped)."""
+
+    grep_line_chars: int = Field(default=600, ge=80)
+    """Structured ``grep``/``find``: a longer line is shown as an excerpt of this many characters around
+    its first match (context lines: their beginning), so one huge paragraph cannot flood the output."""
+
+    read_max_lines: int = Field(default=200, ge=1)
+    """Structured ``read``: most lines per call (the paper's 200); also its default ``limit``."""
+
+    read_max_bytes: int = Field(default=50_000, ge=1_000)
+    """Structured ``read`` and ``grep``: most bytes (UTF-8) of one observation (the paper's ~50 KB)."""
+
+    visit_snippet_chars: int = Field(default=3_000, ge=200)
+    """``visit-snippet``: size of the page chunks ranked against the goal; the best one is returned."""
+
+    visit_summary_page_chars: int = Field(default=60_000, ge=1_000)
+    """``visit-summary``: the page text given to the summary model is cut to this many characters."""
+
+    open_window_lines: int = Field(default=100, ge=1)
+    """``open-find``: lines in the window shown by ``open``/``scroll``."""
+
+    open_window_bytes: int = Field(default=20_000, ge=1_000)
+    """``open-find``: most bytes (UTF-8) of one window; a window stops early at this size."""
+
+    search_max_results: int = Field(default=20, ge=1)
+    """Structured ``search`` (every non-shell profile): largest ``n`` a call may ask for (capped)."""
+
 
 class RunConfig(_Model):
     """Everything one run needs; the root of the TOML file."""
