@@ -158,6 +158,9 @@ class SearchConfig(_Model):
     timeout_s: float = 20.0
     """Timeout of one search request."""
 
+    max_retries: int = 3
+    """Serper: retries on 429, 5xx, timeouts and connection errors, with exponential backoff."""
+
     cache_dir: Path | None = None
     """Directory caching results per (backend, query, n), so every profile of a comparison sees the same
     results. None = no cache across runs (results are still cached within one question)."""

@@ -1,0 +1,86 @@
+"""Search backends (Serper, a local bm25s corpus), the result cache and the one result rendering.
+
+``make_search(cfg)`` picks the backend from :class:`~fte_shell.config.SearchConfig` and wraps it in the
+result cache; ``make_page_source(cfg)`` gives the local corpus (if any) for fetch to serve docids from.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ..config import SearchConfig
+from ..errors import SearchUnavailable
+from .base import SearchBackend, SearchResult, format_results
+from .cache import CachedSearch
+from .local import LocalCorpus
+
+__all__ = [
+    "CachedSearch",
+    "LocalCorpus",
+    "SearchBackend",
+    "SearchResult",
+    "format_results",
+    "make_page_source",
+    "make_search",
+    "open_corpus",
+]
+
+_corpora: dict[Path, LocalCorpus] = {}
+_corpora_lock = threading.Lock()
+
+
+def open_corpus(index_dir: Path) -> LocalCorpus:
+    """The :class:`LocalCorpus` of ``index_dir``, opened once per process and shared (it is thread-safe)."""
+    path = Path(index_dir).expanduser().resolve()
+    with _corpora_lock:
+        corpus = _corpora.get(path)
+        if corpus is None:
+            corpus = _corpora[path] = LocalCorpus(path)
+        return corpus
+
+
+def _serper_key(cfg: SearchConfig) -> str | None:
+    if cfg.serper_api_key is not None and cfg.serper_api_key.get_secret_value():
+        return cfg.serper_api_key.get_secret_value()
+    return os.environ.get("SERPER_API_KEY") or None
+
+
+def make_search(cfg: SearchConfig) -> SearchBackend | None:
+    """The configured backend wrapped in :class:`CachedSearch` (``cfg.cache_dir``), or None for
+    ``backend = "none"`` and for ``auto`` with neither a Serper key nor a corpus.
+
+    ``auto``: Serper when a key is set (config or ``SERPER_API_KEY``), else the local corpus when
+    ``cfg.corpus`` is set. Raises :class:`SearchUnavailable` naming the fix when the chosen backend
+    cannot be used (no key for ``serper``, no or a missing corpus for ``local``)."""
+    from .serper import SerperSearch
+
+    backend: SearchBackend
+    kind = cfg.backend
+    if kind == "none":
+        return None
+    if kind == "auto":
+        kind = "serper" if _serper_key(cfg) else "local" if cfg.corpus is not None else "none"
+        if kind == "none":
+            return None
+    if kind == "serper":
+        backend = SerperSearch(
+            _serper_key(cfg), url=cfg.serper_url, timeout_s=cfg.timeout_s, max_retries=cfg.max_retries
+        )
+    else:
+        if cfg.corpus is None:
+            raise SearchUnavailable(
+                "search backend 'local' needs a corpus: set [search] corpus = DIR (an index made by "
+                "`fte-shell corpus build`)"
+            )
+        backend = open_corpus(cfg.corpus)
+    return CachedSearch(backend, cfg.cache_dir)
+
+
+def make_page_source(cfg: SearchConfig) -> LocalCorpus | None:
+    """The local corpus of ``cfg.corpus`` as a page source (fetch serves its docids and urls with no
+    HTTP), or None when no corpus is configured."""
+    if cfg.corpus is None:
+        return None
+    return open_corpus(cfg.corpus)

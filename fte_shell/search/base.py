@@ -1,0 +1,98 @@
+"""The search seam: one result type, one backend Protocol, one text rendering.
+
+``format_results`` is THE rendering of a result list: the shell helper (``search`` inside the container,
+through the gateway) and the structured profile's ``search`` tool both show exactly this text, so the
+interfaces under comparison see the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+SNIPPET_CHARS = 300
+"""Snippets longer than this are cut (with an ellipsis) in the rendering."""
+
+TITLE_CHARS = 160
+"""Titles longer than this are cut (with an ellipsis) in the rendering."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One ranked search hit."""
+
+    rank: int
+    """1-based position in the result list."""
+    title: str
+    """Page or document title."""
+    url: str
+    """What ``fetch`` accepts for this hit: the page URL, or a local document's docid when it has none."""
+    snippet: str
+    """A short excerpt of the page relevant to the query."""
+    date: str | None = None
+    """Publication date as the backend gave it (free text), if any."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (used by the result cache)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SearchResult:
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        return cls(
+            rank=int(d["rank"]),
+            title=str(d["title"]),
+            url=str(d["url"]),
+            snippet=str(d["snippet"]),
+            date=None if d.get("date") is None else str(d["date"]),
+        )
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """Anything that turns a query into ranked results (Serper, a local bm25s corpus, the cache)."""
+
+    name: str
+    """Stable backend name; part of the result-cache key (e.g. ``serper``, ``local:hotpotqa``)."""
+
+    def search(self, query: str, n: int) -> list[SearchResult]:
+        """Return at most ``n`` results, best first, ranks 1..k. Raises
+        :class:`fte_shell.errors.SearchUnavailable` when the backend cannot be used at all."""
+        ...
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    text = _one_line(text)
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0] if " " in text[: limit - 1] else text[: limit - 1]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def format_results(query: str, results: list[SearchResult]) -> str:
+    """Render results compactly: a header line, then per result ``[rank] title``, the URL (or docid) to
+    pass to ``fetch``, and the snippet (with the date in front when known); three lines at most per result::
+
+        3 results for "python json":
+        [1] json — JSON encoder and decoder
+            https://docs.python.org/3/library/json.html
+            2024-05-01 · Source code: Lib/json/__init__.py. JSON (JavaScript Object Notation) …
+    """
+    q = _one_line(query)
+    if not results:
+        return f'No results for "{q}".'
+    noun = "result" if len(results) == 1 else "results"
+    blocks = [f'{len(results)} {noun} for "{q}":']
+    for r in results:
+        lines = [f"[{r.rank}] {_cut(r.title, TITLE_CHARS) or '(untitled)'}", f"    {r.url}"]
+        snippet = _cut(r.snippet, SNIPPET_CHARS)
+        if r.date:
+            snippet = f"{_one_line(r.date)} · {snippet}" if snippet else _one_line(r.date)
+        if snippet:
+            lines.append(f"    {snippet}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)

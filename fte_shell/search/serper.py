@@ -1,0 +1,118 @@
+"""Serper (google.serper.dev) web search: POST ``{q, num}`` with header ``X-API-KEY``.
+
+The key stays on the host: only the gateway (host side) and the structured profile call this backend.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import httpx
+
+from ..errors import SearchUnavailable
+from .base import SearchResult
+
+NO_KEY = (
+    "Serper search needs an API key: set SERPER_API_KEY or [search] serper_api_key, "
+    "or use a local corpus ([search] backend = \"local\", corpus = DIR; see `fte-shell corpus build`)"
+)
+
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+class SerperSearch:
+    """A :class:`~fte_shell.search.base.SearchBackend` over the Serper API (or anything speaking its
+    shape, e.g. a loopback test server)."""
+
+    name = "serper"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        url: str = "https://google.serper.dev/search",
+        timeout_s: float = 20.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+    ) -> None:
+        key = api_key if api_key is not None else os.environ.get("SERPER_API_KEY")
+        if not key:
+            raise SearchUnavailable(NO_KEY)
+        self._key = key
+        self.url = url
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._client = httpx.Client(timeout=timeout_s, follow_redirects=False, trust_env=False)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"SerperSearch(url={self.url!r})"
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def search(self, query: str, n: int) -> list[SearchResult]:
+        """Query Serper; retries 429/5xx/connection errors with exponential backoff and jitter.
+
+        Raises :class:`SearchUnavailable` (one line) on a bad key, an unreachable endpoint, a non-JSON
+        answer or when retries are exhausted."""
+        n = max(1, min(int(n), 100))
+        body = {"q": query, "num": n}
+        headers = {"X-API-KEY": self._key, "Content-Type": "application/json"}
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0)
+                time.sleep(delay * (0.5 + random.random() / 2))
+            try:
+                resp = self._client.post(self.url, json=body, headers=headers)
+            except httpx.TimeoutException:
+                last = f"Serper did not answer within {self.timeout_s:g} s ({self.url})"
+                continue
+            except httpx.HTTPError as e:
+                last = f"Serper is unreachable at {self.url}: {e.__class__.__name__}: {e}"
+                continue
+            if resp.status_code in _RETRY_STATUS:
+                last = f"Serper answered HTTP {resp.status_code} ({self.url})"
+                continue
+            if resp.status_code in (401, 403):
+                raise SearchUnavailable(
+                    f"Serper rejected the API key (HTTP {resp.status_code}): check SERPER_API_KEY "
+                    "or [search] serper_api_key"
+                )
+            if resp.status_code != 200:
+                raise SearchUnavailable(f"Serper answered HTTP {resp.status_code} ({self.url})")
+            try:
+                data = resp.json()
+            except ValueError as e:
+                raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
+            return parse_organic(data, n)
+        raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
+
+
+def parse_organic(data: object, n: int) -> list[SearchResult]:
+    """Turn a Serper answer (``{"organic": [{title, link, snippet, date?, position}]}``) into results,
+    ranked 1..k in the order of ``position`` (entries without a link are skipped)."""
+    if not isinstance(data, dict):
+        raise SearchUnavailable("Serper answer is not a JSON object")
+    organic = data.get("organic") or []
+    if not isinstance(organic, list):
+        raise SearchUnavailable("Serper answer has a malformed 'organic' list")
+    items = [o for o in organic if isinstance(o, dict) and isinstance(o.get("link"), str) and o["link"]]
+    items.sort(key=lambda o: o["position"] if isinstance(o.get("position"), int) else 10**9)
+    out: list[SearchResult] = []
+    for o in items[:n]:
+        date = o.get("date")
+        out.append(
+            SearchResult(
+                rank=len(out) + 1,
+                title=str(o.get("title") or ""),
+                url=o["link"],
+                snippet=str(o.get("snippet") or ""),
+                date=str(date) if date else None,
+            )
+        )
+    return out
