@@ -1,0 +1,1 @@
+"""Benchmarks of agents: datasets, resumable sweeps, judges, behavioural metrics and reports."""

@@ -1,0 +1,377 @@
+"""Parse and classify the bash commands of the shell profile.
+
+Every command line is parsed with bashlex (pipelines, ``&&``, ``||``, ``;``, subshells, ``{ …; }``,
+``for`` loops, command substitutions); when bashlex cannot parse it, a simple tokenizer splits it on
+control operators instead. Each simple command is classified (see :data:`Kind`) and the /work documents it
+reads are resolved against the workspace listing. Definitions: ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Literal
+
+import bashlex
+from pydantic import BaseModel, ConfigDict, Field
+
+Kind = Literal["search", "fetch", "grep", "read", "list", "other"]
+"""search: ``search``; fetch: ``fetch``; grep: grep/egrep/fgrep/rg/zgrep with document operands (or a
+recursive search); read: sed/head/tail/cat/awk/less/more/nl/tac/cut with document operands; list: ls,
+find, list_fetched, wc, du, stat, tree, file; other: everything else, including grep-like and read-like
+commands that only filter their stdin (``… | head -5``)."""
+
+GREP_TOOLS = frozenset({"grep", "egrep", "fgrep", "rg", "zgrep"})
+READ_TOOLS = frozenset({"sed", "head", "tail", "cat", "awk", "gawk", "mawk", "less", "more", "nl", "tac", "cut"})
+LIST_TOOLS = frozenset({"ls", "find", "list_fetched", "wc", "du", "stat", "tree", "file"})
+WRAPPERS = frozenset({"timeout", "nice", "command", "env", "stdbuf", "time", "nohup", "exec", "builtin"})
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+# options taking a separate argument, per tool (short letters; long options use --opt=value or are listed)
+_ARG_SHORT = {
+    "grep": "efmABCdDX",
+    "rg": "efgmABCMjtTE",
+    "sed": "efl",
+    "head": "nc",
+    "tail": "ncs",
+    "awk": "fFv",
+    "cut": "dfcb",
+    "nl": "bdfhilnpsvw",
+}
+_ARG_LONG = {
+    "grep": {"--regexp", "--file", "--max-count", "--after-context", "--before-context", "--context",
+             "--include", "--exclude", "--exclude-dir", "--directories", "--devices", "--label"},
+    "rg": {"--regexp", "--file", "--glob", "--iglob", "--max-count", "--after-context", "--before-context",
+           "--context", "--type", "--type-not", "--max-columns", "--threads", "--encoding", "--max-depth",
+           "--sort", "--sortr", "--replace", "--colors", "--color"},
+    "sed": {"--expression", "--file", "--line-length"},
+    "head": {"--lines", "--bytes"},
+    "tail": {"--lines", "--bytes", "--sleep-interval", "--pid", "--max-unchanged-stats"},
+    "awk": {"--file", "--field-separator", "--assign"},
+    "cut": {"--delimiter", "--fields", "--characters", "--bytes", "--output-delimiter"},
+}
+# tools whose first positional operand is a program/pattern, not a file (unless -e/-f gave one)
+_FIRST_IS_SCRIPT = {"grep", "rg", "sed", "awk"}
+
+
+class SimpleCommand(BaseModel):
+    """One simple command of a command line, classified."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    argv: list[str]
+    """Words after stripping assignments and wrappers (``timeout 5``, ``env``, ``nice`` …)."""
+
+    tool: str
+    """Base name of the program (``/usr/bin/grep`` → ``grep``)."""
+
+    kind: Kind
+    """The class of the command (see :data:`Kind`)."""
+
+    operands: list[str] = Field(default_factory=list)
+    """Non-option operands that name files or URLs (for grep-like/read-like: files; fetch: URLs)."""
+
+    recursive: bool = False
+    """A recursive search (``grep -r``/``-R``, any ``rg``)."""
+
+    docs: list[str] = Field(default_factory=list)
+    """Workspace documents (file names) the command reads, resolved against the listing."""
+
+    whole_cache: bool = False
+    """The command reads every document of the workspace (recursive search of /work, ``/work/*``,
+    a glob matching all files)."""
+
+
+class ParsedCommand(BaseModel):
+    """A whole command line: its simple commands in textual order."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    commands: list[SimpleCommand]
+    """Simple commands in the order they appear."""
+
+    parser: Literal["bashlex", "fallback"]
+    """Which parser produced the split."""
+
+    cwd_after: str
+    """Working directory after top-level ``cd`` commands (tracked across calls of one session)."""
+
+
+# --- splitting -----------------------------------------------------------------------------------------
+def _words_bashlex(command: str) -> list[tuple[list[str], bool]]:
+    """(argv, piped_stdin) for every simple command, via bashlex."""
+    out: list[tuple[list[str], bool]] = []
+    loopvars: dict[str, list[str]] = {}
+
+    def word_values(w: bashlex.ast.node) -> list[str]:
+        text = w.word
+        m = re.fullmatch(r"\$\{?(\w+)\}?", text)
+        if m and m.group(1) in loopvars:
+            return list(loopvars[m.group(1)])
+        return [text]
+
+    def visit(node: bashlex.ast.node, piped: bool) -> None:
+        kind = node.kind
+        if kind == "command":
+            argv: list[str] = []
+            for p in node.parts:
+                if p.kind == "word":
+                    argv.extend(word_values(p))
+                for sub in _substitutions(p):
+                    visit(sub, False)
+            if argv:
+                out.append((argv, piped))
+        elif kind == "pipeline":
+            cmds = [p for p in node.parts if p.kind != "pipe"]
+            for i, p in enumerate(cmds):
+                visit(p, piped or i > 0)
+        elif kind == "list":
+            for p in node.parts:
+                if p.kind != "operator":
+                    visit(p, piped)
+        elif kind == "compound":
+            for p in node.list:
+                if p.kind not in ("reservedword", "operator"):
+                    visit(p, piped)
+        elif kind == "for":
+            parts = node.parts
+            names = [p for p in parts if p.kind == "word"]
+            if names:
+                var = names[0].word
+                items: list[str] = []
+                for p in names[1:]:
+                    items.extend(word_values(p))
+                loopvars[var] = items
+            for p in parts:
+                if p.kind not in ("word", "reservedword", "operator"):
+                    visit(p, piped)
+        elif kind in ("if", "while", "until"):
+            for p in node.parts:
+                if p.kind not in ("reservedword", "operator", "word"):
+                    visit(p, piped)
+        elif kind == "function":
+            for p in node.parts:
+                if p.kind not in ("reservedword", "word"):
+                    visit(p, piped)
+
+    for tree in bashlex.parse(command):
+        visit(tree, False)
+    return out
+
+
+def _substitutions(node: bashlex.ast.node) -> list[bashlex.ast.node]:
+    subs: list[bashlex.ast.node] = []
+    for p in getattr(node, "parts", []) or []:
+        if p.kind in ("commandsubstitution", "processsubstitution"):
+            subs.append(p.command)
+        else:
+            subs.extend(_substitutions(p))
+    return subs
+
+
+_OPS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "|&", ";;", "\n"}
+
+
+def _words_fallback(command: str) -> list[tuple[list[str], bool]]:
+    """Split on control operators with shlex; unbalanced quotes are closed at the end."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|(){}")
+    lex.whitespace_split = True
+    lex.commenters = ""
+    tokens: list[str] = []
+    try:
+        tokens = list(lex)
+    except ValueError:  # unbalanced quotes: split on whitespace around control operators
+        tokens = re.sub(r"(\|\||&&|;|\||\(|\))", r" \1 ", command).replace('"', " ").replace("'", " ").split()
+    out: list[tuple[list[str], bool]] = []
+    cur: list[str] = []
+    piped = False
+    for tok in tokens + [";"]:
+        if tok in _OPS or set(tok) <= set(";&|(){}"):
+            if cur:
+                out.append((cur, piped))
+            cur = []
+            piped = tok in ("|", "|&")
+        elif re.fullmatch(r"\d*[<>]+&?\d*", tok):
+            cur.append(tok)
+        else:
+            cur.append(tok)
+    # drop redirection targets from argv
+    cleaned: list[tuple[list[str], bool]] = []
+    for argv, p in out:
+        words: list[str] = []
+        skip = False
+        for w in argv:
+            if skip:
+                skip = False
+                continue
+            if re.fullmatch(r"\d*(>>?|<|&>)&?\d*", w):
+                skip = not re.fullmatch(r"\d*>&\d+", w)
+                continue
+            words.append(w)
+        if words:
+            cleaned.append((words, p))
+    return cleaned
+
+
+def split_commands(command: str) -> tuple[list[tuple[list[str], bool]], Literal["bashlex", "fallback"]]:
+    """Simple commands of ``command`` as (argv, reads_pipe) in textual order, and which parser split them."""
+    try:
+        return _words_bashlex(command), "bashlex"
+    except Exception:  # noqa: BLE001 - bashlex raises many kinds (ParsingError, NotImplementedError, …)
+        return _words_fallback(command), "fallback"
+
+
+# --- classification ------------------------------------------------------------------------------------
+def _strip(argv: list[str]) -> list[str]:
+    """Remove leading assignments and wrapper programs (with their own options/duration)."""
+    words = list(argv)
+    while words:
+        w = words[0]
+        if re.fullmatch(r"[A-Za-z_]\w*=.*", w):
+            words.pop(0)
+            continue
+        base = posixpath.basename(w)
+        if base in WRAPPERS and len(words) > 1:
+            words.pop(0)
+            while words and (words[0].startswith("-") or re.fullmatch(r"[A-Za-z_]\w*=.*", words[0])):
+                words.pop(0)
+            if base == "timeout" and words and re.fullmatch(r"\d+(\.\d+)?[smhd]?", words[0]):
+                words.pop(0)
+            if base == "nice" and words and re.fullmatch(r"-?\d+", words[0]):
+                words.pop(0)
+            continue
+        break
+    return words
+
+
+def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
+    """(file operands, recursive flag, script-given-by-option flag) for ``tool``'s argument list."""
+    arg_short = _ARG_SHORT.get(tool, "")
+    arg_long = _ARG_LONG.get(tool, set())
+    positional: list[str] = []
+    recursive = tool == "rg"
+    script_by_option = False
+    i = 0
+    end_of_opts = False
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if end_of_opts or a == "-" or not a.startswith("-") or (tool in ("head", "tail") and re.fullmatch(r"[-+]\d+", a)):
+            if tool in ("head", "tail") and re.fullmatch(r"[-+]\d+", a) and not end_of_opts:
+                continue
+            positional.append(a)
+            continue
+        if a == "--":
+            end_of_opts = True
+            continue
+        if a.startswith("--"):
+            name = a.split("=", 1)[0]
+            if name in ("--recursive", "--dereference-recursive"):
+                recursive = True
+            if name in ("--regexp", "--file", "--expression") and tool in _FIRST_IS_SCRIPT:
+                script_by_option = True
+            if name in arg_long and "=" not in a:
+                i += 1
+            continue
+        # short option cluster
+        letters = a[1:]
+        for j, ch in enumerate(letters):
+            if tool in ("grep", "egrep", "fgrep", "zgrep") and ch in "rR":
+                recursive = True
+            if ch in arg_short:
+                if tool in _FIRST_IS_SCRIPT and ch in ("e", "f"):
+                    script_by_option = True
+                if j == len(letters) - 1:
+                    i += 1  # argument is the next word
+                break  # rest of the cluster is the argument
+    if tool in _FIRST_IS_SCRIPT and not script_by_option and positional:
+        positional = positional[1:]
+    return positional, recursive, script_by_option
+
+
+def classify(argv: list[str], piped: bool = False) -> SimpleCommand:
+    """Classify one simple command (documents are resolved later by :func:`resolve`)."""
+    words = _strip(argv)
+    if not words:
+        return SimpleCommand(argv=argv, tool="", kind="other")
+    tool = posixpath.basename(words[0])
+    args = words[1:]
+    norm = {"egrep": "grep", "fgrep": "grep", "zgrep": "grep", "gawk": "awk", "mawk": "awk"}.get(tool, tool)
+    if tool == "search":
+        return SimpleCommand(argv=words, tool=tool, kind="search")
+    if tool == "fetch":
+        urls = [a for a in args if not a.startswith("-")]
+        return SimpleCommand(argv=words, tool=tool, kind="fetch", operands=urls)
+    if tool in GREP_TOOLS:
+        files, recursive, _ = _operands(norm, args)
+        if not files and not recursive:
+            return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
+        if not files and recursive:
+            files = ["."]  # grep -r / rg without a path search the working directory
+        return SimpleCommand(argv=words, tool=tool, kind="grep", operands=files, recursive=recursive)
+    if tool in READ_TOOLS:
+        files, _, _ = _operands(norm, args)
+        files = [f for f in files if f != "-"]
+        if not files:
+            return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
+        return SimpleCommand(argv=words, tool=tool, kind="read", operands=files)
+    if tool in LIST_TOOLS:
+        files = [a for a in args if not a.startswith("-")]
+        if piped and not files and tool != "list_fetched":
+            return SimpleCommand(argv=words, tool=tool, kind="other")  # ``… | wc -l`` counts stdin
+        return SimpleCommand(argv=words, tool=tool, kind="list", operands=files)
+    return SimpleCommand(argv=words, tool=tool, kind="other")
+
+
+# --- resolution against the workspace listing ---------------------------------------------------------
+def resolve(
+    cmd: SimpleCommand, docs: Sequence[str], *, mount: str = "/work", cwd: str = "/work"
+) -> SimpleCommand:
+    """Fill ``docs`` and ``whole_cache`` of a grep/read command: each operand is made absolute against
+    ``cwd``; ``/work`` itself (recursive only) or a glob matching every document reads the whole cache; a
+    glob reads the documents it matches; a plain path reads that document if it is in the listing."""
+    if cmd.kind not in ("grep", "read") or not docs:
+        return cmd
+    mount = mount.rstrip("/") or "/"
+    all_docs = list(dict.fromkeys(docs))
+    hit: list[str] = []
+    whole = False
+    for op in cmd.operands:
+        path = posixpath.normpath(posixpath.join(cwd, op))
+        if path == mount:
+            if cmd.recursive:
+                whole = True
+                hit.extend(all_docs)
+            continue
+        if not path.startswith(mount + "/"):
+            continue
+        rel = path[len(mount) + 1 :]
+        if GLOB_CHARS.search(rel):
+            matched = [d for d in all_docs if fnmatch.fnmatchcase(d, rel)]
+            if matched and len(matched) == len(all_docs):
+                whole = True
+            hit.extend(matched)
+        elif rel in all_docs:
+            hit.append(rel)
+    return cmd.model_copy(update={"docs": list(dict.fromkeys(hit)), "whole_cache": whole})
+
+
+def parse_command(
+    command: str, docs: Sequence[str] = (), *, mount: str = "/work", cwd: str = "/work"
+) -> ParsedCommand:
+    """Split, classify and resolve one command line. ``docs`` is the workspace listing (file names) at
+    that point; ``cwd`` the session's working directory before the command (top-level ``cd`` updates it:
+    the session is persistent)."""
+    words, parser = split_commands(command)
+    out: list[SimpleCommand] = []
+    for argv, piped in words:
+        c = classify(argv, piped)
+        if c.tool == "cd" and not piped:
+            target = c.argv[1] if len(c.argv) > 1 else "~"
+            if not target.startswith(("~", "-", "$")):
+                cwd = posixpath.normpath(posixpath.join(cwd, target))
+        out.append(resolve(c, docs, mount=mount, cwd=cwd))
+    return ParsedCommand(commands=out, parser=parser, cwd_after=cwd)
