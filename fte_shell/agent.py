@@ -1,0 +1,309 @@
+"""The ReAct loop. It does not know which profile it drives: a profile is tool schemas plus an executor.
+
+Each turn: model call -> if the assistant called tools, execute them IN ORDER through
+``profile.execute`` and append one ``tool`` message per call (malformed JSON arguments or an unknown tool
+become an error observation the model can correct) -> else, if the text holds ``<answer>…</answer>``,
+stop; otherwise append a short nudge. Stop reasons: ``answer``, ``max_turns``, ``time_budget``, ``errors``
+(``agent.max_consecutive_errors`` turns in a row whose tool calls all failed), ``model_error`` (after the
+client's retries), ``interrupted`` (KeyboardInterrupt, or SIGTERM turned into one by the runner), and
+``crashed`` (an unexpected exception from a profile: recorded, then re-raised).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .config import RunConfig
+from .errors import ModelError, ToolError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .model import Completion, ModelClient
+    from .profiles import Profile, ToolResult
+    from .recorder import Recorder
+
+StopReason = Literal["answer", "max_turns", "time_budget", "errors", "model_error", "interrupted", "crashed"]
+
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+
+NUDGE = (
+    "Your reply had no tool call and no final answer. Either call one of your tools to keep researching, "
+    "or give your final answer inside <answer></answer>."
+)
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The text of the last ``<answer>…</answer>`` in ``text`` (stripped), or None."""
+    if not text:
+        return None
+    found = ANSWER_RE.findall(text)
+    return found[-1].strip() if found else None
+
+
+class RunResult(BaseModel):
+    """What one question's run produced (``result.json`` holds the same and a little more)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    """The question as asked."""
+
+    answer: str | None
+    """The final answer (text inside the last ``<answer>`` tags), or None when the run ended without one."""
+
+    stop_reason: StopReason
+    """Why the loop stopped."""
+
+    turns: int
+    """Model calls made (successful or not)."""
+
+    tool_calls: dict[str, int] = Field(default_factory=dict)
+    """Tool calls by tool name (malformed and unknown calls included, under the name the model gave)."""
+
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Summed token usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``."""
+
+    wall_s: float
+    """Wall-clock seconds of the loop."""
+
+    run_id: str
+    """Identifier of this run (also in ``result.json``)."""
+
+    run_dir: Path | None = None
+    """The run directory, when there is one."""
+
+    profile: str = ""
+    """Profile name."""
+
+    model: str | None = None
+    """Model name."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Alias of :attr:`tool_calls` (the name docs/ARCHITECTURE.md's runner contract uses)."""
+        return self.tool_calls
+
+
+class Agent:
+    """Drives one question: ``Agent(config, model, profile, recorder).run(question) -> RunResult``."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        model: ModelClient,
+        profile: Profile,
+        recorder: Recorder,
+        *,
+        run_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ):
+        self.config = config
+        self.model = model
+        self.profile = profile
+        self.recorder = recorder
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.meta = dict(meta or {})
+        self.messages: list[dict[str, Any]] = []
+        self.turns = 0
+        self.tool_counts: dict[str, int] = {}
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    # --- the loop ---------------------------------------------------------------------------------------
+    def system_prompt(self) -> str:
+        """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
+        from .prompts import system_prompt
+
+        agent = self.config.agent
+        return system_prompt(self.profile.system_addendum(), agent.current_date, agent.system_prompt_file)
+
+    def run(self, question: str) -> RunResult:
+        """Run the loop to a stop reason, record everything, write ``result.json`` and return the result.
+
+        KeyboardInterrupt is recorded (``interrupted``) and re-raised after ``result.json`` is written."""
+        started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        t0 = time.monotonic()
+        rec = self.recorder
+        tools = self.profile.tools()
+        system = self.system_prompt()
+        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        rec.event(
+            "start",
+            question=question,
+            profile=self.profile.name,
+            model=self.config.model.model,
+            config=self.config.model_dump(mode="json"),
+            system_prompt=system,
+            tools=tools,
+            run_id=self.run_id,
+        )
+        answer: str | None = None
+        stop: StopReason
+        pending: BaseException | None = None
+        try:
+            stop, answer = self._loop(tools, t0)
+        except KeyboardInterrupt as e:
+            stop, pending = "interrupted", e
+            rec.event("error", turn=self.turns, message="interrupted (KeyboardInterrupt or SIGTERM)")
+        except Exception as e:  # noqa: BLE001 - recorded, then re-raised below
+            stop, pending = "crashed", e
+            rec.event("error", turn=self.turns, message=f"{e.__class__.__name__}: {e}")
+        wall = time.monotonic() - t0
+        result = RunResult(
+            question=question,
+            answer=answer,
+            stop_reason=stop,
+            turns=self.turns,
+            tool_calls=dict(self.tool_counts),
+            usage=dict(self.usage),
+            wall_s=round(wall, 3),
+            run_id=self.run_id,
+            run_dir=rec.run_dir,
+            profile=self.profile.name,
+            model=self.config.model.model,
+        )
+        rec.event("end", stop_reason=stop, answer=answer, turns=self.turns, wall_s=result.wall_s)
+        rec.write_result(
+            {
+                "question": question,
+                "answer": answer,
+                "profile": self.profile.name,
+                "model": self.config.model.model,
+                "turns": self.turns,
+                "stop_reason": stop,
+                "tool_calls": result.tool_calls,
+                "usage": result.usage,
+                "wall_s": result.wall_s,
+                "run_id": self.run_id,
+                "started_at": started_at,
+                "meta": self.meta,
+            }
+        )
+        if pending is not None:
+            raise pending
+        return result
+
+    def _over_budget(self, t0: float) -> bool:
+        budget = self.config.agent.time_budget_s
+        return budget is not None and time.monotonic() - t0 >= budget
+
+    def _loop(self, tools: list[dict[str, Any]], t0: float) -> tuple[StopReason, str | None]:
+        cfg = self.config.agent
+        names = {t.get("function", {}).get("name") for t in tools}
+        failed_turns = 0
+        while True:
+            if self.turns >= cfg.max_turns:
+                return "max_turns", None
+            if self._over_budget(t0):
+                return "time_budget", None
+            self.turns += 1
+            turn = self.turns
+            try:
+                c = self.model.complete(self.messages, tools or None)
+            except ModelError as e:
+                self.recorder.event("error", turn=turn, message=str(e))
+                return "model_error", None
+            self._record_completion(turn, c)
+            msg = c.message
+            self.messages.append(msg)
+            calls = msg.get("tool_calls") or []
+            if not calls:
+                answer = extract_answer(msg.get("content"))
+                if answer is not None:
+                    return "answer", answer
+                self.messages.append({"role": "user", "content": NUDGE})
+                self.recorder.event("nudge", turn=turn, message=NUDGE)
+                continue
+            all_failed = True
+            for call in calls:
+                if not self._execute(turn, call, names).error:
+                    all_failed = False
+            failed_turns = failed_turns + 1 if all_failed else 0
+            if failed_turns >= cfg.max_consecutive_errors:
+                self.recorder.event(
+                    "error", turn=turn, message=f"{failed_turns} consecutive turns whose tool calls all failed"
+                )
+                return "errors", None
+
+    def _record_completion(self, turn: int, c: Completion) -> None:
+        for k in self.usage:
+            self.usage[k] += int(c.usage.get(k, 0))
+        fields: dict[str, Any] = {
+            "turn": turn,
+            "latency_s": round(c.latency_s, 4),
+            "usage": c.usage,
+            "message": c.message,
+            "finish_reason": c.finish_reason,
+            "attempts": c.attempts,
+        }
+        if c.reasoning:
+            fields["reasoning"] = c.reasoning
+        self.recorder.event("model_call", **fields)
+
+    def _execute(self, turn: int, call: dict[str, Any], names: set[str | None]) -> ToolResult:
+        from .profiles import ToolResult
+
+        fn = call.get("function") or {}
+        name = str(fn.get("name") or "")
+        raw = fn.get("arguments")
+        raw_s = raw if isinstance(raw, str) else json.dumps(raw)
+        call_id = call.get("id") or f"call_{turn}"
+        self.tool_counts[name] = self.tool_counts.get(name, 0) + 1
+        args: dict[str, Any] | None = None
+        t = time.monotonic()
+        if name not in names:
+            avail = ", ".join(sorted(n for n in names if n)) or "none"
+            res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
+        else:
+            parsed, problem = _parse_arguments(raw)
+            if problem is not None:
+                res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; call it again with a JSON object.", error=True)
+            else:
+                args = parsed
+                res = self._call_profile(name, parsed or {})
+        duration = time.monotonic() - t
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
+        self.recorder.event(
+            "tool_call",
+            turn=turn,
+            id=call_id,
+            name=name,
+            arguments=args,
+            raw_arguments=raw_s,
+            observation=res.output,
+            error=bool(res.error),
+            duration_s=round(duration, 4),
+            meta=res.meta,
+        )
+        return res
+
+    def _call_profile(self, name: str, args: dict[str, Any]) -> ToolResult:
+        from .profiles import ToolResult
+
+        try:
+            return self.profile.execute(name, args)
+        except ToolError as e:
+            return ToolResult(output=f"Error: {e}", error=True)
+        except (TypeError, KeyError, ValueError) as e:  # the model's arguments did not fit the tool
+            return ToolResult(output=f"Error: bad arguments for '{name}': {e.__class__.__name__}: {e}", error=True)
+
+
+def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse tool-call arguments: ``(dict, None)`` or ``(None, problem)``; empty means ``{}``."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as e:
+        return None, f"are not valid JSON ({e})"
+    if not isinstance(value, dict):
+        return None, f"must be a JSON object, got {type(value).__name__}"
+    return value, None

@@ -1,0 +1,140 @@
+"""``run_question``: set up one question (model client, search, profile), run the loop, write the run
+directory, clean up — the profile (and with it any container) is closed even on exceptions, Ctrl-C or
+SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import re
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent, RunResult
+from .config import RunConfig
+from .model import ModelClient
+from .recorder import EventListener, Recorder
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .fetch import PageCache, PageSource
+    from .search import SearchBackend
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    """A short file-name-safe slug of ``text`` (lower-case words joined by ``-``; never empty)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "question"
+
+
+def new_run_id(question: str) -> str:
+    """``YYYYmmdd-HHMMSS-<slug>-<4 hex>``: sortable, readable, unique."""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{now}-{slugify(question, 32)}-{uuid.uuid4().hex[:4]}"
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises KeyboardInterrupt in the main thread (so the loop records
+    ``interrupted``, writes ``result.json`` and the profile is closed). No-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_question(
+    question: str,
+    config: RunConfig,
+    out_dir: Path,
+    *,
+    search: SearchBackend | None = None,
+    page_source: PageSource | None = None,
+    page_cache: PageCache | None = None,
+    qid: str | None = None,
+    log: EventListener | None = None,
+    model: ModelClient | None = None,
+    meta: dict[str, Any] | None = None,
+) -> RunResult:
+    """Answer ``question`` with ``config.agent.profile`` and write the run directory ``out_dir``
+    (``trajectory.jsonl``, ``result.json``, ``workspace/``).
+
+    ``search`` defaults to ``make_search(config.search)`` and ``page_source`` to the configured local
+    corpus; ``model`` to a new :class:`ModelClient` (pass one to share its connection pool). ``log`` gets
+    every trajectory event as it is written. ``qid`` becomes the run id (default: timestamp + slug).
+    Raises :class:`~fte_shell.errors.ModelError` at once when no model endpoint is configured, and
+    re-raises KeyboardInterrupt after recording it (SIGTERM counts as one in the main thread)."""
+    from .profiles import QuestionContext, make_profile
+    from .search import make_page_source, make_search
+
+    if not question.strip():
+        raise ValueError("the question is empty")
+    own_model = model is None
+    client = model if model is not None else ModelClient(config.model)  # fails fast without an endpoint
+    own_search = search is None
+    if search is None:
+        search = make_search(config.search)
+    if page_source is None:
+        page_source = make_page_source(config.search)
+    run_id = qid or new_run_id(question)
+    recorder = Recorder(Path(out_dir), listener=log)
+    profile = None
+    with sigterm_as_interrupt():  # kept through the clean-up, so a SIGTERM cannot skip the close
+        try:
+            ctx = QuestionContext(
+                config=config,
+                workspace_dir=recorder.workspace_dir,
+                search=search,
+                page_source=page_source,
+                page_cache=page_cache,
+                run_id=run_id,
+                model=client,
+            )
+            try:
+                profile = make_profile(config.agent.profile, ctx)
+            except Exception as e:
+                recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
+                raise
+            agent = Agent(config, client, profile, recorder, run_id=run_id, meta={"qid": qid, **(meta or {})})
+            return agent.run(question)
+        finally:
+            try:
+                if profile is not None:
+                    _close_quietly(profile)
+            finally:
+                recorder.close()
+                if own_model:
+                    client.close()
+                if own_search and search is not None:
+                    _close_search(search)
+
+
+def _close_search(search: Any) -> None:
+    """Close a search backend this run made, except a shared local corpus (opened once per process)."""
+    from .search import LocalCorpus
+
+    if isinstance(getattr(search, "backend", search), LocalCorpus):
+        return
+    close = getattr(search, "close", None)
+    if callable(close):
+        close()
+
+
+def _close_quietly(profile: Any) -> None:
+    """Close the profile; a Ctrl-C or SIGTERM arriving during the close does not stop the close."""
+    try:
+        profile.close()
+    except KeyboardInterrupt:
+        profile.close()
+        raise
