@@ -1,0 +1,346 @@
+"""The host-side gateway: the container's only way out.
+
+One :class:`Gateway` per question listens on a unix socket in a host directory that is bind-mounted into
+the container (at ``/run/fte``). The in-container helpers ``fetch``, ``search`` and ``list_fetched``
+(``sandbox/bin``) send it ONE JSON line and read ONE JSON line back, then close the connection.
+
+Requests::
+
+    {"op": "fetch",  "urls": ["https://…", "docid", …]}       # 1..20 references
+    {"op": "search", "query": "…", "n": 10}                   # n optional, 1..50
+    {"op": "list"}
+    {"op": "ping"}
+
+Responses: ``{"ok": true, …}`` or ``{"ok": false, "error": "<one line>"}``. ``fetch`` answers
+``{"ok": true, "results": [{"ref", "ok": true, "line", "path", "new"} | {"ref", "ok": false, "error"}]}``
+(``ok`` is per reference; the request itself succeeded); ``search`` and ``list`` answer ``{"ok": true,
+"text": …}`` — ``text`` is :func:`fte_shell.search.format_results` / :meth:`Workspace.listing_text`.
+
+The gateway holds this question's FetchService, search backend and workspace only, so one socket reaches
+one question. API keys stay in this (host) process. Requests are bounded (64 KiB, 10 s to arrive, 16 at a
+time); every failure is a one-line error, and no request can stop the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import stat
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import FteError, SearchUnavailable, ToolError
+from .search.base import SearchBackend, format_results
+from .workspace import FetchRecord, Workspace
+
+MAX_REQUEST_BYTES = 64 * 1024
+"""Largest request line accepted."""
+
+REQUEST_TIMEOUT_S = 10.0
+"""Time a client has to send its whole request line."""
+
+MAX_CONCURRENT = 16
+"""Requests served at once; more are answered at once with an error."""
+
+MAX_URLS = 20
+"""References per ``fetch`` request."""
+
+MAX_REF_CHARS = 4096
+"""Longest URL or docid accepted."""
+
+MAX_QUERY_CHARS = 1000
+"""Longest search query accepted."""
+
+MAX_RESULTS = 50
+"""Largest ``n`` of a ``search`` request."""
+
+FETCH_WORKERS = 4
+"""References of one ``fetch`` request fetched concurrently."""
+
+
+class Fetcher(Protocol):
+    """What the gateway needs of :class:`fte_shell.fetch.FetchService`."""
+
+    def fetch(self, ref: str) -> FetchRecord:
+        """Materialize ``ref`` in the workspace; raise a :class:`ToolError` (one line) when refused."""
+        ...
+
+
+@dataclass(frozen=True)
+class GatewayEvent:
+    """One request the gateway served (for metrics and audits)."""
+
+    op: str
+    """``fetch``, ``search``, ``list``, ``ping`` or ``invalid``."""
+    t: float
+    """Unix time the request arrived."""
+    duration_s: float
+    """Time to answer it."""
+    ok: bool
+    """Whether the request as a whole succeeded."""
+    args: dict[str, Any] = field(default_factory=dict)
+    """The request's arguments (``urls``; ``query`` and ``n``)."""
+    results: list[dict[str, Any]] = field(default_factory=list)
+    """``fetch``: per reference ``{ref, ok, path?, new?, error?}``."""
+    error: str | None = None
+    """The one-line error, if the request failed."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "unknown error"
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+    gateway: Gateway
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        gw = self.server.gateway
+        conn: socket.socket = self.request
+        if not gw._slots.acquire(blocking=False):
+            self._send({"ok": False, "error": "gateway busy: too many requests at once; try again"})
+            return
+        try:
+            try:
+                raw = self._read_line(conn)
+            except _BadRequest as e:
+                gw._record(GatewayEvent("invalid", time.time(), 0.0, False, error=str(e)))
+                self._send({"ok": False, "error": str(e)})
+                return
+            self._send(gw.handle_line(raw))
+        finally:
+            gw._slots.release()
+
+    def _read_line(self, conn: socket.socket) -> bytes:
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        buf = bytearray()
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _BadRequest(f"request not received within {REQUEST_TIMEOUT_S:g} s")
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(65536)
+            except TimeoutError:
+                raise _BadRequest(f"request not received within {REQUEST_TIMEOUT_S:g} s") from None
+            except OSError as e:
+                raise _BadRequest(f"connection error: {e}") from None
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > MAX_REQUEST_BYTES + 1:
+                raise _BadRequest(f"request too large (over {MAX_REQUEST_BYTES:,} bytes)")
+        line = bytes(buf).split(b"\n", 1)[0]
+        if len(line) > MAX_REQUEST_BYTES:
+            raise _BadRequest(f"request too large (over {MAX_REQUEST_BYTES:,} bytes)")
+        return line
+
+    def _send(self, response: dict[str, Any]) -> None:
+        data = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            self.request.settimeout(REQUEST_TIMEOUT_S)
+            self.request.sendall(data)
+        except OSError:
+            pass  # the client went away (e.g. its command was killed): nothing to tell
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class Gateway:
+    """A threaded unix-socket server giving one question's container fetch, search and list."""
+
+    def __init__(
+        self,
+        socket_path: Path | str,
+        fetch: Fetcher,
+        search: SearchBackend | None,
+        workspace: Workspace,
+        *,
+        default_n: int = 10,
+    ) -> None:
+        self.socket_path = Path(socket_path)
+        self.fetch = fetch
+        self.search = search
+        self.workspace = workspace
+        self.default_n = default_n
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self._events: list[GatewayEvent] = []
+        self._events_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Gateway({str(self.socket_path)!r}, running={self._server is not None})"
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> Gateway:
+        """Bind the socket (mode 0666, so the container's non-root user can connect) and serve in a
+        background thread. A stale socket file at the path is replaced; any other file is an error."""
+        if self._server is not None:
+            return self
+        path = self.socket_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISSOCK(st.st_mode):
+                raise FteError(f"cannot start the gateway: {path} exists and is not a socket")
+            path.unlink()
+        if len(os.fsencode(path)) >= 104:
+            raise FteError(f"cannot start the gateway: socket path too long ({path}); use a shorter directory")
+        server = _Server(str(path), _Handler, bind_and_activate=True)
+        server.gateway = self
+        os.chmod(path, 0o666)
+        self._pool = ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fte-gw-fetch")
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fte-gateway", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and remove the socket file. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        try:
+            if stat.S_ISSOCK(self.socket_path.lstat().st_mode):
+                self.socket_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- events ----------------------------------------------------------------------------------------
+    def events(self) -> list[GatewayEvent]:
+        """Every request served so far, in order of completion."""
+        with self._events_lock:
+            return list(self._events)
+
+    def drain_events(self) -> list[GatewayEvent]:
+        """The requests served since the last drain (e.g. those one shell command made)."""
+        with self._events_lock:
+            out, self._events = self._events, []
+            return out
+
+    def _record(self, event: GatewayEvent) -> None:
+        with self._events_lock:
+            self._events.append(event)
+
+    # --- requests --------------------------------------------------------------------------------------
+    def handle_line(self, raw: bytes) -> dict[str, Any]:
+        """Answer one request line (the socket protocol without the socket). Never raises."""
+        t0 = time.time()
+        start = time.monotonic()
+        try:
+            req = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            err = "bad request: not a JSON object line"
+            self._record(GatewayEvent("invalid", t0, time.monotonic() - start, False, error=err))
+            return {"ok": False, "error": err}
+        op = req.get("op") if isinstance(req, dict) else None
+        handler = {"fetch": self._op_fetch, "search": self._op_search, "list": self._op_list,
+                   "ping": self._op_ping}.get(op if isinstance(op, str) else "")
+        if handler is None:
+            err = f"bad request: unknown op {op!r} (expected fetch, search, list or ping)"
+            self._record(GatewayEvent("invalid", t0, time.monotonic() - start, False, error=err))
+            return {"ok": False, "error": err}
+        args: dict[str, Any] = {}
+        results: list[dict[str, Any]] = []
+        try:
+            response = handler(req, args, results)
+        except Exception as e:  # noqa: BLE001 - a request must never stop the server
+            response = {"ok": False, "error": f"{op} failed: {e.__class__.__name__}: {_one_line(str(e))}"}
+        self._record(
+            GatewayEvent(op, t0, time.monotonic() - start, bool(response.get("ok")), args, results,
+                         response.get("error"))
+        )
+        return response
+
+    def _op_ping(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"ok": True, "text": "pong"}
+
+    def _op_list(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"ok": True, "text": self.workspace.listing_text()}
+
+    def _op_search(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+        query = req.get("query")
+        n = req.get("n", self.default_n)
+        if not isinstance(query, str) or not query.strip():
+            return {"ok": False, "error": "search needs a non-empty query"}
+        if len(query) > MAX_QUERY_CHARS:
+            return {"ok": False, "error": f"query too long ({len(query):,} characters; at most {MAX_QUERY_CHARS:,})"}
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_RESULTS:
+            return {"ok": False, "error": f"n must be a whole number from 1 to {MAX_RESULTS}"}
+        args.update(query=query, n=n)
+        if self.search is None:
+            return {"ok": False, "error": "search is not available in this run (no search backend is configured)"}
+        try:
+            hits = self.search.search(query, n)
+        except (SearchUnavailable, ToolError) as e:
+            return {"ok": False, "error": f"search unavailable: {_one_line(str(e))}"}
+        results.extend({"rank": h.rank, "url": h.url} for h in hits)
+        return {"ok": True, "text": format_results(query, hits)}
+
+    def _op_fetch(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+        urls = req.get("urls")
+        if isinstance(urls, str):
+            urls = [urls]
+        if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+            return {"ok": False, "error": "fetch needs one or more URLs (or docids)"}
+        if len(urls) > MAX_URLS:
+            return {"ok": False, "error": f"too many URLs in one fetch ({len(urls)}; at most {MAX_URLS})"}
+        args["urls"] = list(urls)
+        pool = self._pool
+        if pool is None or len(urls) == 1:
+            out = [self._fetch_one(u) for u in urls]
+        else:
+            out = list(pool.map(self._fetch_one, urls))
+        results.extend(
+            {k: v for k, v in r.items() if k in ("ref", "ok", "path", "new", "error")} for r in out
+        )
+        return {"ok": True, "results": out}
+
+    def _fetch_one(self, ref: str) -> dict[str, Any]:
+        ref = ref.strip()
+        if not ref:
+            return {"ref": ref, "ok": False, "error": "empty URL"}
+        if len(ref) > MAX_REF_CHARS:
+            return {"ref": ref[:80] + "…", "ok": False, "error": f"URL too long (at most {MAX_REF_CHARS:,} characters)"}
+        try:
+            rec = self.fetch.fetch(ref)
+        except ToolError as e:
+            return {"ref": ref, "ok": False, "error": _one_line(str(e))}
+        except FteError as e:
+            return {"ref": ref, "ok": False, "error": _one_line(str(e))}
+        except Exception as e:  # noqa: BLE001 - one bad page must not fail the others or the server
+            return {"ref": ref, "ok": False, "error": f"fetch failed: {e.__class__.__name__}: {_one_line(str(e))}"}
+        return {"ref": ref, "ok": True, "line": rec.line(), "path": rec.path, "new": rec.new}
