@@ -261,8 +261,9 @@ class AgentConfig(_Model):
     open_window_bytes: int = Field(default=20_000, ge=1_000)
     """``open-find``: most bytes (UTF-8) of one window; a window stops early at this size."""
 
-    search_max_results: int = Field(default=20, ge=1)
-    """Structured ``search`` (every non-shell profile): largest ``n`` a call may ask for (capped)."""
+    search_max_results: int = Field(default=50, ge=1)
+    """Structured ``search`` (every non-shell profile): largest ``n`` a call may ask for (larger requests
+    are capped; the shell helper accepts 1-50)."""
 
 
 class RunConfig(_Model):

@@ -1,0 +1,22 @@
+"""Profiles: the tool sets the agent loop can drive (one file each).
+
+- ``shell``: one ``bash`` tool in the sandbox (``search``/``fetch``/``list_fetched`` are shell helpers);
+- ``fte``: the structured Fetch-then-Explore tools ``search``, ``fetch``, ``grep``, ``read``, ``list_fetched``;
+- ``snippet-only``, ``visit-snippet``, ``visit-summary``, ``open-find``: the paper's baselines.
+
+Every profile uses the same search backend and the same fetch pipeline. See docs/profiles.md for the exact
+tools, bounds and output formats.
+"""
+
+from .base import PROFILES, Profile, QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_profile
+
+__all__ = [
+    "PROFILES",
+    "Profile",
+    "QuestionContext",
+    "Tool",
+    "ToolArgs",
+    "ToolProfile",
+    "ToolResult",
+    "make_profile",
+]

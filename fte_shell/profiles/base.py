@@ -1,0 +1,358 @@
+"""What every profile shares: the :class:`Profile` seam, :class:`ToolResult`, :class:`QuestionContext`, and
+:class:`ToolProfile`, a base class that turns a list of typed tools into OpenAI function-tool schemas and
+validates the model's arguments before a handler runs.
+
+A tool is a pydantic model of its arguments (``extra="forbid"``) plus a handler. The JSON schema the model
+sees is built from that model's fields and the descriptions in ``fte_shell/prompts/tools.toml`` (which a
+user file may override), so the schema and the validation can never disagree.
+
+Errors the model can act on — an unknown tool, bad arguments, a bad regex, a refused URL — come back as
+``ToolResult(error=True)`` with a one-line message. Errors the user must fix (no Docker, no model endpoint,
+a bad config) are raised.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..config import RunConfig
+from ..errors import ConfigError, SearchUnavailable, ToolError
+from ..prompts import ToolDescriptions, profile_addendum
+
+if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
+    from ..fetch import FetchService, PageCache, PageSource
+    from ..model import ModelClient
+    from ..search import SearchBackend
+
+PROFILES: tuple[str, ...] = ("shell", "fte", "snippet-only", "visit-snippet", "visit-summary", "open-find")
+"""Names accepted by :func:`make_profile` (and ``agent.profile`` / ``--profile``)."""
+
+
+class ToolResult(BaseModel):
+    """What one tool call produced."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    output: str
+    """The observation shown to the model."""
+
+    error: bool = False
+    """True when the call failed (unknown tool, bad arguments, refused fetch…); ``output`` says why."""
+
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Machine-readable facts for the trajectory and the metrics (exit code, path, match count…)."""
+
+
+@dataclass
+class QuestionContext:
+    """Everything a profile needs for one question. Built by the runner."""
+
+    config: RunConfig
+    """The run's configuration (the agent's bounds, the sandbox, the fetch policy, search defaults)."""
+
+    workspace_dir: Path
+    """Host directory of this question's workspace (mounted at /work in the shell profile)."""
+
+    search: SearchBackend | None = None
+    """Search backend shared by every profile of a comparison; None = no search tool."""
+
+    page_source: PageSource | None = None
+    """Local corpus that ``fetch``/``visit``/``open`` consult for docids and known URLs; None = web only."""
+
+    page_cache: PageCache | None = None
+    """Converted-page snapshot shared by the profiles of a sweep (same text under every interface)."""
+
+    run_id: str = ""
+    """Identifier of the run (labels the shell profile's container)."""
+
+    model: ModelClient | None = None
+    """The agent's model client; visit-summary uses it when ``agent.summary_model`` is None."""
+
+
+@runtime_checkable
+class Profile(Protocol):
+    """A set of tools plus their executor. The agent loop sees only this."""
+
+    name: str
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI function-tool schemas (``[{"type": "function", "function": {...}}]``)."""
+        ...
+
+    def system_addendum(self) -> str:
+        """Profile-specific text appended to the system prompt body ("" for none)."""
+        ...
+
+    def execute(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """Run tool ``name`` with decoded JSON ``args``; never raises for the model's mistakes."""
+        ...
+
+    def close(self) -> None:
+        """Release what the profile holds (container, pools). Idempotent."""
+        ...
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's argument model: unknown arguments are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool of a profile."""
+
+    name: str
+    """Function name the model calls."""
+
+    args: type[ToolArgs]
+    """Pydantic model of the arguments (its fields become the JSON schema's properties)."""
+
+    handler: Callable[[Any], ToolResult | str]
+    """Called with a validated ``args`` instance; a plain string means a successful observation."""
+
+
+def _json_type(annotation: Any) -> dict[str, Any]:
+    """JSON-schema fragment of a field annotation (str, int, float, bool, Literal[...], X | None)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return _json_type(members[0])
+        raise TypeError(f"unsupported union in tool arguments: {annotation!r}")
+    if origin is Literal:
+        values = list(typing.get_args(annotation))
+        return {"type": "string", "enum": values}
+    simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    raise TypeError(f"unsupported tool argument type: {annotation!r}")
+
+
+def _type_name(annotation: Any) -> str:
+    frag = _json_type(annotation)
+    if "enum" in frag:
+        return " | ".join(repr(v) for v in frag["enum"])
+    return str(frag["type"])
+
+
+def _describe_args(model: type[ToolArgs]) -> str:
+    parts = []
+    for name, field in model.model_fields.items():
+        req = ", required" if field.is_required() else ""
+        parts.append(f"{name} ({_type_name(field.annotation)}{req})")
+    return ", ".join(parts) if parts else "no arguments"
+
+
+def format_validation_error(tool: Tool, err: ValidationError) -> str:
+    """One line the model can act on: what was wrong and what the tool expects."""
+    problems = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "arguments"
+        if e["type"] == "missing":
+            problems.append(f"missing required argument '{loc}'")
+        elif e["type"] == "extra_forbidden":
+            problems.append(f"unexpected argument '{loc}'")
+        else:
+            problems.append(f"'{loc}': {e['msg']}")
+    return f"invalid arguments for {tool.name}: {'; '.join(problems)}. Expected: {_describe_args(tool.args)}."
+
+
+class ToolProfile:
+    """Base class of the built-in profiles: typed tools, schemas from ``tools.toml``, safe dispatch.
+
+    Subclasses set :attr:`name` and implement :meth:`_make_tools` (and :meth:`close` if they hold
+    resources).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, ctx: QuestionContext):
+        self.ctx = ctx
+        self.agent_cfg = ctx.config.agent
+        self._descriptions = ToolDescriptions.load(self.agent_cfg.tool_descriptions_file, PROFILES)
+        self._tools: dict[str, Tool] = {t.name: t for t in self._make_tools()}
+        self._schemas = [self._schema(t) for t in self._tools.values()]
+
+    # --- to override ---------------------------------------------------------------------------------
+    def _make_tools(self) -> list[Tool]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release held resources (nothing by default)."""
+
+    # --- Profile -------------------------------------------------------------------------------------
+    def system_addendum(self) -> str:
+        return profile_addendum(self.name)
+
+    def tools(self) -> list[dict[str, Any]]:
+        return [dict(s) for s in self._schemas]
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of this profile's tools, in schema order."""
+        return list(self._tools)
+
+    def execute(self, name: str, args: dict[str, Any]) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools)
+            return ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {known}.", error=True)
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            return ToolResult(
+                output=f"Error: invalid arguments for {name}: expected a JSON object, got {type(args).__name__}. "
+                f"Expected: {_describe_args(tool.args)}.",
+                error=True,
+            )
+        try:
+            parsed = tool.args.model_validate(args)
+        except ValidationError as e:
+            return ToolResult(output=f"Error: {format_validation_error(tool, e)}", error=True)
+        try:
+            out = tool.handler(parsed)
+        except ToolError as e:
+            return ToolResult(output=f"Error: {e}", error=True, meta={"error_type": e.__class__.__name__})
+        return out if isinstance(out, ToolResult) else ToolResult(output=out)
+
+    # --- schema --------------------------------------------------------------------------------------
+    def placeholder_values(self) -> dict[str, object]:
+        """Values of the ``{name}`` placeholders in tool descriptions (the configured bounds)."""
+        a = self.agent_cfg
+        return {
+            "grep_max_matches": a.grep_max_matches,
+            "find_max_matches": a.grep_max_matches,
+            "grep_context": a.grep_context,
+            "grep_max_context": a.grep_max_context,
+            "read_max_lines": a.read_max_lines,
+            "read_max_kb": max(1, round(a.read_max_bytes / 1000)),
+            "visit_snippet_chars": a.visit_snippet_chars,
+            "open_window_lines": a.open_window_lines,
+            "search_n": self.ctx.config.search.num_results,
+            "search_max_n": a.search_max_results,
+        }
+
+    def _schema(self, tool: Tool) -> dict[str, Any]:
+        text = self._descriptions.describe(self.name, tool.name, self.placeholder_values())
+        fields = tool.args.model_fields
+        unknown = self._descriptions.overridden_parameters(self.name, tool.name) - set(fields)
+        if unknown:
+            raise ConfigError(
+                f"tool descriptions file: tool '{tool.name}' has no parameter(s) {', '.join(sorted(unknown))} "
+                f"(its parameters: {', '.join(fields) or 'none'})"
+            )
+        props: dict[str, Any] = {}
+        required: list[str] = []
+        for pname, field in fields.items():
+            prop = _json_type(field.annotation)
+            if pname in text.parameters:
+                prop["description"] = text.parameters[pname]
+            props[pname] = prop
+            if field.is_required():
+                required.append(pname)
+        params: dict[str, Any] = {"type": "object", "properties": props, "required": required}
+        params["additionalProperties"] = False
+        return {
+            "type": "function",
+            "function": {"name": tool.name, "description": text.description, "parameters": params},
+        }
+
+
+# --- helpers shared by several profiles ---------------------------------------------------------------
+class SearchArgs(ToolArgs):
+    """Arguments of ``search``."""
+
+    query: str
+    """What to search for."""
+
+    n: int | None = None
+    """Number of results (default: ``search.num_results``)."""
+
+
+def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
+    """``search`` as every non-shell profile offers it: the backend's results rendered by
+    :func:`fte_shell.search.format_results` — the same text the shell helper prints."""
+    from ..search import format_results
+
+    if ctx.search is None:
+        raise ToolError("search is not available in this run (no search backend is configured)")
+    query = args.query.strip()
+    if not query:
+        raise ToolError("search needs a non-empty query")
+    n = ctx.config.search.num_results if args.n is None else args.n
+    if n < 1:
+        raise ToolError(f"n must be at least 1, got {n}")
+    n = min(n, ctx.config.agent.search_max_results)
+    try:
+        results = ctx.search.search(query, n)
+    except SearchUnavailable as e:  # same wording as the shell helper's gateway
+        raise ToolError(f"search unavailable: {one_line(str(e))}") from None
+    return ToolResult(output=format_results(query, results), meta={"query": query, "n": n, "results": len(results)})
+
+
+def search_tool(ctx: QuestionContext) -> list[Tool]:
+    """The ``search`` tool, or no tool when the run has no search backend."""
+    if ctx.search is None:
+        return []
+    return [Tool("search", SearchArgs, lambda a: run_search(ctx, a))]
+
+
+def make_fetch_service(ctx: QuestionContext) -> FetchService:
+    """The question's :class:`~fte_shell.fetch.FetchService` over its workspace (same pipeline as the
+    shell's ``fetch`` helper)."""
+    from ..fetch import FetchService
+    from ..workspace import Workspace
+
+    return FetchService(
+        Workspace(ctx.workspace_dir),
+        ctx.config.sandbox.fetch_policy,
+        local=ctx.page_source,
+        page_cache=ctx.page_cache,
+    )
+
+
+_WS_RE = re.compile(r"\s+")
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` with whitespace runs collapsed, cut to ``limit`` characters (for error messages)."""
+    t = _WS_RE.sub(" ", text).strip()
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def make_profile(name: str, ctx: QuestionContext) -> Profile:
+    """The profile called ``name`` for one question. Raises :class:`ConfigError` for an unknown name."""
+    if name == "shell":
+        from .shell import ShellProfile
+
+        return ShellProfile(ctx)
+    if name == "fte":
+        from .fte import FteProfile
+
+        return FteProfile(ctx)
+    if name == "snippet-only":
+        from .snippet_only import SnippetOnlyProfile
+
+        return SnippetOnlyProfile(ctx)
+    if name == "visit-snippet":
+        from .visit_snippet import VisitSnippetProfile
+
+        return VisitSnippetProfile(ctx)
+    if name == "visit-summary":
+        from .visit_summary import VisitSummaryProfile
+
+        return VisitSummaryProfile(ctx)
+    if name == "open-find":
+        from .open_find import OpenFindProfile
+
+        return OpenFindProfile(ctx)
+    raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)})")

@@ -1,0 +1,86 @@
+"""The shell profile: one tool, ``bash(command)``, run in the question's sandbox.
+
+The container is started when the profile is made (so a missing Docker daemon stops the run before the
+first model call) and removed by :meth:`ShellProfile.close`. ``search``, ``fetch`` and ``list_fetched``
+are helper commands inside the container that reach the host gateway; the workspace the agent fills is
+``ctx.workspace_dir`` (mounted read-only at /work).
+
+The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
+and any timeout, restart or truncation note. A non-zero exit status is a normal observation
+(``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted`` and
+``duration_s``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ToolError
+from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
+
+
+class BashArgs(ToolArgs):
+    """Arguments of ``bash``."""
+
+    command: str
+    """The command line to run."""
+
+
+class ShellProfile(ToolProfile):
+    """``bash`` in a hardened container whose gateway serves ``fetch`` and ``search``."""
+
+    name = "shell"
+
+    def __init__(self, ctx: QuestionContext, sandbox: Sandbox | None = None):
+        """Open the question's sandbox (or use ``sandbox``, which then stays the caller's to close)."""
+        super().__init__(ctx)
+        self._owns_sandbox = sandbox is None
+        self.sandbox: Sandbox | None = sandbox if sandbox is not None else self._open_sandbox()
+
+    def _open_sandbox(self) -> Sandbox:
+        from ..sandbox import Sandbox
+
+        ctx = self.ctx
+        cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
+        return Sandbox(
+            cfg,
+            search=ctx.search,
+            page_source=ctx.page_source,
+            page_cache=ctx.page_cache,
+            run_id=ctx.run_id or None,
+        )
+
+    def _make_tools(self) -> list[Tool]:
+        return [Tool("bash", BashArgs, self.bash)]
+
+    def system_addendum(self) -> str:
+        text = super().system_addendum()
+        if self.ctx.search is None:
+            text += (
+                "\n\nNo search backend is configured for this run: the `search` command will tell you so. "
+                "Work from URLs or document ids you already know."
+            )
+        return text
+
+    def bash(self, args: BashArgs) -> ToolResult:
+        if self.sandbox is None:
+            raise ToolError("the sandbox is closed")
+        if not args.command.strip():
+            raise ToolError("bash needs a non-empty command")
+        obs = self.sandbox.run(args.command)
+        meta = {
+            "exit_code": obs.exit_code,
+            "timed_out": obs.timed_out,
+            "truncated": obs.truncated,
+            "restarted": obs.restarted,
+            "duration_s": obs.duration_s,
+        }
+        return ToolResult(output=obs.render(), meta=meta)
+
+    def close(self) -> None:
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None and self._owns_sandbox:
+            sandbox.close()

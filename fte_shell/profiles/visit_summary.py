@@ -1,0 +1,106 @@
+"""The Visit-Summary baseline: ``search`` and ``visit(url, goal)``, which returns an evidence summary of the
+page written by a separate reader model.
+
+The page comes from the shared fetch pipeline (:meth:`FetchService.get_document`; nothing is written to
+the workspace), normalized as a workspace file body and cut to ``agent.visit_summary_page_chars``
+characters. The reader model is ``agent.summary_model`` when set, else the agent's own endpoint
+(``ctx.model``); its fixed instructions are ``fte_shell/prompts/summary_extractor.md``. Output::
+
+    URL: https://example.org/page
+    Title: Example page
+    Evidence for the goal (summary by the reader model):
+    <the reader model's text>
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, ModelError, ToolError
+from ..prompts import summary_instructions
+from ..workspace import render
+from .base import QuestionContext, Tool, ToolProfile, ToolResult, make_fetch_service, search_tool
+from .visit_snippet import VisitArgs, header_lines
+
+if TYPE_CHECKING:
+    from ..fetch import FetchService
+    from ..model import ModelClient
+
+
+def summary_messages(goal: str, head: str, body: str, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """The reader model's conversation for one visit, and whether the page was cut to ``limit`` chars."""
+    truncated = len(body) > limit
+    page = body[:limit]
+    note = f"\n\n[The page continues; only its first {limit:,} of {len(body):,} characters are shown.]" if truncated else ""
+    user = f"Goal: {goal}\n\nPage:\n{head}\n\n{page.rstrip()}{note}"
+    return [{"role": "system", "content": summary_instructions()}, {"role": "user", "content": user}], truncated
+
+
+class VisitSummaryProfile(ToolProfile):
+    """``search`` + ``visit`` returning a reader model's summary of the page for the goal."""
+
+    name = "visit-summary"
+
+    def __init__(self, ctx: QuestionContext):
+        self._fetcher: FetchService | None = None
+        self._own_reader = False
+        reader_cfg = ctx.config.agent.summary_model
+        if reader_cfg is not None:
+            from ..model import ModelClient
+
+            self.reader: ModelClient = ModelClient(reader_cfg)
+            self._own_reader = True
+        elif ctx.model is not None:
+            self.reader = ctx.model
+        else:
+            raise ConfigError(
+                "profile 'visit-summary' needs a reader model: set [agent.summary_model] or pass the agent's "
+                "model client in the question context"
+            )
+        super().__init__(ctx)
+
+    def _make_tools(self) -> list[Tool]:
+        return [*search_tool(self.ctx), Tool("visit", VisitArgs, self.visit)]
+
+    @property
+    def fetcher(self) -> FetchService:
+        if self._fetcher is None:
+            self._fetcher = make_fetch_service(self.ctx)
+        return self._fetcher
+
+    def close(self) -> None:
+        fetcher, self._fetcher = self._fetcher, None
+        close = getattr(fetcher, "close", None)
+        if callable(close):
+            close()
+        if self._own_reader:
+            self._own_reader = False
+            self.reader.close()
+
+    def visit(self, args: VisitArgs) -> ToolResult:
+        ref, goal = args.url.strip(), args.goal.strip()
+        if not ref:
+            raise ToolError("visit needs a URL or a document id")
+        if not goal:
+            raise ToolError("visit needs a goal: say what you want to find on the page")
+        doc = self.fetcher.get_document(ref)
+        body = render(doc)[2]
+        head = header_lines(doc)
+        if not body:
+            return ToolResult(output=f"{head}\n(The page has no text.)", meta={"source": doc.source, "page_chars": 0})
+        messages, truncated = summary_messages(goal, head, body, self.agent_cfg.visit_summary_page_chars)
+        try:
+            done = self.reader.complete(messages, None)
+        except ModelError as e:
+            raise ToolError(f"visit failed: the reader model did not answer ({e})") from None
+        summary = (done.message.get("content") or "").strip()
+        if not summary:
+            raise ToolError("visit failed: the reader model returned no text; try again or visit another page")
+        meta = {
+            "source": doc.source,
+            "page_chars": len(body),
+            "truncated": truncated,
+            "summary_usage": dict(done.usage),
+            "summary_latency_s": round(done.latency_s, 3),
+        }
+        return ToolResult(output=f"{head}\nEvidence for the goal (summary by the reader model):\n{summary}", meta=meta)
