@@ -106,7 +106,7 @@ def run_question(
             except Exception as e:
                 recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
                 raise
-            agent = Agent(config, client, profile, recorder, run_id=run_id, meta={"qid": qid, **(meta or {})})
+            agent = Agent(config, client, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **(meta or {})})
             return agent.run(question)
         finally:
             try:
