@@ -1,0 +1,121 @@
+"""Judges: parsing the grader's captured verdict, the LLM judge through the real openai client against the
+scripted loopback server, caching, and the model-free HotpotQA-style judge."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fte_shell.bench.judge import (
+    JudgeConfig,
+    LLMJudge,
+    exact_match,
+    judge_runs,
+    normalize_answer,
+    parse_grader_reply,
+    token_f1,
+)
+from fte_shell.errors import ConfigError
+from fte_shell.scripted import ScriptedServer
+
+REPLY_YES = """extracted_final_answer: Paris
+reasoning: The response names Paris, which is the reference answer.
+correct: yes
+confidence: 85"""
+
+
+def test_captured_value_not_group0() -> None:
+    # The public reference grader does re.search(r"correct: (yes|no)", text).group(0) == "yes": always False.
+    m = re.search(r"correct: (yes|no)", REPLY_YES)
+    assert m is not None and m.group(0) == "correct: yes" and m.group(0) != "yes"
+    fields = parse_grader_reply(REPLY_YES)
+    assert fields == {"extracted_final_answer": "Paris",
+                      "reasoning": "The response names Paris, which is the reference answer.",
+                      "correct": "yes", "confidence": 85}
+
+
+def test_parse_variants() -> None:
+    assert parse_grader_reply("**correct**: No\nconfidence: 250")["correct"] == "no"
+    assert parse_grader_reply("**correct**: No\nconfidence: 250")["confidence"] == 100
+    # an in-line mention inside the reasoning does not count; the field line does
+    r = parse_grader_reply("reasoning: it is not correct: yes it is wrong\ncorrect: no")
+    assert r["correct"] == "no"
+    assert parse_grader_reply("I think so.")["correct"] is None
+
+
+def test_normalization_and_f1() -> None:
+    assert normalize_answer("The  Beatles!") == "beatles"
+    assert exact_match("an Apple, Inc.", "apple inc")
+    assert token_f1("beer and whisky", "beer and whisky") == 1.0
+    assert token_f1("beer", "beer and whisky") == pytest.approx(0.5)  # p=1, r=1/3
+    assert token_f1("yes", "no") == 0.0 and token_f1("no", "no") == 1.0
+    assert token_f1("", "x") == 0.0
+
+
+def make_sweep(tmp: Path) -> Path:
+    root = tmp / "sweep"
+    (root).mkdir()
+    (root / "sweep.json").write_text("{}")
+    qs = [{"id": "q1", "question": "Capital of France?", "answer": "Paris"},
+          {"id": "q2", "question": "Two plus two?", "answer": "four"}]
+    (root / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
+    for qid, ans in (("q1", "Paris"), ("q2", "5")):
+        d = root / "runs" / "fte" / qid / "r0"
+        d.mkdir(parents=True)
+        ev = {"type": "model_call", "t": 1, "turn": 1, "message": {"role": "assistant",
+              "content": f"Done. <answer>{ans}</answer>"}, "usage": {}}
+        (d / "trajectory.jsonl").write_text(json.dumps(ev) + "\n")
+        q = next(x for x in qs if x["id"] == qid)
+        (d / "result.json").write_text(json.dumps({"question": q["question"], "answer": ans,
+                                                   "stop_reason": "answer"}))
+    # an unfinished run is skipped
+    (root / "runs" / "fte" / "q3" / "r0").mkdir(parents=True)
+    return root
+
+
+def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path)
+    no = "extracted_final_answer: 5\nreasoning: 5 is not four.\ncorrect: no\nconfidence: 100"
+
+    def policy(body: dict) -> str:
+        prompt = body["messages"][0]["content"]
+        return REPLY_YES if "Capital of France" in prompt else no
+
+    with ScriptedServer(policy=policy) as srv:
+        judge = LLMJudge(JudgeConfig(model="grader", base_url=srv.base_url, api_key="k"))
+        s = judge_runs([root], "llm", judge=judge, concurrency=2)
+        assert (s.judged, s.cached, s.skipped, s.correct, s.errors) == (2, 0, 1, 1, [])
+        assert len(srv.requests) == 2
+        assert "Paris" in srv.requests[0]["messages"][0]["content"] or "Paris" in srv.requests[1]["messages"][0]["content"]
+        j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["llm"]
+        assert (j1["correct"], j1["extracted_final_answer"], j1["confidence"], j1["judge_model"]) == (
+            True, "Paris", 85, "grader")
+        j2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["llm"]
+        assert j2["correct"] is False
+        # second pass: everything cached, no request
+        s2 = judge_runs([root], "llm", judge=judge)
+        assert (s2.judged, s2.cached, s2.correct) == (0, 2, 1) and len(srv.requests) == 2
+
+
+def test_llm_judge_bad_reply_is_recorded_not_fatal(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path)
+    with ScriptedServer(policy=lambda body: "I cannot grade this.") as srv:
+        judge = LLMJudge(JudgeConfig(model="grader", base_url=srv.base_url, max_retries=0))
+        s = judge_runs([root], "llm", judge=judge)
+    assert s.judged == 0 and len(s.errors) == 2 and "correct: yes|no" in s.errors[0]
+    assert not (root / "runs/fte/q1/r0/judgement.json").exists()
+
+
+def test_match_judge_and_both_kept(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path)
+    s = judge_runs([root], "match")
+    assert (s.judged, s.correct) == (2, 1)
+    data = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
+    assert data["match"]["em"] == 1.0 and data["match"]["f1"] == 1.0
+    with pytest.raises(ConfigError, match="--judge-model"):
+        judge_runs([root], "llm")
+    with pytest.raises(ConfigError, match="not found"):
+        judge_runs([tmp_path / "nope"], "match")
