@@ -1,0 +1,13 @@
+"""The fetch pipeline: policy (SSRF checks), HTTP download, conversion, and the per-question service.
+
+``FetchService(workspace, policy, *, local=None, page_cache=None)`` is the entry point; see
+``docs/fetch.md``. crawl4ai is imported lazily, inside the conversion worker processes.
+"""
+
+from __future__ import annotations
+
+from ..workspace import Document, FetchRecord
+from .policy import Target, check_url
+from .service import FetchService, PageCache, PageSource
+
+__all__ = ["Document", "FetchRecord", "FetchService", "PageCache", "PageSource", "Target", "check_url"]

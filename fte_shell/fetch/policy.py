@@ -1,0 +1,233 @@
+"""URL and address checks (SSRF protection) for the fetch pipeline.
+
+:func:`check_url` is called for the first URL and again for every redirect hop. It accepts only
+``http``/``https``, applies the ``deny_hosts``/``allow_hosts`` patterns, resolves the host (numeric IPv4
+forms like ``0x7f000001``, ``2130706433``, ``0177.0.0.1`` and ``127.1`` are parsed as the C library
+would), and refuses any address that is not globally routable — loopback, private, link-local,
+multicast, reserved, unspecified, shared (CGNAT), documentation, cloud metadata — for IPv4 and IPv6,
+including IPv4-mapped/-compatible, 6to4, Teredo and NAT64 forms of such addresses. Every address a name
+resolves to must pass. A host (or ``host:port``) listed in ``allow_private`` skips the address check.
+
+The result, :class:`Target`, carries the checked addresses; the HTTP layer connects only to those.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ..config import FetchPolicy
+from ..errors import FetchRefused
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle
+        "169.254.170.2",  # AWS ECS task metadata
+        "169.254.169.123",  # AWS time sync
+        "fd00:ec2::254",  # AWS IPv6 metadata
+        "fd00:ec2::23",  # AWS IPv6 DNS
+        "100.100.100.200",  # Alibaba Cloud
+        "192.0.0.192",  # Oracle Cloud
+    )
+)
+"""Well-known cloud metadata endpoints, named as such in refusals (they are non-public anyway)."""
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fte-resolve")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL that passed the policy, with the addresses the connection may use."""
+
+    url: str
+    """The URL as given (not canonicalized)."""
+    scheme: str
+    """``http`` or ``https``."""
+    host: str
+    """Host name as in the URL, lower-cased, IPv6 without brackets (used for Host, SNI and the cert)."""
+    port: int
+    """Port (the scheme's default if the URL has none)."""
+    addresses: tuple[str, ...]
+    """Checked IP addresses to connect to, in resolver order."""
+    allowed_private: bool = False
+    """True if ``allow_private`` let a non-public address through."""
+
+
+def parse_numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The address of a numeric IPv4 host in any form ``inet_aton`` accepts (``127.1``, ``0x7f.1``,
+    ``0177.0.0.1``, ``2130706433``), else None."""
+    parts = host.split(".")
+    if parts and parts[-1] == "":
+        parts = parts[:-1]  # trailing dot
+    if not 1 <= len(parts) <= 4:
+        return None
+    nums: list[int] = []
+    for p in parts:
+        try:
+            if p.lower().startswith("0x"):
+                n = int(p[2:] or "0", 16)
+            elif len(p) > 1 and p.startswith("0"):
+                n = int(p, 8)
+            else:
+                if not p.isdigit():
+                    return None
+                n = int(p, 10)
+        except ValueError:
+            return None
+        nums.append(n)
+    *head, last = nums
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        return None
+    value = 0
+    for n in head:
+        value = value * 256 + n
+    value = (value << (8 * (4 - len(head)))) | last
+    return ipaddress.IPv4Address(value)
+
+
+def embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, 6to4, Teredo client, NAT64)."""
+    if addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    if addr.sixtofour is not None:
+        return addr.sixtofour
+    if addr.teredo is not None:
+        return addr.teredo[1]
+    if addr in _NAT64 or addr in _NAT64_LOCAL:
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    packed = addr.packed
+    if packed[:12] == b"\x00" * 12 and int(addr) > 1:  # IPv4-compatible ::a.b.c.d (not :: or ::1)
+        return ipaddress.IPv4Address(packed[12:])
+    return None
+
+
+def address_problem(addr: IPAddress) -> str | None:
+    """Why ``addr`` may not be reached (``"a loopback address"`` …), or None if it is public."""
+    if addr in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr.scope_id:
+            return "a scoped (link-local) IPv6 address"
+        inner = embedded_ipv4(addr)
+        if inner is not None:
+            why = address_problem(inner)
+            if why is not None:
+                return f"{why} ({inner} inside an IPv6 address)"
+    checks = (
+        ("is_unspecified", "an unspecified address"),
+        ("is_loopback", "a loopback address"),
+        ("is_link_local", "a link-local address"),
+        ("is_multicast", "a multicast address"),
+        ("is_private", "a private address"),
+        ("is_reserved", "a reserved address"),
+    )
+    for attr, why in checks:
+        if getattr(addr, attr):
+            return why
+    if isinstance(addr, ipaddress.IPv6Address) and addr.is_site_local:
+        return "a site-local address"
+    if not addr.is_global:
+        return "a non-public address"
+    return None
+
+
+def _host_matches(host: str, pattern: str) -> bool:
+    p = pattern.strip().lower().rstrip(".")
+    if not p:
+        return False
+    if p.startswith("*.") and not any(c in p[2:] for c in "*?["):
+        base = p[2:]
+        return host == base or host.endswith("." + base)
+    if any(c in p for c in "*?["):
+        return fnmatch.fnmatchcase(host, p)
+    return host == p
+
+
+def _allowed_private(policy: FetchPolicy, host: str, port: int) -> bool:
+    forms = {host, f"{host}:{port}", f"[{host}]", f"[{host}]:{port}"}
+    return any(entry.strip().lower() in forms for entry in policy.allow_private)
+
+
+def _resolve(host: str, port: int, timeout_s: float) -> list[IPAddress]:
+    numeric = parse_numeric_ipv4(host)
+    if numeric is not None:
+        return [numeric]
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    fut = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    try:
+        infos = fut.result(timeout=max(0.05, timeout_s))
+    except FutureTimeout:
+        raise FetchRefused(f"cannot resolve host {host}: DNS lookup timed out after {timeout_s:.1f} s") from None
+    except (socket.gaierror, UnicodeError, OSError) as e:
+        raise FetchRefused(f"cannot resolve host {host}: {getattr(e, 'strerror', None) or e}") from None
+    out: list[IPAddress] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        a = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
+        if isinstance(a, ipaddress.IPv6Address) and len(sockaddr) >= 4 and sockaddr[3]:
+            a = ipaddress.IPv6Address(f"{a}%{sockaddr[3]}")
+        if a not in out:
+            out.append(a)
+    if not out:
+        raise FetchRefused(f"cannot resolve host {host}: no address")
+    return out
+
+
+def _is_literal(host: str, addr: IPAddress) -> bool:
+    try:
+        return ipaddress.ip_address(host) == addr
+    except ValueError:
+        return False
+
+
+def check_host_patterns(policy: FetchPolicy, host: str) -> None:
+    """Apply ``deny_hosts`` then ``allow_hosts``; raises :class:`FetchRefused`."""
+    for pat in policy.deny_hosts:
+        if _host_matches(host, pat):
+            raise FetchRefused(f"refused host {host}: matches deny_hosts pattern {pat!r}")
+    if policy.allow_hosts and not any(_host_matches(host, p) for p in policy.allow_hosts):
+        raise FetchRefused(f"refused host {host}: not in allow_hosts")
+
+
+def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) -> Target:
+    """Check ``url`` against ``policy`` and resolve it; raises :class:`FetchRefused` with one line."""
+    raw = url.strip()
+    shown = raw if len(raw) <= 200 else raw[:199] + "…"
+    if any(c in raw for c in "\r\n\t\x00"):
+        raise FetchRefused(f"refused {shown!r}: control characters in URL")
+    try:
+        parts = urlsplit(raw)
+        port_given = parts.port
+    except ValueError as e:
+        raise FetchRefused(f"refused {shown}: invalid URL ({e})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        what = f"scheme {scheme}:" if scheme else "no scheme"
+        raise FetchRefused(f"refused {shown}: {what} is not supported (only http:// and https://)")
+    host = (parts.hostname or "").lower().rstrip(".") if parts.hostname else ""
+    if not host:
+        raise FetchRefused(f"refused {shown}: no host")
+    port = port_given if port_given is not None else (443 if scheme == "https" else 80)
+    check_host_patterns(policy, host)
+    allowed = _allowed_private(policy, host, port)
+    addrs = _resolve(host, port, policy.timeout_s if timeout_s is None else timeout_s)
+    if not allowed:
+        for a in addrs:
+            why = address_problem(a)
+            if why is not None:
+                if _is_literal(host, a):
+                    raise FetchRefused(f"refused {shown}: {host} is {why}")
+                raise FetchRefused(f"refused {shown}: host {host} resolves to {a}, which is {why}")
+    return Target(url=raw, scheme=scheme, host=host, port=port, addresses=tuple(str(a) for a in addrs), allowed_private=allowed)

@@ -1,0 +1,298 @@
+"""FetchService: one question's fetch pipeline (held? -> local corpus -> page cache -> download+convert).
+
+``fetch(ref)`` materializes a page in the workspace and returns its record; ``get_document(ref)`` runs the
+same pipeline without writing the workspace (for the visit/open baselines). A ``ref`` is an http(s) URL
+or, when a local corpus is attached, a docid.
+
+Order for a URL:
+1. the workspace already holds it -> its record, ``new=False``, no request at all;
+2. the local corpus (``PageSource``) knows the URL -> its document (a ``Docid:`` file), no HTTP;
+3. the page cache holds the canonical URL -> that snapshot (so every profile of a sweep sees the same text);
+4. otherwise: policy check, download, convert; the result goes to the page cache, then the workspace.
+
+Budgets per question (per service): ``max_fetches`` new pages, ``max_total_bytes`` downloaded bytes ->
+:class:`BudgetExceeded`. Concurrent calls for one key share ONE lock: one download, one file. Nothing is
+written when a fetch fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from ..config import FetchPolicy
+from ..errors import BudgetExceeded, ConfigError, FetchRefused
+from ..workspace import Document, FetchRecord, Workspace, canonical_url
+from . import convert as _convert
+from .http import HttpFetcher
+
+
+@runtime_checkable
+class PageSource(Protocol):
+    """A local corpus that can produce documents without HTTP."""
+
+    def lookup(self, ref: str) -> Document | None:
+        """The document for a docid or URL, or None if this source does not know ``ref``."""
+        ...
+
+
+class PageCache:
+    """Converted documents by canonical URL, on disk (``<sha256>.json``), shared by every profile of a
+    sweep so they all see the same page snapshot. Writes are atomic; unreadable entries are ignored."""
+
+    def __init__(self, directory: Path | str):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, url: str) -> Path:
+        return self.dir / (hashlib.sha256(canonical_url(url).encode("utf-8")).hexdigest() + ".json")
+
+    def get(self, url: str) -> Document | None:
+        """The cached document for ``url`` (any spelling of the canonical URL), or None."""
+        try:
+            return Document.model_validate_json(self._path(url).read_bytes())
+        except (FileNotFoundError, ValidationError, ValueError, OSError):
+            return None
+
+    def put(self, url: str, doc: Document) -> None:
+        """Store ``doc`` under ``url`` atomically (an existing entry is replaced)."""
+        path = self._path(url)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(doc.model_dump_json())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _is_url(ref: str) -> bool:
+    return "://" in ref or ref.lower().startswith(("http:", "https:", "file:", "ftp:", "data:", "javascript:"))
+
+
+class FetchService:
+    """One question's fetch pipeline over ``workspace`` under ``policy``. Thread-safe."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        policy: FetchPolicy,
+        *,
+        local: PageSource | None = None,
+        page_cache: PageCache | None = None,
+    ):
+        if policy.render_js:
+            raise ConfigError(
+                "fetch_policy.render_js = true is not supported by this build (JavaScript rendering through "
+                "chromium is not implemented); set it to false"
+            )
+        self.workspace = workspace
+        self.policy = policy
+        self.local = local
+        self.page_cache = page_cache
+        self._http: HttpFetcher | None = None
+        self._guard = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._memo: dict[str, Document] = {}
+        self._new_pages = 0
+        self._reserved = 0
+        self.bytes_downloaded = 0
+        """Network bytes downloaded so far (all hops)."""
+        self.downloads = 0
+        """Successful downloads so far."""
+
+    # --- public ----------------------------------------------------------------------------------------
+    @property
+    def new_pages(self) -> int:
+        """Pages newly materialized (or newly downloaded by ``get_document``) so far."""
+        return self._new_pages
+
+    def fetch(self, ref: str) -> FetchRecord:
+        """Materialize ``ref`` (URL or docid) in the workspace; ``new=False`` if it was already held.
+
+        Raises :class:`FetchRefused` (one line) or :class:`BudgetExceeded`.
+        """
+        ref = self._clean(ref)
+        if not _is_url(ref):
+            return self._fetch_docid(ref)
+        canon = self._canonical(ref)
+        held = self.workspace.lookup(canon, "url")
+        if held is not None:
+            return held
+        with self._key_lock(canon):
+            held = self.workspace.lookup(canon, "url")
+            if held is not None:
+                return held
+            doc, counted = self._document(ref, canon)
+            if counted:  # a download already took its page slot
+                return self.workspace.store(doc)
+            return self._store_counted(doc)
+
+    def get_document(self, ref: str) -> Document:
+        """The document for ``ref`` through the same pipeline, without writing the workspace."""
+        ref = self._clean(ref)
+        if not _is_url(ref):
+            doc = self.local.lookup(ref) if self.local is not None else None
+            if doc is None:
+                raise FetchRefused(self._unknown_ref(ref))
+            return doc
+        canon = self._canonical(ref)
+        with self._key_lock(canon):
+            return self._document(ref, canon)[0]
+
+    def close(self) -> None:
+        """Close the HTTP connection pool (the shared conversion pool stays up)."""
+        with self._guard:
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
+
+    def __enter__(self) -> FetchService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- pipeline --------------------------------------------------------------------------------------
+    def _document(self, ref: str, canon: str) -> tuple[Document, bool]:
+        """``(document, counted)``: counted = a page slot was already taken by a download."""
+        if canon in self._memo:
+            return self._memo[canon], False
+        if self.local is not None:
+            doc = self.local.lookup(ref) or (self.local.lookup(canon) if canon != ref else None)
+            if doc is not None:
+                return doc, False
+        if self.page_cache is not None:
+            doc = self.page_cache.get(canon)
+            if doc is not None:
+                self._memo[canon] = doc
+                return doc, False
+        doc = self._download(ref, canon)
+        if self.page_cache is not None:
+            self.page_cache.put(canon, doc)
+        self._memo[canon] = doc
+        return doc, True
+
+    def _download(self, ref: str, canon: str) -> Document:
+        self._reserve()
+        try:
+            http = self._client()
+            spent = self.bytes_downloaded
+            budget = self.policy.max_total_bytes - spent
+            if budget <= 0:
+                raise BudgetExceeded(f"byte budget spent: {spent:,} bytes downloaded (max_total_bytes = {self.policy.max_total_bytes:,})")
+            try:
+                result = http.get(canon, budget_bytes=budget, accept_type=_check_declared_type)
+            except FetchRefused as e:
+                if ref != canon and not isinstance(e, BudgetExceeded):
+                    raise FetchRefused(e.message.replace(canon, ref, 1) if canon in e.message else e.message) from None
+                raise
+            with self._guard:
+                self.bytes_downloaded += result.wire_bytes
+                self.downloads += 1
+            kind = _convert.classify(result.content_type, result.body[:8192])
+            title, text = _convert.convert(
+                kind, result.body, result.charset, result.url, result.content_type, timeout_s=max(30.0, self.policy.timeout_s)
+            )
+            doc = Document(source=canon, kind="url", title=title, text=text, retrieved_at=datetime.now(UTC))
+        except BaseException:
+            self._release(taken=False)
+            raise
+        self._release(taken=True)
+        return doc
+
+    def _store_counted(self, doc: Document) -> FetchRecord:
+        """Store a document that did not come from a download (local corpus, page cache, memo); a new
+        file takes a page slot."""
+        held = self.workspace.lookup(doc.source, doc.kind)
+        if held is not None:
+            return held
+        self._reserve()
+        try:
+            rec = self.workspace.store(doc)
+        except BaseException:
+            self._release(taken=False)
+            raise
+        self._release(taken=rec.new)
+        return rec
+
+    def _fetch_docid(self, docid: str) -> FetchRecord:
+        held = self.workspace.lookup(docid, "docid")
+        if held is not None:
+            return held
+        if self.local is None:
+            raise FetchRefused(self._unknown_ref(docid))
+        with self._key_lock("docid:" + docid):
+            held = self.workspace.lookup(docid, "docid")
+            if held is not None:
+                return held
+            doc = self.local.lookup(docid)
+            if doc is None:
+                raise FetchRefused(self._unknown_ref(docid))
+            return self._store_counted(doc)
+
+    # --- helpers ---------------------------------------------------------------------------------------
+    def _clean(self, ref: str) -> str:
+        if not isinstance(ref, str) or not ref.strip():
+            raise FetchRefused("nothing to fetch: give an http(s) URL" + (" or a document id" if self.local else ""))
+        ref = ref.strip()
+        if any(c in ref for c in "\r\n\x00"):
+            raise FetchRefused(f"refused {ref[:80]!r}: control characters in the reference")
+        return ref
+
+    def _canonical(self, ref: str) -> str:
+        scheme = urlsplit(ref).scheme.lower()
+        if scheme not in ("http", "https"):
+            shown = ref if len(ref) <= 200 else ref[:199] + "…"
+            raise FetchRefused(f"refused {shown}: scheme {scheme or '(none)'}: is not supported (only http:// and https://)")
+        return canonical_url(ref)
+
+    def _unknown_ref(self, ref: str) -> str:
+        if self.local is None:
+            return f"refused {ref!r}: not a URL (give a full http:// or https:// address)"
+        return f"unknown document {ref!r}: not a URL and not an id in the local corpus"
+
+    def _client(self) -> HttpFetcher:
+        with self._guard:
+            if self._http is None:
+                self._http = HttpFetcher(self.policy)
+            return self._http
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            lock = self._key_locks.get(key)
+            if lock is None:
+                lock = self._key_locks[key] = threading.Lock()
+            return lock
+
+    def _reserve(self) -> None:
+        with self._guard:
+            if self._new_pages + self._reserved >= self.policy.max_fetches:
+                raise BudgetExceeded(
+                    f"page budget spent: {self._new_pages} new pages fetched for this question (max_fetches = {self.policy.max_fetches}); "
+                    "work with the pages already fetched"
+                )
+            self._reserved += 1
+
+    def _release(self, *, taken: bool) -> None:
+        with self._guard:
+            self._reserved -= 1
+            if taken:
+                self._new_pages += 1
+
+
+def _check_declared_type(content_type: str | None) -> None:
+    """Refuse a declared unsupported type before reading the body (generic types are sniffed later)."""
+    if content_type is None or content_type in ("application/octet-stream", "binary/octet-stream", "application/unknown"):
+        return
+    _convert.classify(content_type, b"")
