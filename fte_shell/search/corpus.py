@@ -202,6 +202,8 @@ def build_corpus(
         db.commit()
         db.close()
         tokens = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+        if not any(tokens):
+            raise CorpusError("the corpus has no indexable words (titles and texts are empty or stopwords)")
         retriever = bm25s.BM25()
         retriever.index(tokens, show_progress=False)
         retriever.save(str(tmp / BM25_DIR), show_progress=False)
