@@ -37,7 +37,11 @@ STOPWORDS = frozenset(
     further once here more most many much few""".split()
 )
 
-PREFIX_CHARS = 6
+FRAME_WORDS = frozenset("function class module method attribute called named".split())
+"""Words naming the KIND of answer asked for ("which function…"): they match everywhere, so they are
+not search terms."""
+
+PREFIX_CHARS = 5
 """Question words longer than this match by their first ``PREFIX_CHARS`` letters (a crude stemmer:
 ``serializes`` matches ``Serialize``); shorter ones match as whole words."""
 
@@ -60,7 +64,7 @@ def question_terms(question: str) -> list[str]:
     kept when there are more)."""
     seen: list[str] = []
     for w in _WORD.findall(question.lower()):
-        if w in STOPWORDS or len(w) < 2 or w in seen:
+        if w in STOPWORDS or w in FRAME_WORDS or len(w) < 2 or w in seen:
             continue
         seen.append(w)
     if len(seen) > MAX_TERMS:
@@ -87,6 +91,15 @@ def score(line: str, terms: list[str]) -> int:
     return n
 
 
+def _stem(word: str) -> str:
+    """Lower-cased ``word`` without a plural or verb ending (``removes`` and ``Remove`` -> ``remov``)."""
+    w = word.lower()
+    for suffix in ("ing", "es", "ed", "e", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            return w[: -len(suffix)]
+    return w
+
+
 def extract_answer_span(question: str, line: str, fallback: str = "") -> str:
     """A short answer taken from ``line`` (see the module docstring for the rules)."""
     if _YES_NO.match(question.strip()):
@@ -103,22 +116,32 @@ def extract_answer_span(question: str, line: str, fallback: str = "") -> str:
         num = _NUMBER.search(line)
         if num:
             return num.group(0).rstrip(".,")
-    qwords = {w.lower() for w in _WORD.findall(question)}
+    qstems = {_stem(w) for w in _WORD.findall(question)}
     for cand in _CAPS.findall(line):
         words = [w.lower() for w in _WORD.findall(cand)]
-        if words and not all(w in qwords or w in STOPWORDS for w in words):
+        if words and not all(_stem(w) in qstems or w in STOPWORDS for w in words):
             return cand.strip()
     return fallback or " ".join(line.split()[:6])
 
 
+def grep_terms(terms: list[str], titles: list[str]) -> list[str]:
+    """The terms worth grepping for inside documents already chosen: those not in the documents' titles
+    (the title's entity is already located; its name would match nearly every line). All terms if that
+    leaves none."""
+    title_words = {w for t in titles for w in _WORD.findall(t.lower())}
+    rest = [t for t in terms if t not in title_words]
+    return rest or terms
+
+
 def best_line(lines: list[str], terms: list[str]) -> tuple[int, str] | None:
-    """Index and text of the highest-scoring line (earliest wins ties), or None if none scores."""
+    """Index and text of the highest-scoring line, or None if none scores. Ties go to the shorter line
+    (the more focused one), then to the earlier one."""
     best: tuple[int, str] | None = None
-    top = 0
+    key: tuple[int, int] = (0, 0)
     for i, text in enumerate(lines):
         s = score(text, terms)
-        if s > top:
-            best, top = (i, text), s
+        if s > 0 and (s, -len(text.strip())) > key:
+            best, key = (i, text), (s, -len(text.strip()))
     return best
 
 
@@ -239,7 +262,7 @@ class ResearchPolicy:
         if not paths:
             return _answer("unknown", "None of the pages could be fetched.")
         if "p-grep" not in obs:
-            pattern = term_pattern(terms) or re.escape(q[:40])
+            pattern = term_pattern(grep_terms(terms, _titles(obs, len(refs)))) or re.escape(q[:40])
             cmd = f"grep -H -i -n -E {shlex.quote(pattern)} /work/*.txt | head -n {GREP_LIMIT}"
             return _call("p-grep", "bash", {"command": cmd})
         hits = [h for h in parse_grep_shell(obs["p-grep"]) if h.line > 3]  # skip the provenance header
@@ -273,7 +296,8 @@ class ResearchPolicy:
         if "p-list" not in obs:
             return _call("p-list", "list_fetched", {})
         if "p-grep" not in obs:
-            return _call("p-grep", "grep", {"pattern": term_pattern(terms) or re.escape(q[:40]), "context": 0})
+            pattern = term_pattern(grep_terms(terms, _titles(obs, len(refs)))) or re.escape(q[:40])
+            return _call("p-grep", "grep", {"pattern": pattern, "context": 0})
         hits = [h for h in parse_grep_structured(obs["p-grep"]) if h.line > 3 and h.path]
         best = best_line([h.text for h in hits], terms)
         if best is None:
@@ -307,8 +331,11 @@ class ResearchPolicy:
         if "p-open" not in obs:
             return _call("p-open", "open", {"url": refs[0]})
         if "p-find" not in obs:
-            return _call("p-find", "find", {"pattern": term_pattern(terms) or re.escape(q[:40])})
-        lines = [h.text for h in parse_grep_structured(obs["p-find"])] or numbered_text(obs["p-open"])
+            titles = re.findall(r"^\[1\] (.*)$", obs["p-search"], re.MULTILINE) + refs[:1]
+            pattern = term_pattern(grep_terms(terms, titles)) or re.escape(q[:40])
+            return _call("p-find", "find", {"pattern": pattern})
+        hits = [h.text for h in parse_grep_structured(obs["p-find"]) if h.line > 3]
+        lines = hits or numbered_text(obs["p-open"])
         return self._answer_from(q, lines, terms, refs[0])
 
     def _snippet_only(self, q: str, obs: dict[str, str]) -> ScriptTurn:
@@ -325,6 +352,18 @@ class ResearchPolicy:
         line = best[1] if best else (lines[0] if lines else fallback)
         span = extract_answer_span(q, line, fallback)
         return _answer(span, f"The best-matching line I read: {' '.join(line.split())[:200]}")
+
+
+def _titles(obs: dict[str, str], n: int) -> list[str]:
+    """Titles and sources of the fetched documents (from the fetch records: ``path  N chars  new|held
+    SOURCE  "TITLE"``)."""
+    out = []
+    for i in range(n):
+        for line in obs.get(f"p-fetch-{i}", "").splitlines():
+            m = re.search(r"chars\s+(?:new|held)\s+(\S+)\s+\"(.*)\"", line)
+            if m:
+                out.extend([m.group(1), m.group(2)])
+    return out
 
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> ScriptTurn:

@@ -1,9 +1,242 @@
-"""CLI commands: run (being written)."""
+"""CLI commands: ``fte-shell run "QUESTION"`` (one question, live log, run directory) and
+``fte-shell demo`` (the whole pipeline offline, driven by a scripted policy).
+
+Configuration precedence for ``run``: built-in defaults < the ``--config`` TOML file < environment
+variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``SERPER_API_KEY``) < flags.
+"""
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+
+from ..errors import FteError
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+PREVIEW_LINES = 8
+PREVIEW_CHARS = 600
+
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "OPENAI_BASE_URL": ("model", "base_url"),
+    "OPENAI_API_KEY": ("model", "api_key"),
+    "OPENAI_MODEL": ("model", "model"),
+    "SERPER_API_KEY": ("search", "serper_api_key"),
+}
+"""Environment variables that override the TOML file (and are overridden by flags)."""
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """Nested overrides from the environment (:data:`ENV_OVERRIDES`), for ``load_config(overrides=…)``."""
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for var, (table, key) in ENV_OVERRIDES.items():
+        if env.get(var):
+            out.setdefault(table, {})[key] = env[var]
+    return out
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge of nested dicts (``over`` wins; None values in ``over`` are skipped)."""
+    out = dict(base)
+    for k, v in over.items():
+        if v is None:
+            continue
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        elif isinstance(v, dict):
+            out[k] = merge({}, v)
+        else:
+            out[k] = v
+    return out
+
+
+def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -> str:
+    """The first ``lines`` lines / ``chars`` characters of an observation, with a note of what is left."""
+    all_lines = text.splitlines()
+    shown = "\n".join(all_lines[:lines])
+    if len(shown) > chars:
+        shown = shown[:chars] + "…"
+    rest = len(all_lines) - min(lines, len(all_lines))
+    if rest > 0:
+        shown += f"\n… {rest} more line{'s' if rest != 1 else ''}"
+    return shown
+
+
+def _indent(text: str, pad: str = "    ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())
+
+
+class EventPrinter:
+    """Prints trajectory events as a readable live log (turn numbers, tokens, each tool call and a short
+    preview of its observation)."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or _out
+
+    def __call__(self, ev: dict[str, Any]) -> None:
+        c = self.console
+        kind = ev.get("type")
+        if kind == "start":
+            c.print(f"[bold]Question:[/bold] {escape(str(ev.get('question')))}")
+            c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')} · {len(ev.get('tools') or [])} tool(s)[/dim]")
+        elif kind == "model_call":
+            u = ev.get("usage") or {}
+            c.print(
+                f"[bold cyan]turn {ev.get('turn')}[/bold cyan] [dim]{ev.get('latency_s', 0):.2f} s · "
+                f"tokens {u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out[/dim]"
+            )
+            content = (ev.get("message") or {}).get("content")
+            if content and content.strip():
+                c.print(f"[italic]{escape(_indent(preview(content.strip(), 4, 400), '  '))}[/italic]")
+        elif kind == "tool_call":
+            args = ev.get("arguments")
+            if ev.get("name") == "bash" and isinstance(args, dict) and "command" in args:
+                head = f"$ {args['command']}"
+            else:
+                shown = json.dumps(args, ensure_ascii=False) if args is not None else ev.get("raw_arguments")
+                head = f"{ev.get('name')}({shown})"
+            style = "red" if ev.get("error") else "green"
+            c.print(f"  [{style}]▶[/{style}] [bold]{escape(head)}[/bold] [dim]({ev.get('duration_s', 0):.2f} s)[/dim]")
+            body = preview(str(ev.get("observation") or ""))
+            if body:
+                c.print(f"[{'red' if ev.get('error') else 'dim'}]{escape(_indent(body))}[/]")
+        elif kind == "nudge":
+            c.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
+        elif kind == "error":
+            c.print(f"  [red]error:[/red] {escape(str(ev.get('message')))}")
+        elif kind == "end":
+            c.print(f"[dim]stopped: {ev.get('stop_reason')} after {ev.get('turns')} turn(s), {ev.get('wall_s', 0):.1f} s[/dim]")
+
+
+def default_out_dir(question: str, root: Path = Path("runs")) -> Path:
+    """``runs/<UTC timestamp>-<slug of the question>``."""
+    from ..runner import slugify
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return root / f"{stamp}-{slugify(question)}"
+
+
+def describe_search(cfg: Any) -> str:
+    """One line saying which search backend the run will use, and why."""
+    s = cfg.search
+    has_key = bool(s.serper_api_key and s.serper_api_key.get_secret_value())
+    if s.backend == "none":
+        return "search: none (backend = none): the agent can only fetch URLs it already knows"
+    if s.backend == "serper" or (s.backend == "auto" and has_key):
+        return "search: Serper (web)"
+    if s.corpus is not None:
+        why = "" if s.backend == "local" else " — no SERPER_API_KEY is set, so the configured local corpus is used"
+        return f"search: local corpus {s.corpus}{why}"
+    return (
+        "search: none — no SERPER_API_KEY and no local corpus configured (set SERPER_API_KEY, or --corpus DIR "
+        "built by `fte-shell corpus build`); the agent can only fetch URLs it already knows"
+    )
+
+
+def _print_result(result: Any, run_dir: Path) -> None:
+    if result.answer is not None:
+        _out.print(Panel(escape(result.answer), title="answer", expand=False, border_style="green"))
+    else:
+        _out.print(f"[yellow]No answer: the run stopped with '{result.stop_reason}'.[/yellow]")
+    u = result.usage
+    calls = ", ".join(f"{k} {v}" for k, v in sorted(result.tool_calls.items())) or "none"
+    _out.print(
+        f"[dim]{result.turns} turn(s) · tool calls: {calls} · tokens {u.get('total_tokens', 0):,} "
+        f"({u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out) · {result.wall_s:.1f} s[/dim]"
+    )
+    ws = run_dir / "workspace"
+    n = len(list(ws.glob("*.txt"))) if ws.is_dir() else 0
+    _out.print(f"run directory: {run_dir}  (trajectory.jsonl, result.json, workspace/ with {n} file(s))")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add ``run`` and ``demo`` to the root app."""
+
+    @app.command("run")
+    def run_cmd(
+        question: Annotated[str, typer.Argument(help="The question to answer.")],
+        profile: Annotated[
+            str | None,
+            typer.Option("--profile", "-p", help="shell (default), fte, snippet-only, visit-snippet, visit-summary, open-find."),
+        ] = None,
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search]).")] = None,
+        base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")] = None,
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Model name as the endpoint knows it.")] = None,
+        api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<timestamp>-<slug>).")] = None,
+        max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls before giving up (default 300).")] = None,
+        time_budget: Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for the question.")] = None,
+        corpus: Annotated[Path | None, typer.Option("--corpus", help="Local corpus index directory (search + fetch by docid).")] = None,
+        search: Annotated[str | None, typer.Option("--search", help="Search backend: auto, serper, local, none.")] = None,
+        temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (default 1.0).")] = None,
+        max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
+        date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
+    ) -> None:
+        """Answer QUESTION with a real model: live log of every tool call, then the answer and the run
+        directory (trajectory.jsonl, result.json, workspace/)."""
+        from ..config import load_config
+        from ..model import resolve_endpoint
+        from ..runner import run_question
+
+        flags = {
+            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens},
+            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date},
+            "search": {"corpus": str(corpus) if corpus else None, "backend": search},
+        }
+        try:
+            cfg = load_config(config, merge(env_overrides(), flags))
+            resolve_endpoint(cfg.model)  # stop at once, before any container, when there is no endpoint
+        except FteError as e:
+            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        run_dir = out if out is not None else default_out_dir(question)
+        if not quiet:
+            _err.print(f"[dim]{escape(describe_search(cfg))}[/dim]", soft_wrap=True)
+        try:
+            result = run_question(question, cfg, run_dir, log=None if quiet else EventPrinter())
+        except KeyboardInterrupt:
+            _err.print(f"[yellow]interrupted[/yellow]; the partial run is in {run_dir}")
+            raise typer.Exit(130) from None
+        except FteError as e:
+            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
+        _print_result(result, run_dir)
+
+    @app.command("demo")
+    def demo_cmd(
+        profile: Annotated[str, typer.Option("--profile", "-p", help="Profile to demonstrate (shell by default).")] = "shell",
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory for the run directories (default runs/demo-<timestamp>).")] = None,
+        question: Annotated[
+            list[str] | None, typer.Option("--question", help="Ask this instead of the built-in questions (repeatable).")
+        ] = None,
+        corpus_dir: Annotated[
+            Path | None, typer.Option("--corpus-dir", help="Where the stdlib-docstring corpus is built/cached.")
+        ] = None,
+    ) -> None:
+        """Run the whole pipeline offline, with no key: the real sandbox, gateway, local-corpus search, fetch
+        and workspace, driven by a SCRIPTED research policy (not a language model)."""
+        from ..demo import DEMO_QUESTIONS, run_demo
+
+        root = out if out is not None else Path("runs") / ("demo-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+        questions = [(q, None) for q in question] if question else list(DEMO_QUESTIONS)
+        try:
+            results = run_demo(questions, root, profile=profile, corpus_dir=corpus_dir, console=_out, log=EventPrinter())
+        except KeyboardInterrupt:
+            _err.print(f"[yellow]interrupted[/yellow]; partial runs are under {root}")
+            raise typer.Exit(130) from None
+        except FteError as e:
+            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
+        if any(r.answer is None for r in results):
+            raise typer.Exit(1)
