@@ -126,7 +126,7 @@ def test_read_bad_ranges(ws: Workspace, args: dict[str, int], message: str) -> N
 
 @pytest.mark.parametrize(
     "bad",
-    ["/etc/passwd", "/work/../etc/passwd", "../ws/x.txt", "/work/", "/work/sub/x.txt", "..", "a\x00b"],
+    ["/etc/passwd", "/work/../etc/passwd", "../ws/x.txt", "/work/sub/x.txt", "..", "a\x00b"],
 )
 def test_paths_outside_the_workspace_are_refused(ws: Workspace, bad: str) -> None:
     store(ws, "https://example.org/a", "A", "secret-free body")
@@ -206,6 +206,16 @@ def test_grep_no_match_and_empty_cache(ws: Workspace) -> None:
     store(ws, "https://example.org/b", "B", "def")
     assert run(p, "grep", pattern="zzz").output == "No matches for 'zzz' in 2 cached documents."
     assert run(p, "grep", pattern="zzz", path=path).output == f"No matches for 'zzz' in {path}."
+
+
+@pytest.mark.parametrize("whole", [None, "", "/work", "/work/", "."])
+def test_grep_path_of_the_mount_means_every_file(ws: Workspace, whole: str | None) -> None:
+    a = store(ws, "https://example.org/a", "A", "needle in a")
+    b = store(ws, "https://example.org/b", "B", "needle in b")
+    args = {"pattern": "needle", "context": 0} | ({} if whole is None else {"path": whole})
+    r = profile(ws).execute("grep", args)
+    assert r.output == f"{a}:\n5: needle in a\n\n{b}:\n5: needle in b\n\n(2 matching lines in 2 files.)"
+    assert r.meta["all_files"] is True
 
 
 def test_grep_searches_the_header_too_like_shell_grep(ws: Workspace) -> None:

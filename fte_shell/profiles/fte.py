@@ -18,6 +18,7 @@ Output formats (docs/profiles.md has the full description)::
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,6 +77,14 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
             f"invalid regular expression {pattern!r}: {e} (Python syntax: escape special characters such as "
             "( ) [ ] . * + ? with a backslash)"
         ) from None
+
+
+def is_whole_cache(path: str | None, mount: str = "/work") -> bool:
+    """True when a grep ``path`` means every cached file: absent, empty, or the mount itself (``/work``,
+    ``/work/``, ``.``)."""
+    if path is None or not path.strip():
+        return True
+    return posixpath.normpath(posixpath.join(mount, path.strip())) == posixpath.normpath(mount)
 
 
 def split_lines(content: str) -> list[str]:
@@ -149,9 +158,8 @@ class FteProfile(ToolProfile):
 
     def close(self) -> None:
         fetcher, self._fetcher = self._fetcher, None
-        close = getattr(fetcher, "close", None)
-        if callable(close):
-            close()
+        if fetcher is not None:
+            fetcher.close()
 
     @property
     def fetcher(self) -> FetchService:
@@ -199,7 +207,9 @@ class FteProfile(ToolProfile):
             raise ToolError(f"context must be between 0 and {a.grep_max_context}, got {context}")
         context_capped = context > a.grep_max_context
         context = min(context, a.grep_max_context)
-        if args.path is not None and args.path.strip():
+        all_files = is_whole_cache(args.path, self.workspace.mount)
+        if not all_files:
+            assert args.path is not None
             files = [args.path]
         else:
             files = [e.path for e in self.workspace.entries()]
@@ -244,8 +254,8 @@ class FteProfile(ToolProfile):
             if len(out) > 1:
                 blocks.append("\n".join(out))
         n_files = len(files)
-        where = path if args.path is not None and args.path.strip() else f"{n_files} cached document{'s' if n_files != 1 else ''}"
-        meta = {"matches": total, "shown": shown, "files": files_hit, "context": context, "all_files": args.path is None}
+        where = f"{n_files} cached document{'s' if n_files != 1 else ''}" if all_files else path
+        meta = {"matches": total, "shown": shown, "files": files_hit, "context": context, "all_files": all_files}
         if total == 0:
             return ToolResult(output=f"No matches for {args.pattern!r} in {where}.", meta=meta)
         notes = []
@@ -255,7 +265,7 @@ class FteProfile(ToolProfile):
             why = "the output size limit was reached" if budget.full else f"at most {a.grep_max_matches} are shown"
             notes.append(
                 f"showing {shown} of {total} matching lines in {files_hit} file{'s' if files_hit != 1 else ''}; "
-                f"{why}: narrow the pattern{'' if args.path else ', give a path'} or read around a line"
+                f"{why}: narrow the pattern{', give a path' if all_files else ''} or read around a line"
             )
         else:
             notes.append(f"{total} matching line{'s' if total != 1 else ''} in {files_hit} file{'s' if files_hit != 1 else ''}")

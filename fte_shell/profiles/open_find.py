@@ -92,9 +92,8 @@ class OpenFindProfile(ToolProfile):
     def close(self) -> None:
         self.page = None
         fetcher, self._fetcher = self._fetcher, None
-        close = getattr(fetcher, "close", None)
-        if callable(close):
-            close()
+        if fetcher is not None:
+            fetcher.close()
 
     # --- helpers -------------------------------------------------------------------------------------
     def _is_open(self, ref: str) -> bool:

@@ -132,9 +132,8 @@ class VisitSnippetProfile(ToolProfile):
 
     def close(self) -> None:
         fetcher, self._fetcher = self._fetcher, None
-        close = getattr(fetcher, "close", None)
-        if callable(close):
-            close()
+        if fetcher is not None:
+            fetcher.close()
 
     def visit(self, args: VisitArgs) -> ToolResult:
         ref, goal = args.url.strip(), args.goal.strip()

@@ -70,9 +70,8 @@ class VisitSummaryProfile(ToolProfile):
 
     def close(self) -> None:
         fetcher, self._fetcher = self._fetcher, None
-        close = getattr(fetcher, "close", None)
-        if callable(close):
-            close()
+        if fetcher is not None:
+            fetcher.close()
         if self._own_reader:
             self._own_reader = False
             self.reader.close()
