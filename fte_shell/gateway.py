@@ -99,6 +99,7 @@ def _one_line(text: str) -> str:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128
     gateway: Gateway
 
 

@@ -1,0 +1,291 @@
+"""The host gateway and the in-container helpers, on the host: the real helper scripts (sandbox/bin) talk
+to a real Gateway over its unix socket, backed by the real FetchService, Workspace and a local corpus; pages
+come from a loopback HTTP server whose request log is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fte_shell import gateway as gw_mod
+from fte_shell.config import FetchPolicy
+from fte_shell.errors import FteError
+from fte_shell.fetch import FetchService
+from fte_shell.gateway import Gateway
+from fte_shell.search import LocalCorpus, format_results
+from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.workspace import Workspace
+from tests.servers import LoopbackServer
+
+BIN = Path(__file__).resolve().parent.parent / "sandbox" / "bin"
+PAGE = "Gateway test page.\nThe quick brown fox jumps over the lazy dog.\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> LocalCorpus:
+    docs = [
+        CorpusDoc(docid="koala", title="Koala", text="The koala is an arboreal marsupial native to Australia.",
+                  url="https://en.wikipedia.org/wiki/Koala"),
+        CorpusDoc(docid="eucalyptus", title="Eucalyptus", text="Koalas eat eucalyptus leaves."),
+    ]
+    return LocalCorpus(build_corpus(docs, tmp_path_factory.mktemp("corpus") / "idx"))
+
+
+@pytest.fixture(scope="module")
+def _server() -> Iterator[LoopbackServer]:
+    with LoopbackServer() as srv:
+        srv.route("/page.txt", body=PAGE, content_type="text/plain; charset=utf-8")
+        yield srv
+
+
+@pytest.fixture
+def server(_server: LoopbackServer) -> LoopbackServer:
+    _server.clear_log()
+    return _server
+
+
+class Setup:
+    def __init__(self, root: Path, server: LoopbackServer, corpus: LocalCorpus | None, search: bool = True):
+        self.ws = Workspace(root / "work")
+        self.fetch = FetchService(self.ws, FetchPolicy(allow_private=[server.host_port]), local=corpus)
+        self.gw = Gateway(root / "run" / "gw.sock", self.fetch, corpus if search else None, self.ws).start()
+        self.env = {"PATH": os.environ.get("PATH", ""), "FTE_GATEWAY": str(self.gw.socket_path)}
+
+    def helper(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(BIN / args[0]), *args[1:]], env=self.env,
+                              capture_output=True, text=True, timeout=60)
+
+    def close(self) -> None:
+        self.gw.close()
+        self.fetch.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path, server: LoopbackServer, corpus: LocalCorpus) -> Iterator[Setup]:
+    s = Setup(tmp_path, server, corpus)
+    yield s
+    s.close()
+
+
+def raw_request(path: Path, payload: bytes) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(30)
+        s.connect(str(path))
+        s.sendall(payload)
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    assert buf.count(b"\n") == 1, buf  # exactly one JSON line
+    return json.loads(buf)
+
+
+def test_socket_is_world_connectable(setup: Setup) -> None:
+    st = setup.gw.socket_path.stat()
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
+    assert raw_request(setup.gw.socket_path, b'{"op": "ping"}\n') == {"ok": True, "text": "pong"}
+
+
+def test_fetch_helper_records_and_idempotence(setup: Setup, server: LoopbackServer) -> None:
+    url = server.url("/page.txt")
+    r = setup.helper("fetch", url)
+    assert r.returncode == 0, r.stderr
+    expected = setup.ws.lookup(url, "url")
+    assert expected is not None
+    line = r.stdout.strip()
+    assert line == expected.model_copy(update={"new": True}).line()
+    assert "  new  " in line and line.startswith("/work/127-0-0-1-")
+    again = setup.helper("fetch", url)
+    assert again.returncode == 0 and again.stdout.strip() == expected.line() and "  held  " in again.stdout
+    assert server.count("/page.txt") == 1  # the second fetch made no request
+    body = (setup.ws.root / line.split()[0].rsplit("/", 1)[1]).read_text()
+    assert body.startswith(f"URL: {url}\n") and "quick brown fox" in body
+
+
+def test_fetch_helper_mixed_refusal(setup: Setup, server: LoopbackServer) -> None:
+    r = setup.helper("fetch", "file:///etc/passwd", server.url("/page.txt"), "http://169.254.169.254/latest/")
+    assert r.returncode == 1
+    assert len(r.stdout.splitlines()) == 1 and "  new  " in r.stdout
+    errors = r.stderr.splitlines()
+    assert len(errors) == 2
+    assert errors[0].startswith("fetch: ") and "file:///etc/passwd" in errors[0]
+    assert "169.254.169.254" in errors[1]
+    assert [e.name for e in setup.ws.root.iterdir()] == [r.stdout.split()[0].rsplit("/", 1)[1]]
+
+
+def test_fetch_docid_and_corpus_url_make_no_http(setup: Setup, server: LoopbackServer) -> None:
+    r = setup.helper("fetch", "eucalyptus", "https://en.wikipedia.org/wiki/Koala")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("/work/eucalyptus-") and "  new  eucalyptus  " in lines[0]
+    assert lines[1].startswith("/work/koala-") and "  new  koala  " in lines[1]
+    assert server.count() == 0
+    bad = setup.helper("fetch", "no-such-doc")
+    assert bad.returncode == 1 and "no-such-doc" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_search_and_list_helpers(setup: Setup, corpus: LocalCorpus) -> None:
+    r = setup.helper("search", "koala", "leaves", "-n", "2")
+    assert r.returncode == 0
+    assert r.stdout.rstrip("\n") == format_results("koala leaves", corpus.search("koala leaves", 2))
+    assert setup.helper("list_fetched").stdout.strip() == "(no documents fetched yet)"
+    setup.helper("fetch", "koala")
+    listing = setup.helper("list_fetched")
+    assert listing.returncode == 0 and listing.stdout.rstrip("\n") == setup.ws.listing_text()
+    assert "koala" in listing.stdout
+    usage = setup.helper("search", "q", "-n", "99")
+    assert usage.returncode == 2 and "-n must be from 1 to 50" in usage.stderr
+
+
+def test_helpers_have_help(setup: Setup) -> None:
+    for name in ("fetch", "search", "list_fetched"):
+        r = setup.helper(name, "--help")
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: {name}")
+        assert os.access(BIN / name, os.X_OK)
+
+
+def test_search_unavailable_is_one_line(tmp_path: Path, server: LoopbackServer) -> None:
+    s = Setup(tmp_path, server, None, search=False)
+    try:
+        r = s.helper("search", "anything")
+        assert r.returncode == 1
+        assert r.stderr == "search: search is not available in this run (no search backend is configured)\n"
+    finally:
+        s.close()
+
+
+def test_unreachable_gateway_exits_2(tmp_path: Path) -> None:
+    for name in ("fetch", "search", "list_fetched"):
+        args = {"fetch": ["https://example.com/"], "search": ["q"], "list_fetched": []}[name]
+        r = subprocess.run([sys.executable, str(BIN / name), *args], capture_output=True, text=True,
+                           env={"FTE_GATEWAY": str(tmp_path / "none.sock")}, timeout=30)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and "gateway is not reachable" in r.stderr
+
+
+def test_bad_requests_get_one_line_and_server_survives(setup: Setup) -> None:
+    path = setup.gw.socket_path
+    assert raw_request(path, b"not json\n") == {"ok": False, "error": "bad request: not a JSON object line"}
+    assert raw_request(path, b"\xff\xfe\n")["ok"] is False
+    assert "unknown op 'rm'" in raw_request(path, b'{"op": "rm"}\n')["error"]
+    assert "unknown op" in raw_request(path, b"[1, 2]\n")["error"]
+    big = json.dumps({"op": "search", "query": "x" * 100_000}).encode() + b"\n"
+    assert "request too large" in raw_request(path, big)["error"]
+    assert "at most 20" in raw_request(path, json.dumps({"op": "fetch", "urls": ["a"] * 21}).encode() + b"\n")["error"]
+    assert raw_request(path, b'{"op": "fetch", "urls": []}\n')["ok"] is False
+    assert raw_request(path, b'{"op": "search", "query": "koala", "n": 0}\n')["ok"] is False
+    assert raw_request(path, b'{"op": "search", "query": "koala", "n": true}\n')["ok"] is False
+    assert raw_request(path, b'{"op": "search", "query": "   "}\n')["ok"] is False
+    long_ref = raw_request(path, json.dumps({"op": "fetch", "urls": ["https://x.org/" + "a" * 5000]}).encode() + b"\n")
+    assert long_ref["ok"] and "too long" in long_ref["results"][0]["error"]
+    # a client that connects and goes away without a word
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(path))
+    assert raw_request(path, b'{"op": "ping"}\n')["ok"] is True
+    assert [e.op for e in setup.gw.events()].count("invalid") >= 4
+
+
+def test_silent_client_times_out(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 0.3)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(setup.gw.socket_path))
+        s.sendall(b'{"op": "pi')  # never finishes the line
+        answer = json.loads(s.recv(65536))
+    assert answer == {"ok": False, "error": "request not received within 0.3 s"}
+    assert raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"] is True
+
+
+def test_concurrency_is_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 20.0)
+    held = []
+    try:
+        for _ in range(gw_mod.MAX_CONCURRENT):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(setup.gw.socket_path))
+            held.append(s)
+        busy = None
+        for _ in range(200):  # the held connections' handler threads take their slots asynchronously
+            answer = raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')
+            if not answer["ok"]:
+                busy = answer
+                break
+        assert busy is not None and "gateway busy" in busy["error"]
+    finally:
+        for s in held:
+            s.close()
+    for _ in range(200):
+        if raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"]:
+            break
+    else:
+        pytest.fail("the gateway did not recover after the held connections closed")
+
+
+def test_concurrent_fetches_of_one_url_download_once(setup: Setup, server: LoopbackServer) -> None:
+    url = server.url("/page.txt")
+    out: list[dict] = []
+
+    def go() -> None:
+        out.append(raw_request(setup.gw.socket_path, json.dumps({"op": "fetch", "urls": [url, url]}).encode() + b"\n"))
+
+    threads = [threading.Thread(target=go) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results = [r for o in out for r in o["results"]]
+    assert len(results) == 12 and all(r["ok"] for r in results)
+    assert sum(r["new"] for r in results) == 1
+    assert server.count("/page.txt") == 1
+    assert len(list(setup.ws.root.glob("*.txt"))) == 1
+
+
+def test_one_gateway_one_workspace(tmp_path: Path, server: LoopbackServer, corpus: LocalCorpus) -> None:
+    a = Setup(tmp_path / "a", server, corpus)
+    b = Setup(tmp_path / "b", server, corpus)
+    try:
+        assert a.helper("fetch", "koala").returncode == 0
+        assert "koala" in a.helper("list_fetched").stdout
+        assert b.helper("list_fetched").stdout.strip() == "(no documents fetched yet)"
+        assert list((tmp_path / "b" / "work").iterdir()) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_events_and_lifecycle(tmp_path: Path, server: LoopbackServer, corpus: LocalCorpus) -> None:
+    s = Setup(tmp_path, server, corpus)
+    try:
+        s.helper("search", "koala")
+        s.helper("fetch", "koala", "file:///x")
+        events = s.gw.drain_events()
+        assert [e.op for e in events] == ["search", "fetch"]
+        assert events[0].args == {"query": "koala", "n": 10} and events[0].results[0]["url"]
+        assert events[1].args == {"urls": ["koala", "file:///x"]}
+        assert [r["ok"] for r in events[1].results] == [True, False]
+        assert s.gw.drain_events() == []
+    finally:
+        s.close()
+    assert not s.gw.socket_path.exists()
+    s.gw.close()  # idempotent
+    # a stale socket file is replaced; any other file is refused
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(tmp_path / "stale.sock"))
+    stale.close()
+    with Gateway(tmp_path / "stale.sock", s.fetch, corpus, s.ws) as g:
+        assert raw_request(g.socket_path, b'{"op": "ping"}\n')["ok"]
+    (tmp_path / "file.sock").write_text("x")
+    with pytest.raises(FteError, match="exists and is not a socket"):
+        Gateway(tmp_path / "file.sock", s.fetch, corpus, s.ws).start()
+    assert (tmp_path / "file.sock").read_text() == "x"
