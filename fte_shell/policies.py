@@ -16,7 +16,8 @@ profile from the tools offered:
 
 The answer is a span of the best-matching line (most distinct question terms): a dotted name defined on
 that line (``json.dumps: Serialize…``), a year or number when the question asks for one, ``yes`` for
-yes/no questions, else the first capitalised phrase that is not part of the question.
+yes/no questions, else the first capitalised phrase that is not part of the question (several words
+preferred over one). Lines are split into sentences first.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 _REF_LINE = re.compile(r"^\[(\d+)\] .*\n {4}(\S+)", re.MULTILINE)
 _WORK_PATH = re.compile(r"(/work/[^\s:]+\.txt)")
 _DOTTED_DEF = re.compile(r"^\W*([A-Za-z_]\w*(?:\.\w+)+)\s*[:(]")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?])\s+(?=[A-Z])")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _CAPS = re.compile(r"[A-Z][\w'’\-]*(?:\s+(?:of|the|de|du|la|von|van|and|&)?\s*[A-Z][\w'’\-]*)*")
@@ -117,10 +119,14 @@ def extract_answer_span(question: str, line: str, fallback: str = "") -> str:
         if num:
             return num.group(0).rstrip(".,")
     qstems = {_stem(w) for w in _WORD.findall(question)}
+    fresh = []
     for cand in _CAPS.findall(line):
         words = [w.lower() for w in _WORD.findall(cand)]
         if words and not all(_stem(w) in qstems or w in STOPWORDS for w in words):
-            return cand.strip()
+            fresh.append(cand.strip())
+    multi = [c for c in fresh if " " in c]  # a full name beats a lone capitalised word
+    if multi or fresh:
+        return (multi or fresh)[0]
     return fallback or " ".join(line.split()[:6])
 
 
@@ -348,6 +354,7 @@ class ResearchPolicy:
 
     # --- answering ----------------------------------------------------------------------------------
     def _answer_from(self, q: str, lines: list[str], terms: list[str], fallback: str) -> ScriptTurn:
+        lines = [s for line in lines for s in _SENTENCE_END.split(line) if s.strip()]  # one sentence each
         best = best_line(lines, terms)
         line = best[1] if best else (lines[0] if lines else fallback)
         span = extract_answer_span(q, line, fallback)
