@@ -1,9 +1,194 @@
-"""CLI commands: bench (being written)."""
+"""CLI commands: ``fte-shell bench`` (resumable dataset sweeps over several profiles), ``fte-shell judge``
+(LLM judge with the BrowseComp protocol, or the model-free exact-match/F1 judge) and ``fte-shell report``
+(Markdown + self-contained HTML with tables and plots). Details: docs/bench.md, docs/metrics.md."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..errors import FteError
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def _fail(e: Exception, code: int = 2) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _scripted_endpoint(enabled: bool) -> Iterator[str | None]:
+    """A loopback scripted server running the deterministic research policy (``--scripted``)."""
+    if not enabled:
+        yield None
+        return
+    from ..policies import ResearchPolicy
+    from ..scripted import ScriptedServer
+
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        yield srv.base_url
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add ``bench``, ``judge`` and ``report`` to the root app."""
+
+    @app.command("bench")
+    def bench_cmd(
+        dataset: Annotated[str, typer.Argument(help="hotpotqa | hotpotqa:DIR | browsecomp:FILE.csv | jsonl:FILE | a path.")],
+        out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory; rerun with the same --out to resume.")],
+        profiles: Annotated[str, typer.Option("--profiles", "-p", help="Comma-separated profiles to compare.")] = "shell,fte",
+        runs: Annotated[int, typer.Option("--runs", "-k", help="Repetitions per question and profile.")] = 1,
+        concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Runs in flight at once.")] = 4,
+        split: Annotated[str, typer.Option("--split", help="HotpotQA split: dev or test.")] = "dev",
+        limit: Annotated[int | None, typer.Option("--limit", help="Keep the first N questions (after --sample).")] = None,
+        sample: Annotated[int | None, typer.Option("--sample", help="Draw N questions at random.")] = None,
+        seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 0,
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search]).")] = None,
+        base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Model name as the endpoint knows it.")] = None,
+        api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
+        max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls per question (default 300).")] = None,
+        corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
+        retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs recorded as failed.")] = False,
+        scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
+        judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
+        progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    ) -> None:
+        """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
+        directory OUT/runs/<profile>/<qid>/r<k>/. Rerunning the same command resumes: finished runs are
+        skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
+        from ..cli.run import env_overrides, merge
+        from ..config import load_config
+        from ..model import resolve_endpoint
+        from ..bench.sweep import BenchConfig, run_sweep
+
+        try:
+            bench = BenchConfig(
+                dataset=dataset, split=split, limit=limit, sample=sample, seed=seed,
+                profiles=[p.strip() for p in profiles.split(",") if p.strip()], runs=runs,
+                concurrency=concurrency, out=out, corpus_dir=corpus_dir, retry_failed=retry_failed,
+            )
+        except ValueError as e:
+            raise _fail(e) from None
+        with _scripted_endpoint(scripted) as scripted_url:
+            flags: dict[str, Any] = {
+                "model": {"base_url": scripted_url or base_url, "model": "scripted" if scripted else model,
+                          "api_key": "none" if scripted else api_key},
+                "agent": {"max_turns": max_turns},
+            }
+            try:
+                cfg = load_config(config, merge(env_overrides(), flags))
+                resolve_endpoint(cfg.model)
+            except FteError as e:
+                raise _fail(e) from None
+            stats = _run_with_progress(bench, cfg, progress)
+        _out.print(
+            f"{stats.done} run(s) finished now ({stats.answered} answered, {stats.failed} failed), "
+            f"{stats.skipped} already done, {stats.redone} partial redone, of {stats.total}; "
+            f"{stats.wall_s:.1f} s. Sweep: {out}"
+        )
+        if stats.failed:
+            _out.print(f"[yellow]failures are listed in {out / 'failures.jsonl'}[/yellow]")
+        if stats.interrupted:
+            _err.print(f"[yellow]interrupted[/yellow]: {stats.lost} run(s) in flight were discarded; rerun to resume")
+            raise typer.Exit(130)
+        if judge:
+            from ..bench.judge import judge_runs
+
+            js = judge_runs([out], "match")
+            if js.judged or js.cached:
+                _out.print(f"model-free judge: {js.correct}/{js.judged + js.cached} exact match")
+
+    @app.command("judge")
+    def judge_cmd(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Sweep directories or single run directories.")],
+        judge_model: Annotated[str | None, typer.Option("--judge-model", help="Grader model (LLM judge, BrowseComp protocol).")] = None,
+        base_url: Annotated[str | None, typer.Option("--base-url", help="Grader endpoint (default OPENAI_BASE_URL).")] = None,
+        api_key: Annotated[str | None, typer.Option("--api-key", help="Grader API key (prefer OPENAI_API_KEY).")] = None,
+        method: Annotated[str, typer.Option("--method", help="auto (llm with --judge-model, else match), llm or match.")] = "auto",
+        force: Annotated[bool, typer.Option("--force", help="Judge again even when judgement.json has a verdict.")] = False,
+        concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Grading calls in flight.")] = 8,
+    ) -> None:
+        """Judge every finished run against the gold answers of its sweep (questions.jsonl); verdicts are
+        cached in each run's judgement.json."""
+        from ..bench.judge import JudgeConfig, LLMJudge, judge_runs
+
+        if method not in ("auto", "llm", "match"):
+            raise _fail(ValueError(f"--method must be auto, llm or match (got {method!r})"))
+        chosen = ("llm" if judge_model else "match") if method == "auto" else method
+        try:
+            grader = LLMJudge(JudgeConfig(model=judge_model, base_url=base_url, api_key=api_key)) if chosen == "llm" and judge_model else None
+            s = judge_runs(run_dirs, chosen, judge=grader, force=force, concurrency=concurrency)  # type: ignore[arg-type]
+        except FteError as e:
+            raise _fail(e) from None
+        total = s.judged + s.cached
+        _out.print(f"{chosen} judge: {s.correct}/{total} correct ({s.judged} judged now, {s.cached} cached, "
+                   f"{s.skipped} skipped: unfinished or no gold answer)")
+        for line in s.errors[:20]:
+            _err.print(f"[red]failed:[/red] {escape(line)}", soft_wrap=True)
+        if s.errors:
+            raise typer.Exit(1)
+
+    @app.command("report")
+    def report_cmd(
+        run_dirs: Annotated[list[Path], typer.Argument(help="Sweep directories or single run directories.")],
+        out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, report.html, metrics.json and PNGs.")],
+        title: Annotated[str, typer.Option("--title", help="Report title.")] = "fte-shell benchmark report",
+    ) -> None:
+        """Compute the behavioural metrics of every run and write the report (Markdown, one self-contained
+        HTML page, metrics.json, PNG plots)."""
+        from ..bench.report import main_table, write_report
+
+        try:
+            r = write_report(run_dirs, out, title=title)
+        except FteError as e:
+            raise _fail(e) from None
+        from rich.table import Table
+
+        head, rows = main_table(r.profiles)
+        keep = [head.index(c) for c in ("Profile", "Runs", "Accuracy", "#Search", "#Select", "#Extract", "Tokens")]
+        t = Table(*[head[i] for i in keep])
+        for row in rows:
+            t.add_row(*[row[i] for i in keep])
+        _out.print(t)
+        _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}")
+
+
+def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from ..bench.sweep import run_sweep
+
+    def log(msg: str) -> None:
+        _err.print(f"[dim]{escape(msg)}[/dim]", soft_wrap=True)
+
+    if not show:
+        try:
+            return run_sweep(bench, cfg, log=log)
+        except FteError as e:
+            raise _fail(e) from None
+    columns = [
+        TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("done {task.fields[done]} · failed {task.fields[failed]} · answered {task.fields[answered]}"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=_err, transient=False) as prog:
+        task_id = prog.add_task("bench", total=None, done=0, failed=0, answered=0)
+
+        def on_event(kind: str, task: Any, stats: Any) -> None:
+            todo = stats.total - stats.skipped
+            prog.update(task_id, total=todo, completed=stats.done, done=stats.done, failed=stats.failed,
+                        answered=stats.answered)
+
+        try:
+            return run_sweep(bench, cfg, on_event=on_event, log=log)
+        except FteError as e:
+            raise _fail(e) from None
