@@ -254,7 +254,9 @@ class Workspace:
         entry = self._entry(name)
         if entry is None:
             return None
-        return FetchRecord(path=entry.path, chars=entry.chars, new=False, source=entry.source, title=entry.title)
+        return FetchRecord(
+            path=entry.path, chars=entry.chars, new=False, source=entry.source, title=entry.title
+        )
 
     def _entry(self, name: str) -> Entry | None:
         p = self.root / name
@@ -279,7 +281,11 @@ class Workspace:
         found: list[tuple[int, str]] = []
         with os.scandir(self.root) as it:
             for de in it:
-                if de.name.startswith(".") or not de.name.endswith(".txt") or not de.is_file(follow_symlinks=False):
+                if (
+                    de.name.startswith(".")
+                    or not de.name.endswith(".txt")
+                    or not de.is_file(follow_symlinks=False)
+                ):
                     continue
                 found.append((de.stat(follow_symlinks=False).st_mtime_ns, de.name))
         out = []
@@ -307,8 +313,7 @@ class Workspace:
         """
         p = agent_path.strip()
         prefix = self.mount + "/" if self.mount != "/" else "/"
-        if p.startswith(prefix):
-            p = p[len(prefix) :]
+        p = p.removeprefix(prefix)
         if not p or "/" in p or "\\" in p or p in (".", "..") or "\x00" in p:
             raise ToolError(f"not a workspace file: {agent_path!r} (expected {prefix}<name>.txt)")
         host = self.root / p
@@ -323,7 +328,9 @@ class Workspace:
         try:
             content = host.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            raise ToolError(f"no such document: {agent_path} (use list_fetched to see what is held)") from None
+            raise ToolError(
+                f"no such document: {agent_path} (use list_fetched to see what is held)"
+            ) from None
         except IsADirectoryError:
             raise ToolError(f"not a workspace file: {agent_path!r}") from None
         parts = content.split("\n", 4)
@@ -336,7 +343,9 @@ class Workspace:
         with self._lock(name):
             held = self._entry(name)
             if held is not None:
-                return FetchRecord(path=held.path, chars=held.chars, new=False, source=held.source, title=held.title)
+                return FetchRecord(
+                    path=held.path, chars=held.chars, new=False, source=held.source, title=held.title
+                )
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.root)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
@@ -359,6 +368,10 @@ class Workspace:
             if not created:
                 held = self._entry(name)
                 if held is not None:
-                    return FetchRecord(path=held.path, chars=held.chars, new=False, source=held.source, title=held.title)
+                    return FetchRecord(
+                        path=held.path, chars=held.chars, new=False, source=held.source, title=held.title
+                    )
             source, title, _ = _parse(content)
-            return FetchRecord(path=self.agent_path(name), chars=len(body), new=True, source=source, title=title)
+            return FetchRecord(
+                path=self.agent_path(name), chars=len(body), new=True, source=source, title=title
+            )

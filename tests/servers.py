@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import unquote, urlsplit
 
 Body = bytes | str | Callable[[], Iterable[bytes]]
@@ -70,16 +71,16 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         return
 
-    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+    def do_HEAD(self) -> None:
         self._serve(head=True)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         self._serve(head=False)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
@@ -119,7 +120,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
             self.close_connection = True
 
-    def _stream(self, body: Callable[[], Iterable[bytes]], length: int | None, head: bool, e: LoggedRequest) -> None:
+    def _stream(
+        self, body: Callable[[], Iterable[bytes]], length: int | None, head: bool, e: LoggedRequest
+    ) -> None:
         chunked = length is None
         if chunked:
             self.send_header("Transfer-Encoding", "chunked")
@@ -176,7 +179,7 @@ class LoopbackServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

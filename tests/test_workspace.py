@@ -16,7 +16,9 @@ from fte_shell.workspace import Document, FetchRecord, Workspace, canonical_url,
 WHEN = datetime(2026, 11, 30, 13, 5, 7, 123456, tzinfo=UTC)
 
 
-def _doc(source: str = "https://Example.COM:443/a?b=1#frag", kind: str = "url", text: str = "hello\nworld\n") -> Document:
+def _doc(
+    source: str = "https://Example.COM:443/a?b=1#frag", kind: str = "url", text: str = "hello\nworld\n"
+) -> Document:
     return Document(source=source, kind=kind, title="  An\n Example  ", text=text, retrieved_at=WHEN)  # type: ignore[arg-type]
 
 
@@ -49,7 +51,10 @@ def test_file_names() -> None:
     assert filename_for("http://docs.python.org:8080/3/", "url").startswith("docs-python-org-")
     did = "Barack Obama (politician)_3"
     assert docid_prefix(did) == "Barack-Obama-politician-3"
-    assert filename_for(did, "docid") == f"Barack-Obama-politician-3-{hashlib.sha256(did.encode()).hexdigest()[:16]}.txt"
+    assert (
+        filename_for(did, "docid")
+        == f"Barack-Obama-politician-3-{hashlib.sha256(did.encode()).hexdigest()[:16]}.txt"
+    )
     assert len(docid_prefix("x" * 100)) == 32
     assert docid_prefix("???") == "doc"
 
@@ -58,9 +63,14 @@ def test_store_writes_exact_format_and_record(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws")
     rec = ws.store(_doc())
     name = filename_for("https://example.com/a?b=1", "url")
-    assert rec == FetchRecord(path=f"/work/{name}", chars=12, new=True, source="https://example.com/a?b=1", title="An Example")
+    assert rec == FetchRecord(
+        path=f"/work/{name}", chars=12, new=True, source="https://example.com/a?b=1", title="An Example"
+    )
     content = (tmp_path / "ws" / name).read_text()
-    assert content == "URL: https://example.com/a?b=1\nTitle: An Example\nRetrieved: 2026-11-30T13:05:07Z\n\nhello\nworld\n"
+    assert (
+        content
+        == "URL: https://example.com/a?b=1\nTitle: An Example\nRetrieved: 2026-11-30T13:05:07Z\n\nhello\nworld\n"
+    )
     assert rec.line() == f'/work/{name}  12 chars  new  https://example.com/a?b=1  "An Example"'
     mode = stat.S_IMODE((tmp_path / "ws" / name).stat().st_mode)
     assert mode == 0o644
@@ -120,7 +130,9 @@ def test_entries_and_listing(tmp_path: Path) -> None:
     assert text.splitlines()[-1] == "2 documents, 1,513 chars"
 
 
-@pytest.mark.parametrize("bad", ["/work/../etc/passwd", "../x.txt", "/etc/passwd", "/work/sub/x.txt", "/work/", ".."])
+@pytest.mark.parametrize(
+    "bad", ["/work/../etc/passwd", "../x.txt", "/etc/passwd", "/work/sub/x.txt", "/work/", ".."]
+)
 def test_host_path_refuses_escapes(tmp_path: Path, bad: str) -> None:
     ws = Workspace(tmp_path)
     with pytest.raises(ToolError):

@@ -60,18 +60,47 @@ MAX_PDF_PAGES = 2000
 
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _PDF_TYPES = {"application/pdf", "application/x-pdf"}
-_TEXT_TYPES = {"application/json", "application/xml", "application/javascript", "application/x-ndjson", "application/ld+json"}
-_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.I)
-_WHATWG_ALIASES = {"iso8859-1": "cp1252", "latin-1": "cp1252", "ascii": "cp1252", "shift_jis": "cp932", "euc_kr": "cp949"}
+_TEXT_TYPES = {
+    "application/json",
+    "application/xml",
+    "application/javascript",
+    "application/x-ndjson",
+    "application/ld+json",
+}
+_VOID = frozenset(
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    ]
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE)
+_WHATWG_ALIASES = {
+    "iso8859-1": "cp1252",
+    "latin-1": "cp1252",
+    "ascii": "cp1252",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+}
 
 
 # --- content type -------------------------------------------------------------------------------------
-def classify(content_type: str | None, body_head: bytes) -> Kind:
+def classify(content_type: str | None, body_head: bytes, url: str = "") -> Kind:
     """Which converter handles this response; raises :class:`FetchRefused` naming an unsupported type.
 
     ``content_type`` is the bare MIME type (lower-case, no parameters) or None; ``body_head`` the first
-    bytes of the body, used to sniff a missing or generic type.
+    bytes of the body, used to sniff a missing or generic type; ``url`` is named in the refusal.
     """
     ct = (content_type or "").strip().lower()
     if ct in _HTML_TYPES:
@@ -89,7 +118,10 @@ def classify(content_type: str | None, body_head: bytes) -> Kind:
             return "html"
         if ct == "" and body_head and b"\x00" not in body_head[:8192]:
             return "text"
-    raise FetchRefused(f"unsupported content type {ct or '(none, binary body)'}: only HTML, PDF, text, JSON and XML are converted")
+    where = f" from {url}" if url else ""
+    raise FetchRefused(
+        f"unsupported content type {ct or '(none, binary body)'}{where} (only HTML, PDF, text, JSON and XML are converted)"
+    )
 
 
 # --- text decoding ------------------------------------------------------------------------------------
@@ -112,7 +144,11 @@ def meta_charset(body: bytes) -> str | None:
 def decode_text(body: bytes, charset: str | None, *, html: bool) -> str:
     """Decode a body: BOM, then the Content-Type charset, then (HTML) the meta charset, then UTF-8, then
     charset detection (charset-normalizer); undecodable bytes become U+FFFD."""
-    for bom, enc in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+    for bom, enc in (
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
         if body.startswith(bom):
             return body.decode(enc, errors="replace")
     declared = [_codec(charset)]
@@ -179,11 +215,15 @@ def html_to_text(html: str, url: str = "") -> tuple[str, str]:
     if not html.strip():
         return "", ""
     try:
-        doc = lhtml.document_fromstring(html.encode("utf-8", "replace"), parser=lhtml.HTMLParser(encoding="utf-8"))
+        doc = lhtml.document_fromstring(
+            html.encode("utf-8", "replace"), parser=lhtml.HTMLParser(encoding="utf-8")
+        )
     except (etree.ParserError, ValueError):
         return "", ""
     title = _title(doc)
-    etree.strip_elements(doc, etree.Comment, etree.ProcessingInstruction, "head", *EXCLUDED_TAGS, with_tail=False)
+    etree.strip_elements(
+        doc, etree.Comment, etree.ProcessingInstruction, "head", *EXCLUDED_TAGS, with_tail=False
+    )
     h = CustomHTML2Text(baseurl=url)
     h.update_params(**HTML2TEXT_OPTIONS)
     h.start = True
@@ -243,7 +283,9 @@ def _title_from_url(url: str) -> str:
     return last
 
 
-def convert_bytes(kind: Kind, body: bytes, charset: str | None, url: str, content_type: str | None = None) -> tuple[str, str]:
+def convert_bytes(
+    kind: Kind, body: bytes, charset: str | None, url: str, content_type: str | None = None
+) -> tuple[str, str]:
     """``(title, text)`` of a downloaded body, in this process."""
     if kind == "pdf":
         return pdf_to_text(body)
@@ -302,7 +344,9 @@ def _get_pool() -> ProcessPoolExecutor:
     with _pool_lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=pool_size(), mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init
+                max_workers=pool_size(),
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
             )
         return _pool
 
@@ -331,7 +375,15 @@ def shutdown_pool() -> None:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def convert(kind: Kind, body: bytes, charset: str | None, url: str, content_type: str | None = None, *, timeout_s: float = 60.0) -> tuple[str, str]:
+def convert(
+    kind: Kind,
+    body: bytes,
+    charset: str | None,
+    url: str,
+    content_type: str | None = None,
+    *,
+    timeout_s: float = 60.0,
+) -> tuple[str, str]:
     """``(title, text)`` of a downloaded body, converted in the process pool.
 
     Raises :class:`FetchRefused` if conversion fails or takes longer than ``timeout_s``.
@@ -344,11 +396,17 @@ def convert(kind: Kind, body: bytes, charset: str | None, url: str, content_type
         except FetchRefused:
             raise
         except FutureTimeout:
-            raise FetchRefused(f"conversion of the {kind.upper()} body took longer than {timeout_s:.0f} s") from None
+            raise FetchRefused(
+                f"conversion of the {kind.upper()} body took longer than {timeout_s:.0f} s"
+            ) from None
         except BrokenProcessPool:
             _drop_pool(pool)
             if attempt == 2:
-                raise FetchRefused(f"conversion of the {kind.upper()} body crashed its worker process") from None
+                raise FetchRefused(
+                    f"conversion of the {kind.upper()} body crashed its worker process"
+                ) from None
         except Exception as e:  # noqa: BLE001 - a converter bug must become one line, not a crash
-            raise FetchRefused(f"conversion of the {kind.upper()} body failed: {e.__class__.__name__}: {e}".splitlines()[0]) from None
+            raise FetchRefused(
+                f"conversion of the {kind.upper()} body failed: {e.__class__.__name__}: {e}".splitlines()[0]
+            ) from None
     raise AssertionError("unreachable")

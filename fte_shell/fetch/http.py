@@ -87,7 +87,12 @@ class _PinnedBackend(httpcore.NetworkBackend):
         assert last is not None
         raise last
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.NetworkStream:
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
         raise httpcore.ConnectError("unix sockets are not reachable through fetch")
 
     def sleep(self, seconds: float) -> None:
@@ -192,7 +197,9 @@ class HttpFetcher:
             target = check_url(current, policy, timeout_s=remaining)
             self._backend.pin(target)
             try:
-                request = self._client.build_request("GET", current, timeout=httpx.Timeout(max(0.01, deadline - time.monotonic())))
+                request = self._client.build_request(
+                    "GET", current, timeout=httpx.Timeout(max(0.01, deadline - time.monotonic()))
+                )
                 response = self._client.send(request, stream=True)
             except httpx.TimeoutException:
                 raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {current}") from None
@@ -204,27 +211,42 @@ class HttpFetcher:
                     wire += _drain_small(response)
                     nxt = urljoin(current, location.strip())
                     if hop == policy.max_redirects:
-                        raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {url}")
+                        raise FetchRefused(
+                            f"too many redirects (more than {policy.max_redirects}) fetching {url}"
+                        )
                     current = nxt
                     continue
                 if not 200 <= response.status_code < 300:
                     reason = response.reason_phrase or ""
-                    raise FetchRefused(f"HTTP {response.status_code}{' ' + reason if reason else ''} from {current}")
+                    raise FetchRefused(
+                        f"HTTP {response.status_code}{' ' + reason if reason else ''} from {current}"
+                    )
                 ctype, charset = _parse_content_type(response.headers.get("content-type"))
                 if accept_type is not None:
                     accept_type(ctype)
                 body, got = self._read_body(response, current, deadline, budget_bytes, wire)
                 wire += got
-                return HttpResult(url=current, status=response.status_code, content_type=ctype, charset=charset, body=body, wire_bytes=wire)
+                return HttpResult(
+                    url=current,
+                    status=response.status_code,
+                    content_type=ctype,
+                    charset=charset,
+                    body=body,
+                    wire_bytes=wire,
+                )
             finally:
                 response.close()
         raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {url}")
 
-    def _read_body(self, response: httpx.Response, url: str, deadline: float, budget: int | None, spent: int) -> tuple[bytes, int]:
+    def _read_body(
+        self, response: httpx.Response, url: str, deadline: float, budget: int | None, spent: int
+    ) -> tuple[bytes, int]:
         policy = self.policy
         limit = policy.max_bytes
         declared = response.headers.get("content-length")
-        encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
+        encodings = [
+            e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()
+        ]
         encodings = [e for e in encodings if e != "identity"]
         if len(encodings) > 1:
             raise FetchRefused(f"unsupported content encoding {', '.join(encodings)!r} from {url}")
@@ -232,9 +254,13 @@ class HttpFetcher:
         if declared and declared.isdigit():
             n = int(declared)
             if inflater is None and n > limit:
-                raise FetchRefused(f"response too large: {_fmt_bytes(n)} declared, limit {_fmt_bytes(limit)} (max_bytes) from {url}")
+                raise FetchRefused(
+                    f"response too large: {_fmt_bytes(n)} declared, limit {_fmt_bytes(limit)} (max_bytes) from {url}"
+                )
             if budget is not None and spent + n > budget:
-                raise BudgetExceeded(f"byte budget spent: {url} needs {_fmt_bytes(n)}, {_fmt_bytes(max(0, budget - spent))} left of max_total_bytes")
+                raise BudgetExceeded(
+                    f"byte budget spent: {url} needs {_fmt_bytes(n)}, {_fmt_bytes(max(0, budget - spent))} left of max_total_bytes"
+                )
         parts: list[bytes] = []
         size = 0
         wire = 0
@@ -247,13 +273,17 @@ class HttpFetcher:
                 size += len(data)
                 if size > limit:
                     what = "decompressed body" if inflater is not None else "response"
-                    raise FetchRefused(f"{what} too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}")
+                    raise FetchRefused(
+                        f"{what} too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}"
+                    )
                 parts.append(data)
                 if inflater is not None:
                     while self._inflate_more(inflater, parts, limit, size):
                         size = sum(len(p) for p in parts)
                         if size > limit:
-                            raise FetchRefused(f"decompressed body too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}")
+                            raise FetchRefused(
+                                f"decompressed body too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}"
+                            )
                 if time.monotonic() > deadline:
                     raise FetchRefused(f"timed out after {policy.timeout_s:g} s reading {url}")
         except httpx.TimeoutException:
@@ -287,7 +317,7 @@ def _drain_small(response: httpx.Response, cap: int = 65_536) -> int:
     return got
 
 
-_TLS_HINT = re.compile(r"ssl|tls|certificate|handshake", re.I)
+_TLS_HINT = re.compile(r"ssl|tls|certificate|handshake", re.IGNORECASE)
 
 
 def _network_error(url: str, e: Exception) -> str:

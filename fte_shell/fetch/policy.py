@@ -75,7 +75,7 @@ def parse_numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
     for p in parts:
         try:
             if p.lower().startswith("0x"):
-                n = int(p[2:] or "0", 16)
+                n = int(p, 16) if len(p) > 2 else -1  # "0x" alone is not a number (inet_aton agrees)
             elif len(p) > 1 and p.startswith("0"):
                 n = int(p, 8)
             else:
@@ -83,6 +83,8 @@ def parse_numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
                     return None
                 n = int(p, 10)
         except ValueError:
+            return None
+        if n < 0:
             return None
         nums.append(n)
     *head, last = nums
@@ -119,17 +121,16 @@ def address_problem(addr: IPAddress) -> str | None:
         if addr.scope_id:
             return "a scoped (link-local) IPv6 address"
         inner = embedded_ipv4(addr)
-        if inner is not None:
+        if inner is not None:  # mapped/compatible/6to4/Teredo/NAT64: judged by the IPv4 it carries
             why = address_problem(inner)
-            if why is not None:
-                return f"{why} ({inner} inside an IPv6 address)"
+            return None if why is None else f"{why} ({inner} inside an IPv6 address)"
     checks = (
         ("is_unspecified", "an unspecified address"),
         ("is_loopback", "a loopback address"),
         ("is_link_local", "a link-local address"),
         ("is_multicast", "a multicast address"),
-        ("is_private", "a private address"),
         ("is_reserved", "a reserved address"),
+        ("is_private", "a private address"),
     )
     for attr, why in checks:
         if getattr(addr, attr):
@@ -170,7 +171,9 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[IPAddress]:
     try:
         infos = fut.result(timeout=max(0.05, timeout_s))
     except FutureTimeout:
-        raise FetchRefused(f"cannot resolve host {host}: DNS lookup timed out after {timeout_s:.1f} s") from None
+        raise FetchRefused(
+            f"cannot resolve host {host}: DNS lookup timed out after {timeout_s:.1f} s"
+        ) from None
     except (socket.gaierror, UnicodeError, OSError) as e:
         raise FetchRefused(f"cannot resolve host {host}: {getattr(e, 'strerror', None) or e}") from None
     out: list[IPAddress] = []
@@ -230,4 +233,11 @@ def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) 
                 if _is_literal(host, a):
                     raise FetchRefused(f"refused {shown}: {host} is {why}")
                 raise FetchRefused(f"refused {shown}: host {host} resolves to {a}, which is {why}")
-    return Target(url=raw, scheme=scheme, host=host, port=port, addresses=tuple(str(a) for a in addrs), allowed_private=allowed)
+    return Target(
+        url=raw,
+        scheme=scheme,
+        host=host,
+        port=port,
+        addresses=tuple(str(a) for a in addrs),
+        allowed_private=allowed,
+    )

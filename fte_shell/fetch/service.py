@@ -23,7 +23,7 @@ import tempfile
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -77,7 +77,9 @@ class PageCache:
 
 
 def _is_url(ref: str) -> bool:
-    return "://" in ref or ref.lower().startswith(("http:", "https:", "file:", "ftp:", "data:", "javascript:"))
+    return "://" in ref or ref.lower().startswith(
+        ("http:", "https:", "file:", "ftp:", "data:", "javascript:")
+    )
 
 
 class FetchService:
@@ -157,7 +159,7 @@ class FetchService:
         if http is not None:
             http.close()
 
-    def __enter__(self) -> FetchService:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -190,19 +192,30 @@ class FetchService:
             spent = self.bytes_downloaded
             budget = self.policy.max_total_bytes - spent
             if budget <= 0:
-                raise BudgetExceeded(f"byte budget spent: {spent:,} bytes downloaded (max_total_bytes = {self.policy.max_total_bytes:,})")
+                raise BudgetExceeded(
+                    f"byte budget spent: {spent:,} bytes downloaded (max_total_bytes = {self.policy.max_total_bytes:,})"
+                )
             try:
-                result = http.get(canon, budget_bytes=budget, accept_type=_check_declared_type)
+                result = http.get(
+                    canon, budget_bytes=budget, accept_type=lambda ct: _check_declared_type(ct, ref)
+                )
             except FetchRefused as e:
                 if ref != canon and not isinstance(e, BudgetExceeded):
-                    raise FetchRefused(e.message.replace(canon, ref, 1) if canon in e.message else e.message) from None
+                    raise FetchRefused(
+                        e.message.replace(canon, ref, 1) if canon in e.message else e.message
+                    ) from None
                 raise
             with self._guard:
                 self.bytes_downloaded += result.wire_bytes
                 self.downloads += 1
-            kind = _convert.classify(result.content_type, result.body[:8192])
+            kind = _convert.classify(result.content_type, result.body[:8192], ref)
             title, text = _convert.convert(
-                kind, result.body, result.charset, result.url, result.content_type, timeout_s=max(30.0, self.policy.timeout_s)
+                kind,
+                result.body,
+                result.charset,
+                result.url,
+                result.content_type,
+                timeout_s=max(30.0, self.policy.timeout_s),
             )
             doc = Document(source=canon, kind="url", title=title, text=text, retrieved_at=datetime.now(UTC))
         except BaseException:
@@ -244,7 +257,9 @@ class FetchService:
     # --- helpers ---------------------------------------------------------------------------------------
     def _clean(self, ref: str) -> str:
         if not isinstance(ref, str) or not ref.strip():
-            raise FetchRefused("nothing to fetch: give an http(s) URL" + (" or a document id" if self.local else ""))
+            raise FetchRefused(
+                "nothing to fetch: give an http(s) URL" + (" or a document id" if self.local else "")
+            )
         ref = ref.strip()
         if any(c in ref for c in "\r\n\x00"):
             raise FetchRefused(f"refused {ref[:80]!r}: control characters in the reference")
@@ -254,7 +269,9 @@ class FetchService:
         scheme = urlsplit(ref).scheme.lower()
         if scheme not in ("http", "https"):
             shown = ref if len(ref) <= 200 else ref[:199] + "…"
-            raise FetchRefused(f"refused {shown}: scheme {scheme or '(none)'}: is not supported (only http:// and https://)")
+            raise FetchRefused(
+                f"refused {shown}: scheme {scheme or '(none)'}: is not supported (only http:// and https://)"
+            )
         return canonical_url(ref)
 
     def _unknown_ref(self, ref: str) -> str:
@@ -291,8 +308,12 @@ class FetchService:
                 self._new_pages += 1
 
 
-def _check_declared_type(content_type: str | None) -> None:
+def _check_declared_type(content_type: str | None, url: str) -> None:
     """Refuse a declared unsupported type before reading the body (generic types are sniffed later)."""
-    if content_type is None or content_type in ("application/octet-stream", "binary/octet-stream", "application/unknown"):
+    if content_type is None or content_type in (
+        "application/octet-stream",
+        "binary/octet-stream",
+        "application/unknown",
+    ):
         return
-    _convert.classify(content_type, b"")
+    _convert.classify(content_type, b"", url)

@@ -1,0 +1,155 @@
+"""The URL/address policy and the pinned-address transport (no network beyond a loopback server)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import httpcore
+import httpx
+import pytest
+
+from fte_shell.config import FetchPolicy
+from fte_shell.errors import FetchRefused
+from fte_shell.fetch.http import HttpFetcher
+from fte_shell.fetch.policy import Target, address_problem, check_url, parse_numeric_ipv4
+from tests.servers import LoopbackServer
+
+
+@pytest.mark.parametrize(
+    ("host", "addr"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("127.1", "127.0.0.1"),
+        ("0x7f.1", "127.0.0.1"),
+        ("10.1", "10.0.0.1"),
+        ("0", "0.0.0.0"),
+        ("8.8.8.8.", "8.8.8.8"),
+    ],
+)
+def test_numeric_ipv4_forms(host: str, addr: str) -> None:
+    assert parse_numeric_ipv4(host) == ipaddress.IPv4Address(addr)
+
+
+@pytest.mark.parametrize(
+    "host", ["example.com", "1.2.3.4.5", "256.1.1.1", "0x", "1.2.3.999", "08.1.1.1", "4294967296"]
+)
+def test_non_numeric_hosts(host: str) -> None:
+    assert parse_numeric_ipv4(host) is None
+
+
+@pytest.mark.parametrize(
+    ("addr", "why"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("10.0.0.1", "private"),
+        ("172.16.5.4", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.1.1", "link-local"),
+        ("169.254.169.254", "metadata"),
+        ("100.100.100.200", "metadata"),
+        ("100.64.0.1", "non-public"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("0.0.0.0", "unspecified"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("fd00:ec2::254", "metadata"),
+        ("ff02::1", "multicast"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "metadata"),
+        ("::127.0.0.1", "loopback"),
+        ("2002:a00:1::1", "private"),
+        ("64:ff9b::7f00:1", "loopback"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "private"),  # Teredo, client 10.0.0.1
+    ],
+)
+def test_non_public_addresses_are_named(addr: str, why: str) -> None:
+    problem = address_problem(ipaddress.ip_address(addr))
+    assert problem is not None and why in problem
+
+
+@pytest.mark.parametrize(
+    "addr", ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1"]
+)
+def test_public_addresses_pass(addr: str) -> None:
+    assert address_problem(ipaddress.ip_address(addr)) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("file:///etc/passwd", "scheme file:"),
+        ("ftp://example.com/x", "scheme ftp:"),
+        ("gopher://example.com/", "scheme gopher:"),
+        ("example.com/page", "no scheme"),
+        ("http:///nohost", "no host"),
+        ("http://[::1]/", "loopback"),
+        ("http://[::1]:8080/", "loopback"),
+        ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+        ("http://[::ffff:127.0.0.1]/", "loopback"),
+        ("http://0x7f000001/", "resolves to 127.0.0.1, which is a loopback"),
+        ("http://2130706433/", "loopback"),
+        ("http://0177.0.0.1/", "loopback"),
+        ("http://127.1/", "loopback"),
+        ("http://localhost/", "host localhost resolves to"),
+        ("http://LOCALHOST./", "loopback"),
+        ("http://10.0.0.1/", "private"),
+        ("http://host.invalid/", "cannot resolve host"),
+        ("http://a\nb/", "control characters"),
+    ],
+)
+def test_refusals_are_one_clear_line(url: str, reason: str) -> None:
+    with pytest.raises(FetchRefused) as e:
+        check_url(url, FetchPolicy(timeout_s=5))
+    msg = str(e.value)
+    assert reason in msg and "\n" not in msg and msg.startswith(("refused", "cannot resolve"))
+
+
+def test_allow_private_by_host_or_host_port() -> None:
+    assert check_url("http://127.0.0.1:8000/", FetchPolicy(allow_private=["127.0.0.1:8000"])).addresses == (
+        "127.0.0.1",
+    )
+    assert check_url("http://localhost/", FetchPolicy(allow_private=["localhost"])).allowed_private
+    assert check_url("http://[::1]:9/", FetchPolicy(allow_private=["[::1]:9"])).addresses == ("::1",)
+    with pytest.raises(FetchRefused, match="loopback"):
+        check_url("http://127.0.0.1:8001/", FetchPolicy(allow_private=["127.0.0.1:8000"]))  # other port
+
+
+def test_host_patterns() -> None:
+    deny = FetchPolicy(deny_hosts=["*.answers.example", "evil.test"])
+    for url in ("http://answers.example/", "http://www.answers.example/x", "http://EVIL.test/"):
+        with pytest.raises(FetchRefused, match="deny_hosts"):
+            check_url(url, deny)
+    allow = FetchPolicy(allow_hosts=["docs-*.example"], allow_private=["docs-a.example"])
+    with pytest.raises(FetchRefused, match="not in allow_hosts"):
+        check_url("http://other.example/", allow)
+    both = FetchPolicy(allow_hosts=["127.0.0.1"], deny_hosts=["127.0.0.*"], allow_private=["127.0.0.1"])
+    with pytest.raises(FetchRefused, match="deny_hosts"):
+        check_url("http://127.0.0.1/", both)  # deny wins over allow
+
+
+def test_transport_connects_only_to_checked_addresses() -> None:
+    """A name is connected to the address the policy checked (no second DNS lookup), keeping the Host
+    header; a (host, port) that was never checked cannot be connected to at all."""
+    with LoopbackServer() as srv:
+        srv.route("/who", body="here", content_type="text/plain")
+        fetcher = HttpFetcher(FetchPolicy())
+        try:
+            fetcher._backend.pin(
+                Target("http://rebind.invalid/", "http", "rebind.invalid", srv.port, ("127.0.0.1",))
+            )
+            r = fetcher._client.get(f"http://rebind.invalid:{srv.port}/who")
+            assert r.text == "here"
+            assert srv.requests[-1].headers["Host"] == f"rebind.invalid:{srv.port}"
+            with pytest.raises(httpx.ConnectError, match="not checked"):
+                fetcher._client.get(f"http://127.0.0.1:{srv.port}/who")
+            with pytest.raises(httpcore.ConnectError):
+                fetcher._backend.connect_tcp("rebind.invalid", srv.port + 1 if srv.port < 65535 else 1)
+        finally:
+            fetcher.close()
+        assert srv.count("/who") == 1
