@@ -119,6 +119,11 @@ class SandboxConfig(_Model):
     output_cap_bytes: int = 50_000
     """Observation cap: longer output is cut to a head and a tail with a line stating what was omitted."""
 
+    output_buffer_size: str = "16m"
+    """Size of the private tmpfs that receives a command's raw output inside the container. Output past
+    it is discarded (the writer gets "No space left on device"), so unbounded output (``yes``) can fill
+    neither memory nor disk; the observation still shows a head, a tail and the omitted byte count."""
+
     total_time_budget_s: float | None = None
     """Optional wall-clock budget for all commands of this sandbox together; None = unlimited."""
 

@@ -1,9 +1,160 @@
-"""CLI commands: sandbox (being written)."""
+"""CLI commands: ``fte-shell sandbox build|gc|doctor`` and ``fte-shell shell`` (a person's terminal in a
+sandbox of the same kind the agent gets)."""
 
 from __future__ import annotations
 
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import FteError
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+sandbox_app = typer.Typer(
+    help="Build the sandbox image, remove leftover containers, check the Docker set-up.",
+    no_args_is_help=True,
+)
+
+
+def _load(config: Path | None):  # noqa: ANN202 - RunConfig, imported lazily
+    from ..config import load_config
+
+    return load_config(config)
+
+
+def _fail(e: Exception) -> None:
+    _err.print(f"[red]error:[/red] {escape(str(e))}")
+    raise typer.Exit(1)
+
+
+ConfigOpt = Annotated[
+    Optional[Path], typer.Option("--config", "-c", help="TOML config file ([sandbox] table).", exists=True)
+]
+
+
+@sandbox_app.command("build")
+def build(config: ConfigOpt = None) -> None:
+    """Build the sandbox image now (from Dockerfile.sandbox; skipped when it is up to date)."""
+    from ..container import ensure_image, image_status
+
+    try:
+        cfg = _load(config).sandbox
+        ok, reason = image_status(cfg)
+        if ok:
+            _out.print(reason)
+            return
+        ensure_image(cfg, force=True, log=lambda m: _err.print(escape(m)))
+        _out.print(image_status(cfg)[1])
+    except FteError as e:
+        _fail(e)
+
+
+@sandbox_app.command("rebuild")
+def rebuild(config: ConfigOpt = None) -> None:
+    """Build the sandbox image even when it is up to date."""
+    from ..container import ensure_image
+
+    try:
+        ensure_image(_load(config).sandbox, force=True, log=lambda m: _err.print(escape(m)))
+    except FteError as e:
+        _fail(e)
+
+
+@sandbox_app.command("gc")
+def gc_cmd() -> None:
+    """Remove fte-shell containers whose owning process is gone or whose TTL has passed."""
+    from ..container import gc
+
+    try:
+        res = gc(log=lambda m: _out.print(escape(m)))
+    except FteError as e:
+        _fail(e)
+        return
+    _out.print(f"removed {len(res.removed)} container(s); {res.kept} still owned by live processes")
+
+
+@sandbox_app.command("doctor")
+def doctor_cmd(config: ConfigOpt = None) -> None:
+    """Check the Docker daemon, the images and the hardening of a real test container."""
+    from ..container import doctor
+
+    try:
+        checks = doctor(_load(config).sandbox)
+    except FteError as e:
+        _fail(e)
+        return
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail / fix")
+    for c in checks:
+        detail = c.detail if c.ok else f"{c.detail}\n[yellow]fix:[/yellow] {escape(c.fix)}"
+        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", detail)
+    _out.print(table)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+def shell(
+    config: ConfigOpt = None,
+    workspace: Annotated[
+        Optional[Path],
+        typer.Option("--workspace", "-w", help="Host directory to mount read-only at /work (kept)."),
+    ] = None,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace when leaving.")] = False,
+) -> None:
+    """Open an interactive terminal in a fresh sandbox (same limits and helpers as the agent's).
+
+    `search` and `fetch` work when a search backend is configured (Serper key or local corpus). Leaving
+    the shell (exit or Ctrl-D) removes the container.
+    """
+    from ..sandbox import Sandbox
+
+    docker = shutil.which("docker")
+    if docker is None:
+        _fail(FteError("the docker CLI is not on PATH; install docker.io"))
+        return
+    try:
+        cfg = _load(config)
+        scfg = cfg.sandbox.model_copy(update={"keep_workspace": keep})
+        if workspace is not None:
+            scfg = scfg.model_copy(update={"workspace_dir": workspace})
+        search = None
+        try:
+            from ..search import make_search
+
+            search = make_search(cfg.search)
+        except FteError as e:
+            _err.print(f"[yellow]note:[/yellow] no search backend ({escape(str(e))})")
+        with Sandbox(scfg, search=search) as sb:
+            _err.print(
+                f"[bold]fte-shell sandbox[/bold] {sb.container_id[:12]}: no network, /work read-only "
+                f"(host: {sb.workspace}), scratch in /tmp; type exit to leave"
+            )
+            prev = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the shell inside
+            try:
+                subprocess.call(
+                    [docker, "exec", "-it", "-u", scfg.user, "-e", "PS1=sandbox:\\w\\$ ", "-e", "TERM=xterm",
+                     sb.container_id, "bash", "--norc", "-i"]
+                )
+            finally:
+                signal.signal(signal.SIGINT, prev)
+            if keep and workspace is None:
+                _err.print(f"workspace kept at {sb.workspace}")
+    except FteError as e:
+        _fail(e)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add ``sandbox`` (build, rebuild, gc, doctor) and the top-level ``shell`` command."""
+    app.add_typer(sandbox_app, name="sandbox")
+    app.command("shell")(shell)

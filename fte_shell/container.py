@@ -1,0 +1,553 @@
+"""The sandbox container: image build, hardened creation, ownership labels, removal, gc, doctor.
+
+Everything goes through the docker SDK (no ``docker`` CLI needed except for the interactive session in
+:mod:`fte_shell.session`). Every container this module creates is
+
+* hardened from :class:`~fte_shell.config.SandboxConfig` (non-root, read-only root, size-capped tmpfs,
+  /work read-only, no capabilities, no-new-privileges, pids/memory/CPU limits, no network, init);
+* labelled ``fte-shell=1`` plus run id, owning process (pid, its start time, host), creation time and TTL;
+* running the warden (``sandbox/lib/warden.py``) as its main process: a dead-man timer, so the container
+  exits within its TTL even if the harness is SIGKILLed (``auto_remove`` then deletes it);
+* registered for removal at interpreter exit and on SIGINT/SIGTERM (handlers chain to the previous ones).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import io
+import os
+import signal
+import socket
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .config import SandboxConfig
+from .errors import DockerUnavailable, SandboxError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import docker
+    from docker.models.containers import Container
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = "Dockerfile.sandbox"
+CONTEXT_DIRS = ("sandbox/bin", "sandbox/lib")
+LABEL = "fte-shell"
+HASH_LABEL = "fte-shell.content-hash"
+GATEWAY_MOUNT = "/run/fte"
+GATEWAY_SOCKET = f"{GATEWAY_MOUNT}/gw.sock"
+RUN_MOUNT = "/opt/fte/run"
+"""Private tmpfs of the session: per-command output files and the warden's state file."""
+WARDEN = "/opt/fte/lib/warden.py"
+FIX_DAEMON = "start Docker: bash sandbox/setup-host.sh (or: nohup dockerd >/var/log/fte-dockerd.log 2>&1 &)"
+
+Log = Callable[[str], None]
+
+
+def _stderr_log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --- client ------------------------------------------------------------------------------------------
+_client: "docker.DockerClient | None" = None
+_client_lock = threading.Lock()
+
+
+def client() -> "docker.DockerClient":
+    """The process-wide docker client (thread-safe; a large connection pool for many sandboxes)."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            import docker
+
+            try:
+                c = docker.from_env(timeout=120, max_pool_size=128)
+                c.ping()
+            except Exception as e:  # noqa: BLE001 - every failure means "no daemon"
+                raise DockerUnavailable(
+                    f"no Docker daemon answers ({e.__class__.__name__}: {e}); {FIX_DAEMON}"
+                ) from e
+            _client = c
+        return _client
+
+
+# --- image -------------------------------------------------------------------------------------------
+def _context_files(root: Path) -> list[tuple[str, Path]]:
+    files = [(DOCKERFILE, root / DOCKERFILE)]
+    for d in CONTEXT_DIRS:
+        base = root / d
+        if base.is_dir():
+            for p in sorted(base.rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    files.append((p.relative_to(root).as_posix(), p))
+    return files
+
+
+def content_hash(cfg: SandboxConfig, root: Path = REPO_ROOT) -> str:
+    """sha256 over the build inputs: Dockerfile, sandbox/bin, sandbox/lib (names, modes, bytes), base image."""
+    h = hashlib.sha256(f"base={cfg.base_image}\n".encode())
+    for name, path in _context_files(root):
+        h.update(f"{name}\0{path.stat().st_mode & 0o111:o}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _build_context(root: Path) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in CONTEXT_DIRS:  # the directories exist in the context even when empty
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+        for name, path in _context_files(root):
+            info = tarfile.TarInfo(name)
+            info.size = path.stat().st_size
+            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+    buf.seek(0)
+    return buf
+
+
+def image_status(cfg: SandboxConfig) -> tuple[bool, str]:
+    """(up to date, reason) of the sandbox image for the current build inputs."""
+    import docker.errors
+
+    try:
+        img = client().images.get(cfg.image)
+    except docker.errors.ImageNotFound:
+        return False, f"image {cfg.image} does not exist"
+    want = content_hash(cfg)
+    have = (img.labels or {}).get(HASH_LABEL)
+    if have != want:
+        return False, f"image {cfg.image} is out of date (Dockerfile.sandbox or sandbox/ changed)"
+    return True, f"image {cfg.image} is up to date ({want})"
+
+
+def build_image(cfg: SandboxConfig, log: Log = _stderr_log) -> str:
+    """Build the sandbox image (legacy builder via the SDK); returns the image id."""
+    import docker.errors
+
+    if not (REPO_ROOT / DOCKERFILE).exists():
+        raise DockerUnavailable(f"{REPO_ROOT / DOCKERFILE} not found; run from a checkout of fte-shell")
+    c = client()
+    try:
+        c.images.get(cfg.base_image)
+    except docker.errors.ImageNotFound as e:
+        raise DockerUnavailable(
+            f"base image {cfg.base_image} is missing; create it offline: bash sandbox/bootstrap-base.sh "
+            f"{cfg.base_image}"
+        ) from e
+    digest = content_hash(cfg)
+    log(f"[fte-shell] building sandbox image {cfg.image} from {DOCKERFILE} (first use or changed; ~1 min)")
+    t0 = time.monotonic()
+    try:
+        stream = c.api.build(
+            fileobj=_build_context(REPO_ROOT),
+            custom_context=True,
+            dockerfile=DOCKERFILE,
+            tag=cfg.image,
+            buildargs={"BASE_IMAGE": cfg.base_image},
+            labels={HASH_LABEL: digest, LABEL + ".image": "1"},
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+        image_id = None
+        tail: list[str] = []
+        for chunk in stream:
+            if "error" in chunk:
+                raise DockerUnavailable(
+                    f"building {cfg.image} failed: {chunk['error'].strip()}\n" + "".join(tail[-15:])
+                )
+            if "stream" in chunk:
+                tail.append(chunk["stream"])
+                tail = tail[-30:]
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and "ID" in aux:
+                image_id = aux["ID"]
+    except docker.errors.APIError as e:
+        raise DockerUnavailable(f"building {cfg.image} failed: {e}") from e
+    log(f"[fte-shell] built {cfg.image} in {time.monotonic() - t0:.1f} s")
+    return image_id or c.images.get(cfg.image).id
+
+
+_image_lock = threading.Lock()
+_image_ok: set[tuple[str, str]] = set()
+
+
+def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_log) -> None:
+    """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``)."""
+    key = (cfg.image, cfg.base_image)
+    with _image_lock:
+        if not force and key in _image_ok:
+            return
+        ok, reason = image_status(cfg)
+        if force or not ok:
+            if not ok and not cfg.auto_build and not force:
+                raise DockerUnavailable(f"{reason}; build it with: fte-shell sandbox build")
+            if not force:
+                log(f"[fte-shell] {reason}")
+            build_image(cfg, log)
+        _image_ok.add(key)
+
+
+# --- ownership ---------------------------------------------------------------------------------------
+def _proc_start(pid: int) -> str:
+    """Start time of ``pid`` in clock ticks since boot ('' when unknown): detects pid reuse."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+        return data[data.rfind(b")") + 2 :].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+HOST = socket.gethostname()
+OWNER_PID = os.getpid()
+
+
+def owner_labels(run_id: str, ttl_s: int) -> dict[str, str]:
+    """The labels that tie a container to this process."""
+    return {
+        LABEL: "1",
+        f"{LABEL}.run-id": run_id,
+        f"{LABEL}.owner-pid": str(os.getpid()),
+        f"{LABEL}.owner-start": _proc_start(os.getpid()),
+        f"{LABEL}.owner-host": HOST,
+        f"{LABEL}.created": f"{time.time():.3f}",
+        f"{LABEL}.ttl": str(int(ttl_s)),
+    }
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    try:
+        pid = int(labels.get(f"{LABEL}.owner-pid", ""))
+    except ValueError:
+        return False
+    if pid <= 0 or not Path(f"/proc/{pid}").exists():
+        return False
+    want = labels.get(f"{LABEL}.owner-start", "")
+    return not want or _proc_start(pid) == want
+
+
+def stale_reason(labels: dict[str, str], status: str, now: float | None = None) -> str | None:
+    """Why a labelled container may be removed by gc (None = it is still owned and alive)."""
+    now = time.time() if now is None else now
+    try:
+        created = float(labels.get(f"{LABEL}.created", "0"))
+        ttl = float(labels.get(f"{LABEL}.ttl", "0"))
+    except ValueError:
+        return "unreadable labels"
+    if created + ttl < now:
+        return "its TTL has passed"
+    if status in ("exited", "dead", "created"):
+        return f"it is {status}"
+    if labels.get(f"{LABEL}.owner-host") == HOST and not _owner_alive(labels):
+        return f"its owner process {labels.get(f'{LABEL}.owner-pid')} is gone"
+    return None
+
+
+# --- live registry and cleanup ------------------------------------------------------------------------
+_live: dict[str, str] = {}  # container id -> name
+_live_lock = threading.Lock()
+_handlers_installed = False
+
+
+def remove(container_id: str) -> None:
+    """Force-remove a container; a container that is already gone is not an error."""
+    import docker.errors
+
+    with _live_lock:
+        _live.pop(container_id, None)
+    try:
+        client().api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as e:
+        if e.status_code != 409:  # 409: removal already in progress (auto_remove)
+            raise SandboxError(f"could not remove container {container_id[:12]}: {e}") from e
+
+
+def remove_all_live() -> None:
+    """Remove every container this process created and has not removed yet."""
+    for cid in list(_live):  # no lock: may run inside a signal handler
+        try:
+            remove(cid)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _signal_cleanup(signum: int, frame: Any) -> None:
+    remove_all_live()
+    prev = _previous.get(signum)
+    if callable(prev):
+        prev(signum, frame)
+    elif prev == signal.SIG_IGN:
+        return
+    else:  # SIG_DFL (or unknown): die of the signal as if no handler had been installed
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+_previous: dict[int, Any] = {}
+
+
+def install_cleanup_handlers() -> None:
+    """atexit + SIGINT/SIGTERM handlers (chained to the previous ones); once, main thread only."""
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    _handlers_installed = True
+    atexit.register(remove_all_live)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            prev = signal.getsignal(sig)
+            if prev is _signal_cleanup:
+                continue
+            _previous[sig] = prev
+            signal.signal(sig, _signal_cleanup)
+        except (ValueError, OSError):  # not the main thread of the main interpreter
+            pass
+
+
+# --- creation ----------------------------------------------------------------------------------------
+def _docker_size(text: str) -> str:
+    return text.strip().lower()
+
+
+def container_kwargs(
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of ``containers.run`` for a hardened sandbox (exposed for doctor and tests)."""
+    ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
+    env = dict(cfg.env)
+    env["FTE_GATEWAY"] = GATEWAY_SOCKET
+    kwargs: dict[str, Any] = dict(
+        image=cfg.image,
+        command=["python3", WARDEN, str(ttl)],
+        name=f"fte-{run_id}-{uuid.uuid4().hex[:6]}",
+        detach=True,
+        auto_remove=True,
+        user=cfg.user,
+        working_dir="/work",
+        hostname="sandbox",
+        read_only=cfg.read_only_root,
+        tmpfs={
+            "/tmp": f"rw,exec,nosuid,nodev,size={_docker_size(cfg.tmpfs_size)},mode=1777",
+            RUN_MOUNT: f"rw,nosuid,nodev,noexec,size={_docker_size(cfg.output_buffer_size)},mode=1777",
+        },
+        volumes={
+            str(workspace): {"bind": "/work", "mode": "ro"},
+            str(gateway_dir): {"bind": GATEWAY_MOUNT, "mode": "ro"},
+        },
+        network_mode=cfg.network_mode,
+        pids_limit=cfg.pids_limit,
+        mem_limit=cfg.memory,
+        memswap_limit=cfg.memory,
+        nano_cpus=int(cfg.cpus * 1e9),
+        init=cfg.init,
+        environment=env,
+        labels=owner_labels(run_id, ttl),
+        stop_signal="SIGTERM",
+        shm_size="16m",
+        ipc_mode="private",
+    )
+    if cfg.cap_drop_all:
+        kwargs["cap_drop"] = ["ALL"]
+    if cfg.no_new_privileges:
+        kwargs["security_opt"] = ["no-new-privileges:true"]
+    return kwargs
+
+
+@dataclass
+class Handle:
+    """A started sandbox container."""
+
+    id: str
+    name: str
+    run_id: str
+
+
+def create(
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+) -> Handle:
+    """Start a hardened sandbox container and register it for removal at exit/signals."""
+    import docker.errors
+
+    if cfg.user.split(":")[0] in ("0", "root"):
+        raise SandboxError("sandbox.user must not be root (uid 0)")
+    ensure_image(cfg)
+    install_cleanup_handlers()
+    kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
+    c = client()
+    try:
+        cont = c.containers.create(**{k: v for k, v in kwargs.items() if k != "detach"})
+    except docker.errors.APIError as e:
+        raise SandboxError(f"could not create the sandbox container: {e}") from e
+    with _live_lock:
+        _live[cont.id] = kwargs["name"]
+    try:
+        cont.start()
+    except docker.errors.APIError as e:
+        remove(cont.id)
+        raise SandboxError(f"could not start the sandbox container: {e}") from e
+    return Handle(id=cont.id, name=kwargs["name"], run_id=run_id)
+
+
+def is_running(container_id: str) -> bool:
+    import docker.errors
+
+    try:
+        return client().api.inspect_container(container_id)["State"]["Running"] is True
+    except docker.errors.NotFound:
+        return False
+
+
+def signal_warden(container_id: str) -> None:
+    """Ask the warden to kill the running command's processes (no new process in the container)."""
+    import docker.errors
+
+    try:
+        client().api.kill(container_id, signal="SIGUSR1")
+    except docker.errors.APIError as e:
+        raise SandboxError(f"could not signal the sandbox container: {e}") from e
+
+
+# --- gc ----------------------------------------------------------------------------------------------
+@dataclass
+class GcResult:
+    removed: list[tuple[str, str]]  # (name, reason)
+    kept: int
+
+
+def gc(*, log: Log | None = None) -> GcResult:
+    """Remove every fte-shell container whose owner process is gone (same host) or whose TTL passed."""
+    c = client()
+    removed: list[tuple[str, str]] = []
+    kept = 0
+    for info in c.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        labels = info.get("Labels") or {}
+        reason = stale_reason(labels, info.get("State", ""))
+        name = (info.get("Names") or ["?"])[0].lstrip("/")
+        if reason is None:
+            kept += 1
+            continue
+        try:
+            remove(info["Id"])
+        except SandboxError as e:
+            if log:
+                log(str(e))
+            continue
+        removed.append((name, reason))
+        if log:
+            log(f"removed {name}: {reason}")
+    return GcResult(removed=removed, kept=kept)
+
+
+# --- doctor ------------------------------------------------------------------------------------------
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
+    """Check the daemon, the image and the hardening of a real test container; each check names its fix."""
+    import tempfile
+
+    cfg = cfg or SandboxConfig()
+    checks: list[Check] = []
+    try:
+        info = client().info()
+        checks.append(Check("daemon", True, f"Docker {info.get('ServerVersion')} answers"))
+    except DockerUnavailable as e:
+        checks.append(Check("daemon", False, str(e), FIX_DAEMON))
+        return checks
+    try:
+        client().images.get(cfg.base_image)
+        checks.append(Check("base image", True, f"{cfg.base_image} exists"))
+    except Exception:  # noqa: BLE001
+        checks.append(
+            Check("base image", False, f"{cfg.base_image} is missing", "bash sandbox/bootstrap-base.sh")
+        )
+    try:
+        ok, reason = image_status(cfg)
+    except Exception as e:  # noqa: BLE001
+        ok, reason = False, str(e)
+    checks.append(Check("sandbox image", ok, reason, "" if ok else "fte-shell sandbox build"))
+    if not ok:
+        return checks
+    with tempfile.TemporaryDirectory(prefix="fte-doctor-") as tmp:
+        ws, gw = Path(tmp, "work"), Path(tmp, "gw")
+        ws.mkdir(mode=0o755)
+        gw.mkdir(mode=0o755)
+        os.chmod(ws, 0o755)
+        os.chmod(gw, 0o755)
+        h = create(cfg, ws, gw, "doctor", ttl_s=120)
+        try:
+            checks.extend(_hardening_checks(h.id, cfg))
+        finally:
+            remove(h.id)
+    return checks
+
+
+def exec_text(container_id: str, cmd: list[str], user: str) -> tuple[int, str]:
+    """Run one command in the container with ``docker exec`` (for checks, not for the agent)."""
+    res = client().api.exec_create(container_id, cmd, user=user, stdout=True, stderr=True)
+    out = client().api.exec_start(res["Id"])
+    code = client().api.exec_inspect(res["Id"])["ExitCode"]
+    return int(code or 0), out.decode("utf-8", "replace")
+
+
+def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
+    script = (
+        "id -u; "
+        "(touch /probe 2>/dev/null && echo rootfs=rw) || echo rootfs=ro; "
+        "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
+        "ls /sys/class/net | tr '\\n' ' '; echo; "
+        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
+        "test -S /var/run/docker.sock && echo docker-sock || echo no-docker-sock"
+    )
+    code, out = exec_text(cid, ["bash", "-c", script], cfg.user)
+    lines = out.splitlines() + [""] * 6
+    attrs = client().api.inspect_container(cid)["HostConfig"]
+    checks = [
+        Check("non-root user", lines[0].strip() != "0", f"uid {lines[0].strip()}", "set sandbox.user"),
+        Check("read-only root", lines[1].strip() == "rootfs=ro", lines[1].strip(), "sandbox.read_only_root"),
+        Check("read-only /work", lines[2].strip() == "work=ro", lines[2].strip(), "report a bug"),
+        Check(
+            "no network",
+            lines[3].split() == ["lo"],
+            f"interfaces: {lines[3].strip()}",
+            "sandbox.network_mode must be none",
+        ),
+        Check(
+            "no capabilities, no-new-privileges",
+            "CapEff: 0000000000000000" in lines[4] and "NoNewPrivs: 1" in lines[4],
+            lines[4].strip(),
+            "sandbox.cap_drop_all / sandbox.no_new_privileges",
+        ),
+        Check("no docker socket", lines[5].strip() == "no-docker-sock", lines[5].strip(), "report a bug"),
+        Check(
+            "limits",
+            bool(attrs.get("PidsLimit")) and attrs.get("Memory") == attrs.get("MemorySwap") and bool(
+                attrs.get("NanoCpus")
+            ),
+            f"pids {attrs.get('PidsLimit')}, memory {attrs.get('Memory')}, "
+            f"memswap {attrs.get('MemorySwap')}, nano_cpus {attrs.get('NanoCpus')}",
+            "check sandbox.pids_limit / memory / cpus",
+        ),
+    ]
+    return checks

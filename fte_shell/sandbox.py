@@ -1,0 +1,192 @@
+"""The public sandbox API: one hardened container + one persistent bash session per question.
+
+::
+
+    from fte_shell import Sandbox, SandboxConfig
+    with Sandbox(SandboxConfig(command_timeout_s=10)) as sb:
+        obs = sb.run("cd /work && ls")      # Observation(output, exit_code, timed_out, truncated, ...)
+        print(obs.render())                  # what the model sees
+
+Many sandboxes may live at once in one process (threads or asyncio via ``to_thread``); each has its own
+container, workspace (/work) and gateway directory. One sandbox runs one command at a time (a lock).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import container as _container
+from .config import SandboxConfig
+from .errors import SandboxError
+from .session import Observation, ShellSession
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .fetch import PageCache, PageSource
+    from .search import SearchBackend
+
+__all__ = ["Observation", "Sandbox"]
+
+
+class Sandbox:
+    """A per-question sandbox: context manager; ``run(command, timeout=None) -> Observation``."""
+
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        search: "SearchBackend | None" = None,
+        page_source: "PageSource | None" = None,
+        page_cache: "PageCache | None" = None,
+        run_id: str | None = None,
+    ):
+        self.config = config or SandboxConfig()
+        self.search = search
+        self.page_source = page_source
+        self.page_cache = page_cache
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.gateway: Any = None
+        self._fetch_service: Any = None
+        self._tmp: Path | None = None
+        self._lock = threading.Lock()
+        self._handle: _container.Handle | None = None
+        self._session: ShellSession | None = None
+        self._closed = False
+        self._spent_s = 0.0
+        try:
+            self._setup_dirs()
+            self._start_gateway()
+            self._handle = _container.create(self.config, self.workspace, self.gateway_dir, self.run_id)
+            self._session = ShellSession(self._handle.id, self.config)
+            self._session.start()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- directories -----------------------------------------------------------------------------------
+    def _setup_dirs(self) -> None:
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{self.run_id}-"))
+        os.chmod(self._tmp, 0o755)
+        if self.config.workspace_dir is not None:
+            ws = Path(self.config.workspace_dir).resolve()
+            ws.mkdir(parents=True, exist_ok=True)
+        else:
+            ws = self._tmp / "work"
+            ws.mkdir()
+        os.chmod(ws, 0o755)  # uid 1000 in the container reads what the host writes
+        gw = self._tmp / "gw"
+        gw.mkdir()
+        os.chmod(gw, 0o755)
+        self.workspace: Path = ws
+        """Host directory mounted read-only at /work."""
+        self.gateway_dir: Path = gw
+        """Host directory mounted at /run/fte; the gateway's socket is ``gateway_dir / "gw.sock"``."""
+
+    # --- gateway hooks (filled in by the fetch gateway issue) -------------------------------------------
+    def _start_gateway(self) -> None:
+        """Start the host-side fetch/search gateway on ``self.gateway_dir / "gw.sock"``."""
+        try:
+            from .gateway import Gateway  # noqa: F401 - present once the gateway lands
+        except ImportError:
+            return
+        from .fetch import FetchService
+        from .gateway import Gateway
+        from .workspace import Workspace
+
+        ws = Workspace(self.workspace)
+        svc = FetchService(ws, self.config.fetch_policy, local=self.page_source, page_cache=self.page_cache)
+        self._fetch_service = svc
+        self.gateway = Gateway(self.gateway_dir / "gw.sock", svc, self.search, ws)
+        self.gateway.start()
+
+    def _stop_gateway(self) -> None:
+        """Stop the gateway (idempotent)."""
+        gw, self.gateway = self.gateway, None
+        svc, self._fetch_service = self._fetch_service, None
+        try:
+            if gw is not None:
+                gw.close()
+        finally:
+            if svc is not None and hasattr(svc, "close"):
+                svc.close()
+
+    # --- public API ------------------------------------------------------------------------------------
+    @property
+    def container_id(self) -> str:
+        if self._handle is None:
+            raise SandboxError("the sandbox has no container")
+        return self._handle.id
+
+    def run(self, command: str, timeout: float | None = None) -> Observation:
+        """Run one command in the persistent shell and return its observation."""
+        if self._closed or self._session is None:
+            raise SandboxError("the sandbox is closed")
+        limit = self.config.command_timeout_s if timeout is None else float(timeout)
+        if limit <= 0:
+            raise SandboxError(f"timeout must be positive, got {timeout}")
+        budget = self.config.total_time_budget_s
+        note = ""
+        if budget is not None:
+            left = budget - self._spent_s
+            if left <= 0:
+                return Observation(
+                    output="",
+                    exit_code=None,
+                    note=f"the sandbox's total time budget of {budget:g} s is spent; the command was not run",
+                )
+            if left < limit:
+                limit, note = left, f"the command was limited to the {left:.1f} s left of the time budget"
+        with self._lock:
+            t0 = time.monotonic()
+            try:
+                obs = self._session.run(command, limit)
+            finally:
+                self._spent_s += time.monotonic() - t0
+        if note and obs.timed_out:
+            obs.note = (obs.note + "; " if obs.note else "") + note
+        return obs
+
+    def close(self) -> None:
+        """Remove the container, stop the gateway, delete the temporary workspace (unless kept)."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[str] = []
+        if self._session is not None:
+            self._session.close()
+        if self._handle is not None:
+            try:
+                _container.remove(self._handle.id)
+            except SandboxError as e:
+                errors.append(str(e))
+        try:
+            self._stop_gateway()
+        except Exception as e:  # noqa: BLE001 - report, but finish cleaning up
+            errors.append(f"gateway: {e}")
+        if self._tmp is not None:
+            keep_ws = self.config.keep_workspace and self.config.workspace_dir is None
+            if keep_ws:
+                shutil.rmtree(self._tmp / "gw", ignore_errors=True)
+            else:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+        if errors:
+            raise SandboxError("; ".join(errors))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # last resort; close() is the contract
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,412 @@
+"""The persistent bash session inside a sandbox container (DESIGN.md decision 4).
+
+One ``docker exec -it -u USER CONTAINER bash --norc --noprofile --noediting`` driven by pexpect. The
+container-side terminal is put in raw mode with echo off, so bytes pass unchanged in both directions.
+
+Per command the host sends (in one write)::
+
+    __fte_c=; IFS= read -r -d '' __fte_c <<'__FTE_D_<random>' || :
+    <the command text, verbatim; base64 when it holds control characters>
+    __FTE_D_<random>
+    __fte_pre; eval "$__fte_c" </dev/null >|/opt/fte/run/o.<seq> 2>&1; {save $? and $-; set +x}; __fte_post <nonce> ...
+
+* the command is ``eval``'d in the shell itself, so cd, exports, functions and aliases persist;
+* stdin is /dev/null (``cat``, ``read``, a ``python3`` REPL return at once); the image sets
+  ``PAGER=cat`` etc., and pagers writing to a file behave like ``cat``;
+* stdout and stderr go, merged and in order, to a file on a private, size-capped tmpfs
+  (``SandboxConfig.output_buffer_size``): nothing big crosses the terminal and unbounded output stops at
+  that size; background jobs keep writing to their own (later truncated) file and never block;
+* ``__fte_post`` prints ``BEGIN <nonce>``, the output (all of it when it fits the cap, with shell builtins
+  only; else ``head -c`` + ``tail -c`` and the total size), then ``END <nonce> <status> <size> <cwd>``.
+  The nonce is fresh per command and never visible to the command, so output cannot fake the end;
+* on timeout the host signals the container's main process (the warden, ``sandbox/lib/warden.py``)
+  with ``docker kill -s USR1``: it freezes and kills every process started since the command began
+  (works even when a fork bomb holds every pid), interrupts a builtin loop in the shell, and reports
+  ``SWEPT`` on the terminal; the host then collects the partial output. A shell that does not come back
+  is killed and respawned;
+* when the shell dies (``exit``, ``exec``, ``kill -9 $$``, ``set -e``) a new one starts in the last known
+  working directory and the observation says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+
+import pexpect
+
+from . import container as _container
+from .config import SandboxConfig
+from .errors import SandboxError
+from .output import cap_output, join_head_tail, split_cap
+
+RUN = _container.RUN_MOUNT
+STATE = f"{RUN}/state"
+START_TIMEOUT_S = 60.0
+SWEEP_GRACE_S = 5.0
+RESYNC_GRACE_S = 5.0
+
+# Shell functions installed in every (re)started shell. Aliases defined later by the agent cannot change
+# them (aliases expand when a function is defined); absolute paths bypass the agent's PATH and functions.
+_INIT = r"""
+/usr/bin/stty raw -echo 2>/dev/null
+PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
+shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
+__fte_tty=$(/usr/bin/tty)
+__fte_pre() {
+  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
+  \builtin printf '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up" >|@STATE@
+}
+__fte_post() {
+  \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
+  \builtin local LC_ALL=C __fte_d= __fte_sz=-1
+  \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
+  if [[ -s $2 ]]; then
+    if IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
+      __fte_sz=$(/usr/bin/wc -c <"$2")
+      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
+      /usr/bin/rm -f -- "$2"
+    else
+      \builtin printf '%s' "$__fte_d"; : >|"$2"
+    fi
+  fi
+  \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
+  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
+}
+\builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
+__fte_f=; __fte_st=0
+\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
+\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
+"""
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _plain(text: str) -> bool:
+    """Text that can cross the raw terminal verbatim (no control bytes except tab and newline)."""
+    return not any((c < " " and c not in "\t\n") or c == "\x7f" for c in text)
+
+
+@dataclass
+class Observation:
+    """The result of one command, as the agent (and the researcher) sees it."""
+
+    output: str
+    """Merged stdout+stderr, decoded, cleaned and capped (head + tail with the omitted count)."""
+    exit_code: int | None
+    """The command's exit status (128+N when killed by signal N); None when it timed out or did not run."""
+    timed_out: bool = False
+    """The command hit its timeout and its processes were killed."""
+    truncated: bool = False
+    """The output was longer than the cap and its middle was omitted."""
+    duration_s: float = 0.0
+    """Wall-clock seconds from sending the command to having its observation."""
+    restarted: bool = False
+    """The shell died (or was wedged) and a fresh one was started in the previous working directory."""
+    timeout_s: float | None = None
+    """The timeout that applied (for the note)."""
+    note: str = ""
+    """Extra information for the agent (e.g. the output buffer filled up, the budget is spent)."""
+
+    def render(self) -> str:
+        """The text the model sees: the output, then one note per unusual event."""
+        parts = [self.output.rstrip("\n")] if self.output.strip() else ["(no output)"]
+        if self.timed_out:
+            t = f"{self.timeout_s:g} s" if self.timeout_s is not None else "its time limit"
+            parts.append(f"[timed out after {t}; the process was killed; partial output above]")
+        elif self.exit_code not in (0, None):
+            parts.append(f"[exit code {self.exit_code}]")
+        if self.restarted:
+            parts.append(
+                "[the shell was restarted (it exited or had to be killed): the working directory was kept; "
+                "shell variables, functions and aliases were reset]"
+            )
+        if self.note:
+            parts.append(f"[{self.note}]")
+        return "\n".join(parts)
+
+
+class ShellSession:
+    """A persistent bash session in one container (not thread-safe: one command at a time)."""
+
+    def __init__(self, container_id: str, cfg: SandboxConfig):
+        self.container_id = container_id
+        self.cfg = cfg
+        self.cwd = "/work"
+        self.shell_pid: int | None = None
+        self._child: pexpect.spawn | None = None
+        self._seq = 0
+        self._docker = shutil.which("docker")
+        if self._docker is None:
+            raise SandboxError("the docker CLI is not on PATH (needed for the shell session); install docker.io")
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Spawn the shell (in ``self.cwd``) and wait until it is ready."""
+        nonce = secrets.token_hex(8)
+        child = pexpect.spawn(
+            self._docker,
+            ["exec", "-it", "-u", self.cfg.user, self.container_id, "bash", "--norc", "--noprofile",
+             "--noediting"],
+            echo=False,
+            maxread=1 << 20,
+            dimensions=(50, 200),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
+                 **({"DOCKER_HOST": os.environ["DOCKER_HOST"]} if "DOCKER_HOST" in os.environ else {}),
+                 **({"DOCKER_CONFIG": os.environ["DOCKER_CONFIG"]} if "DOCKER_CONFIG" in os.environ else {})},
+        )
+        child.delaybeforesend = None
+        self._child = child
+        init = (
+            _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
+        )
+        child.send(init.encode())
+        marker = f"\n__FTE_READY_{nonce} ".encode()
+        buf = bytearray()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill_child()
+                raise SandboxError(f"the shell in container {self.container_id[:12]} did not start")
+            try:
+                buf += child.read_nonblocking(1 << 16, timeout=left)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                self._kill_child()
+                raise SandboxError(
+                    f"the shell in container {self.container_id[:12]} exited at start: "
+                    f"{bytes(buf[-500:]).decode('utf-8', 'replace').strip()}"
+                )
+            i = buf.find(marker)
+            if i >= 0:
+                j = buf.find(b"\n", i + len(marker))
+                if j >= 0:
+                    self.shell_pid = int(buf[i + len(marker) : j])
+                    return
+
+    def close(self) -> None:
+        self._kill_child()
+
+    def _kill_child(self) -> None:
+        if self._child is not None:
+            try:
+                self._child.close(force=True)
+            except Exception:  # noqa: BLE001 - closing a dead pty
+                pass
+            self._child = None
+
+    @property
+    def alive(self) -> bool:
+        return self._child is not None and self._child.isalive()
+
+    # --- commands --------------------------------------------------------------------------------------
+    def run(self, command: str, timeout: float) -> Observation:
+        """Run ``command`` in the persistent shell; never raises for anything the command does."""
+        t_start = time.monotonic()
+        if "\x00" in command:
+            return Observation(
+                "the command contains a NUL character, which bash cannot hold; nothing was run",
+                exit_code=None, duration_s=0.0,
+            )
+        restarted = False
+        if not self.alive:
+            self._restart()
+            restarted = True
+        self._seq += 1
+        nonce = secrets.token_hex(12)
+        out_file = f"{RUN}/o.{self._seq}"
+        cap = self.cfg.output_cap_bytes
+        head, tail = split_cap(cap)
+        post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
+        delim = f"__FTE_D_{secrets.token_hex(8)}"
+        body = command if command.endswith("\n") else command + "\n"
+        if _plain(command):
+            load = f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
+        else:
+            enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
+            load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
+        payload = (
+            load
+            + f'\\__fte_pre; \\builtin eval "$__fte_c" </dev/null >|{out_file} 2>&1; '
+            + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
+            + post
+        )
+        assert self._child is not None
+        self._child.send(payload.encode("utf-8", "surrogateescape"))
+        res = self._collect(nonce, time.monotonic() + timeout)
+        timed_out = False
+        if res == "timeout":
+            timed_out = True
+            res = self._after_timeout(nonce, post)
+        if isinstance(res, _Eof):
+            # the shell died during the command (exit, exec, kill -9 $$, set -e): restart, then show
+            # what the command wrote before it died
+            code = res.code
+            self._restart()
+            restarted = True
+            assert self._child is not None
+            self._child.send(("{ __fte_st=%d __fte_f=; } 2>/dev/null; " % (code or 0) + post).encode())
+            res2 = self._collect(nonce, time.monotonic() + 30)
+            res = res2 if isinstance(res2, _End) else _End(b"", code, -1, self.cwd)
+            res.status = code
+        if not isinstance(res, _End):  # the shell is wedged: kill it and start a fresh one
+            self._hard_restart()
+            restarted = True
+            res = _End(b"", None, -1, self.cwd)
+        if res.cwd:
+            self.cwd = res.cwd
+        text, truncated, note = self._render_output(res, cap, head, tail)
+        return Observation(
+            output=text,
+            exit_code=None if timed_out else res.status,
+            timed_out=timed_out,
+            truncated=truncated,
+            duration_s=time.monotonic() - t_start,
+            restarted=restarted,
+            timeout_s=timeout,
+            note=note,
+        )
+
+    def _render_output(self, res: "_End", cap: int, head: int, tail: int) -> tuple[str, bool, str]:
+        note = ""
+        if res.size < 0:
+            text, truncated = cap_output(bytes(res.data), cap)
+            return text, truncated, note
+        full = _container_size(self.cfg.output_buffer_size)
+        if full and res.size >= full - 65536:
+            note = (
+                f"the output reached the {self.cfg.output_buffer_size} output buffer; what came after "
+                "was discarded (the writer got 'No space left on device')"
+            )
+        data = bytes(res.data)
+        if len(data) == head + tail:
+            return join_head_tail(data[:head], data[head:], res.size - head - tail), True, note
+        text, _ = cap_output(data, cap)
+        return text, True, note
+
+    # --- reading ---------------------------------------------------------------------------------------
+    def _collect(self, nonce: str, deadline: float, *, stop_on_swept: bool = False) -> "_End | _Eof | str":
+        """Read until the END marker of ``nonce``; "timeout", "swept" or an _Eof otherwise."""
+        child = self._child
+        assert child is not None
+        begin_m = f"\n__FTE_BEGIN_{nonce}\n".encode()
+        end_m = f"\n__FTE_END_{nonce} ".encode()
+        swept_m = b"\n__FTE_SWEPT\n"
+        bound = 2 * self.cfg.output_cap_bytes + (1 << 20)
+        buf = bytearray()
+        begin = -1
+        while True:
+            if begin < 0:
+                i = buf.find(begin_m)
+                if i >= 0:
+                    del buf[: i + len(begin_m)]
+                    begin = 0
+            if begin >= 0:
+                j = buf.find(end_m)
+                if j >= 0:
+                    k = buf.find(b"\n", j + len(end_m))
+                    if k >= 0:
+                        fields = bytes(buf[j + len(end_m) : k]).decode("utf-8", "replace").split(" ", 2)
+                        try:
+                            status, size = int(fields[0]), int(fields[1])
+                        except (ValueError, IndexError):
+                            status, size = None, -1
+                        cwd = fields[2] if len(fields) > 2 else ""
+                        return _End(buf[:j], status, size, cwd)
+                elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
+                    del buf[bound // 2 : len(buf) - bound // 4]
+            if stop_on_swept and swept_m in buf:
+                return "swept"
+            if begin < 0 and len(buf) > 4096 and not stop_on_swept:
+                del buf[: len(buf) - 256]
+            elif begin < 0 and len(buf) > bound:
+                del buf[: len(buf) - 4096]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            try:
+                buf += child.read_nonblocking(1 << 20, timeout=min(left, 3600))
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                return _Eof(self._exit_code())
+
+    def _exit_code(self) -> int | None:
+        child = self._child
+        if child is None:
+            return None
+        try:
+            child.close(force=True)
+        except Exception:  # noqa: BLE001
+            pass
+        self._child = None
+        if child.exitstatus is not None:
+            return child.exitstatus
+        if child.signalstatus is not None:
+            return 128 + child.signalstatus
+        return None
+
+    def _after_timeout(self, nonce: str, post: str) -> "_End | _Eof | str":
+        """Kill the command's processes (via the warden), then collect its partial output."""
+        try:
+            _container.signal_warden(self.container_id)
+        except SandboxError:
+            return "wedged"
+        res = self._collect(nonce, time.monotonic() + SWEEP_GRACE_S, stop_on_swept=True)
+        if res != "swept":
+            return res
+        time.sleep(0.05)  # let the shell act on the interrupt before it reads the next line
+        assert self._child is not None
+        self._child.send(("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode())
+        return self._collect(nonce, time.monotonic() + RESYNC_GRACE_S)
+
+    # --- restarts --------------------------------------------------------------------------------------
+    def _restart(self) -> None:
+        self._kill_child()
+        if not _container.is_running(self.container_id):
+            raise SandboxError(
+                f"the sandbox container {self.container_id[:12]} is gone (TTL reached or removed)"
+            )
+        self.start()
+
+    def _hard_restart(self) -> None:
+        """The shell does not answer: kill it inside the container, then start a fresh one."""
+        pid = self.shell_pid
+        self._kill_child()
+        if pid:
+            try:
+                _container.exec_text(self.container_id, ["kill", "-KILL", str(pid)], self.cfg.user)
+            except Exception:  # noqa: BLE001 - the container may be gone; _restart says so
+                pass
+        self._restart()
+
+
+@dataclass
+class _End:
+    data: bytearray | bytes
+    status: int | None
+    size: int
+    cwd: str
+
+
+@dataclass
+class _Eof:
+    code: int | None
+
+
+def _container_size(text: str) -> int:
+    """Bytes of a docker size string like ``16m`` (0 when unparsable)."""
+    t = text.strip().lower().rstrip("b")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
+    try:
+        return int(float(t[:-1] if t[-1:] in "kmg" else t) * mult)
+    except ValueError:
+        return 0

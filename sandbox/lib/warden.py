@@ -1,0 +1,124 @@
+"""fte-shell warden: the sandbox container's main process (under docker's init).
+
+1. Dead-man timer: exits after TTL seconds, so the container stops (and is auto-removed) even when the
+   harness that started it was SIGKILLed.
+2. Timeout enforcer: on SIGUSR1 (sent by the host with ``docker kill --signal USR1``; no new process has
+   to be created inside the container, so this works even when a fork bomb holds every pid) it kills every
+   process that started after the current command began, except the session shell, PID 1 and itself; then
+   interrupts the shell if the command is still running (a loop of shell builtins), and writes a
+   ``SWEPT`` line to the session's terminal so the host knows the sweep is over.
+
+The session shell describes the running command in ``/opt/fte/run/state``: ``SHELL_PID TTY`` on the first
+line (written once per shell), ``run UPTIME`` or ``idle UPTIME`` on the second (written before and after
+every command, with shell builtins only).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+STATE = "/opt/fte/run/state"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+def _read_state() -> tuple[int, str, str, float] | None:
+    try:
+        with open(STATE, encoding="ascii", errors="replace") as f:
+            first = f.readline().split()
+            second = f.readline().split()
+        return int(first[0]), first[1], second[0], float(second[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _started_at(pid: int) -> float | None:
+    """Seconds since boot at which ``pid`` started (None if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[19]) / CLK_TCK
+
+
+def _targets(t0: float, protect: set[int]) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in protect:
+            continue
+        start = _started_at(pid)
+        if start is not None and start >= t0 - 0.011:
+            out.append(pid)
+    return out
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _still_running(t0: float) -> bool:
+    state = _read_state()
+    return state is not None and state[2] == "run" and state[3] == t0
+
+
+def sweep() -> None:
+    state = _read_state()
+    if state is None:
+        return
+    shell_pid, tty, _phase, t0 = state
+    protect = {1, os.getpid(), os.getppid(), shell_pid}
+    interrupted = False
+    for _ in range(50):
+        pids = _targets(t0, protect)
+        if not pids:
+            break
+        _signal_all(pids, signal.SIGSTOP)  # freeze first, so a fork bomb cannot outrun the kill
+        if not interrupted and _still_running(t0):
+            # like Ctrl-C: the shell abandons the rest of the command (a list, a loop) once its child dies
+            _signal_all([shell_pid], signal.SIGINT)
+            interrupted = True
+        _signal_all(pids, signal.SIGKILL)
+        time.sleep(0.01)
+    if not interrupted:
+        time.sleep(0.05)
+        if _still_running(t0):  # a loop of shell builtins in the shell itself
+            _signal_all([shell_pid], signal.SIGINT)
+    try:
+        fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY)
+        try:
+            os.write(fd, b"\n__FTE_" + b"SWEPT\n")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def main() -> None:
+    ttl = float(sys.argv[1]) if len(sys.argv) > 1 else 6 * 3600.0
+    sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    deadline = time.monotonic() + ttl
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        info = signal.sigtimedwait(sigs, left)
+        if info is None:
+            continue
+        if info.si_signo == signal.SIGUSR1:
+            sweep()
+        else:
+            return
+
+
+if __name__ == "__main__":
+    main()
