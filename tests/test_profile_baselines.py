@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from servers import LoopbackServer
 
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ConfigError
@@ -18,8 +19,6 @@ from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import Workspace
-
-from servers import LoopbackServer
 
 # Paragraphs written for these tests (no third-party text).
 ORCHARD = "\n".join(

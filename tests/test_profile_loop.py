@@ -84,9 +84,11 @@ def test_fte_profile_through_the_loop(tmp_path: Path, corpus: LocalCorpus) -> No
         format_results("Saltmarsh garden", corpus.search("Saltmarsh garden", 10)),
         f'{path}  {len(GARDEN) + 1} chars  new  saltmarsh-garden  "Saltmarsh garden"',
         f"{path}:\n5: The Saltmarsh garden was laid out in 1902 by Ines Varga.\n\n(1 matching line in 1 file.)",
-        "5: The Saltmarsh garden was laid out in 1902 by Ines Varga.\n"
-        "6: Its glasshouse holds a collection of 340 ferns.\n"
-        "(Showing lines 5-6 of 7. Use offset=7 to continue.)",
+        (
+            "5: The Saltmarsh garden was laid out in 1902 by Ines Varga.\n"
+            "6: Its glasshouse holds a collection of 340 ferns.\n"
+            "(Showing lines 5-6 of 7. Use offset=7 to continue.)"
+        ),
     ]
     assert (tmp_path / "run" / "workspace" / name).is_file()
     fetch_event = [e for e in events if e["type"] == "tool_call"][1]
@@ -102,7 +104,7 @@ def test_open_find_profile_through_the_loop(tmp_path: Path, corpus: LocalCorpus)
         tc("find", pattern="glasshouse"),
         "<answer>Ines Varga</answer>",
     ]
-    events, srv = run(tmp_path, corpus, "open-find", script)
+    events, _ = run(tmp_path, corpus, "open-find", script)
     obs = observations(events)
     assert obs[0] == (
         'Open page: saltmarsh-garden  "Saltmarsh garden"\n'
@@ -125,9 +127,11 @@ def test_visit_summary_uses_the_agents_endpoint_by_default(tmp_path: Path, corpu
     ]
     events, srv = run(tmp_path, corpus, "visit-summary", script)
     assert observations(events) == [
-        "Docid: saltmarsh-garden\nTitle: Saltmarsh garden\n"
-        "Evidence for the goal (summary by the reader model):\n"
-        "The page says Ines Varga laid out the garden in 1902."
+        (
+            "Docid: saltmarsh-garden\nTitle: Saltmarsh garden\n"
+            "Evidence for the goal (summary by the reader model):\n"
+            "The page says Ines Varga laid out the garden in 1902."
+        )
     ]
     reader_request = srv.requests[1]
     assert reader_request["messages"][1]["content"].startswith("Goal: who laid out the garden\n\nPage:\nDocid: saltmarsh-garden\n")

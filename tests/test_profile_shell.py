@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from servers import LoopbackServer
 
 from fte_shell.config import RunConfig
 from fte_shell.fetch import PageCache
@@ -18,8 +19,6 @@ from fte_shell.profiles.shell import ShellProfile
 from fte_shell.search import LocalCorpus
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import Workspace
-
-from servers import LoopbackServer
 
 pytestmark = pytest.mark.docker
 

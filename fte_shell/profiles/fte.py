@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING
 
 from ..errors import FteError, ToolError
 from ..workspace import Workspace
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_fetch_service, one_line, search_tool
+from .base import (
+    QuestionContext,
+    Tool,
+    ToolArgs,
+    ToolProfile,
+    ToolResult,
+    make_fetch_service,
+    one_line,
+    search_tool,
+)
 
 if TYPE_CHECKING:
     from ..fetch import FetchService

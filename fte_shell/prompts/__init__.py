@@ -51,7 +51,7 @@ def summary_instructions() -> str:
 
 def today() -> str:
     """Today's date (UTC) as ``YYYY-MM-DD``."""
-    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    return _dt.datetime.now(_dt.UTC).date().isoformat()
 
 
 def system_prompt(addendum: str = "", date: str | None = None, override_file: Path | None = None) -> str:
