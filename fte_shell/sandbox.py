@@ -90,30 +90,31 @@ class Sandbox:
 
     # --- gateway hooks (filled in by the fetch gateway issue) -------------------------------------------
     def _start_gateway(self) -> None:
-        """Start the host-side fetch/search gateway on ``self.gateway_dir / "gw.sock"``."""
-        try:
-            from .gateway import Gateway  # noqa: F401 - present once the gateway lands
-        except ImportError:
-            return
+        """Start the host-side fetch/search gateway on ``self.gateway_dir / "gw.sock"``: this question's
+        FetchService over this sandbox's workspace (policy ``config.fetch_policy``, local corpus
+        ``page_source``, shared ``page_cache``) and ``search``. ``self.gateway.drain_events()`` lists the
+        requests the container made (e.g. during one command)."""
         from .fetch import FetchService
         from .gateway import Gateway
         from .workspace import Workspace
 
-        ws = Workspace(self.workspace)
+        ws = Workspace(self.workspace, mount="/work")
         svc = FetchService(ws, self.config.fetch_policy, local=self.page_source, page_cache=self.page_cache)
         self._fetch_service = svc
-        self.gateway = Gateway(self.gateway_dir / "gw.sock", svc, self.search, ws)
+        # the container sees this directory at GATEWAY_MOUNT, so the socket keeps GATEWAY_SOCKET's name
+        self.gateway = Gateway(self.gateway_dir / Path(_container.GATEWAY_SOCKET).name, svc, self.search, ws)
         self.gateway.start()
 
     def _stop_gateway(self) -> None:
-        """Stop the gateway (idempotent)."""
+        """Stop the gateway and close its FetchService (idempotent; the service closes even if the
+        gateway's close fails)."""
         gw, self.gateway = self.gateway, None
         svc, self._fetch_service = self._fetch_service, None
         try:
             if gw is not None:
                 gw.close()
         finally:
-            if svc is not None and hasattr(svc, "close"):
+            if svc is not None:
                 svc.close()
 
     # --- public API ------------------------------------------------------------------------------------
