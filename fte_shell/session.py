@@ -48,7 +48,7 @@ RUN = _container.RUN_MOUNT
 STATE = f"{RUN}/state"
 START_TIMEOUT_S = 60.0
 SWEEP_GRACE_S = 5.0
-RESYNC_GRACE_S = 5.0
+RESYNC_GRACE_S = 3.0
 
 # Shell functions installed in every (re)started shell. Aliases defined later by the agent cannot change
 # them (aliases expand when a function is defined); absolute paths bypass the agent's PATH and functions.
@@ -142,6 +142,7 @@ class ShellSession:
         self.shell_pid: int | None = None
         self._child: pexpect.spawn | None = None
         self._seq = 0
+        self._rest = bytearray()
         self._docker = shutil.which("docker")
         if self._docker is None:
             raise SandboxError("the docker CLI is not on PATH (needed for the shell session); install docker.io")
@@ -196,6 +197,7 @@ class ShellSession:
         self._kill_child()
 
     def _kill_child(self) -> None:
+        self._rest = bytearray()
         if self._child is not None:
             try:
                 self._child.close(force=True)
@@ -249,18 +251,13 @@ class ShellSession:
         if isinstance(res, _Eof):
             # the shell died during the command (exit, exec, kill -9 $$, set -e): restart, then show
             # what the command wrote before it died
-            code = res.code
             self._restart()
             restarted = True
-            assert self._child is not None
-            self._child.send(("{ __fte_st=%d __fte_f=; } 2>/dev/null; " % (code or 0) + post).encode())
-            res2 = self._collect(nonce, time.monotonic() + 30)
-            res = res2 if isinstance(res2, _End) else _End(b"", code, -1, self.cwd)
-            res.status = code
-        if not isinstance(res, _End):  # the shell is wedged: kill it and start a fresh one
+            res = self._recover(nonce, post, res.code)
+        elif not isinstance(res, _End):  # the shell is wedged: kill it, start a fresh one, recover output
             self._hard_restart()
             restarted = True
-            res = _End(b"", None, -1, self.cwd)
+            res = self._recover(nonce, post, None)
         if res.cwd:
             self.cwd = res.cwd
         text, truncated, note = self._render_output(res, cap, head, tail)
@@ -293,18 +290,29 @@ class ShellSession:
         return text, True, note
 
     # --- reading ---------------------------------------------------------------------------------------
-    def _collect(self, nonce: str, deadline: float, *, stop_on_swept: bool = False) -> "_End | _Eof | str":
-        """Read until the END marker of ``nonce``; "timeout", "swept" or an _Eof otherwise."""
+    def _collect(
+        self, nonce: str, deadline: float, *, stop_on_swept: bool = False, skip_end: bool = False
+    ) -> "_End | _Eof | str":
+        """Read until the END marker of ``nonce``; "timeout", "swept" or an _Eof otherwise.
+
+        ``skip_end``: the END was already seen, wait only for SWEPT. Bytes after what was found stay in
+        ``self._rest`` for the next call."""
         child = self._child
         assert child is not None
         begin_m = f"\n__FTE_BEGIN_{nonce}\n".encode()
         end_m = f"\n__FTE_END_{nonce} ".encode()
         swept_m = b"\n__FTE_SWEPT\n"
         bound = 2 * self.cfg.output_cap_bytes + (1 << 20)
-        buf = bytearray()
+        buf, self._rest = self._rest, bytearray()
         begin = -1
         while True:
-            if begin < 0:
+            if stop_on_swept:
+                w = buf.find(swept_m)
+                b = buf.find(begin_m) if (begin < 0 and not skip_end) else -1
+                if w >= 0 and (b < 0 or w < b):
+                    self._rest = buf[w + len(swept_m) :]
+                    return "swept"
+            if begin < 0 and not skip_end:
                 i = buf.find(begin_m)
                 if i >= 0:
                     del buf[: i + len(begin_m)]
@@ -320,17 +328,15 @@ class ShellSession:
                         except (ValueError, IndexError):
                             status, size = None, -1
                         cwd = fields[2] if len(fields) > 2 else ""
+                        self._rest = buf[k:]
                         return _End(buf[:j], status, size, cwd)
                 elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
                     del buf[bound // 2 : len(buf) - bound // 4]
-            if stop_on_swept and swept_m in buf:
-                return "swept"
-            if begin < 0 and len(buf) > 4096 and not stop_on_swept:
+            elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
-            elif begin < 0 and len(buf) > bound:
-                del buf[: len(buf) - 4096]
             left = deadline - time.monotonic()
             if left <= 0:
+                self._rest = buf if begin < 0 else bytearray()
                 return "timeout"
             try:
                 buf += child.read_nonblocking(1 << 20, timeout=min(left, 3600))
@@ -355,18 +361,41 @@ class ShellSession:
         return None
 
     def _after_timeout(self, nonce: str, post: str) -> "_End | _Eof | str":
-        """Kill the command's processes (via the warden), then collect its partial output."""
+        """Kill the command's processes (via the warden), then collect its partial output.
+
+        The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
+        sweep never touches the next command's processes."""
         try:
             _container.signal_warden(self.container_id)
         except SandboxError:
             return "wedged"
-        res = self._collect(nonce, time.monotonic() + SWEEP_GRACE_S, stop_on_swept=True)
-        if res != "swept":
-            return res
+        end: _End | None = None
+        swept = False
+        deadline = time.monotonic() + SWEEP_GRACE_S
+        while not swept:
+            res = self._collect(nonce, deadline, stop_on_swept=True, skip_end=end is not None)
+            if isinstance(res, _End):
+                end = res
+            elif res == "swept":
+                swept = True
+            else:  # EOF or no answer from the warden
+                return res if end is None or isinstance(res, _Eof) else end
+        if end is not None:
+            return end
         time.sleep(0.05)  # let the shell act on the interrupt before it reads the next line
         assert self._child is not None
         self._child.send(("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode())
         return self._collect(nonce, time.monotonic() + RESYNC_GRACE_S)
+
+    def _recover(self, nonce: str, post: str, code: int | None) -> "_End":
+        """In a fresh shell, collect what the dead command wrote to its output file."""
+        assert self._child is not None
+        self._child.send(("{ __fte_st=%d __fte_f=; } 2>/dev/null; " % (code or 0) + post).encode())
+        res = self._collect(nonce, time.monotonic() + START_TIMEOUT_S)
+        if not isinstance(res, _End):
+            return _End(b"", code, -1, self.cwd)
+        res.status = code
+        return res
 
     # --- restarts --------------------------------------------------------------------------------------
     def _restart(self) -> None:

@@ -76,22 +76,30 @@ def sweep() -> None:
         return
     shell_pid, tty, _phase, t0 = state
     protect = {1, os.getpid(), os.getppid(), shell_pid}
-    interrupted = False
-    for _ in range(50):
+    pids = _targets(t0, protect)
+    running = _still_running(t0)
+    if pids:
+        # Like Ctrl-C first (the shell and its children get SIGINT together): a foreground child that dies
+        # of SIGINT makes the shell abandon the rest of the command (later items of a list, a loop).
+        # Frozen first, so nothing forks in between.
+        _signal_all(pids, signal.SIGSTOP)
+        _signal_all(pids, signal.SIGINT)
+        if running:
+            _signal_all([shell_pid], signal.SIGINT)
+        _signal_all(pids, signal.SIGCONT)
+        time.sleep(0.02)
+    elif running:  # a loop of shell builtins in the shell itself
+        _signal_all([shell_pid], signal.SIGINT)
+    for _ in range(100):
         pids = _targets(t0, protect)
         if not pids:
             break
         _signal_all(pids, signal.SIGSTOP)  # freeze first, so a fork bomb cannot outrun the kill
-        if not interrupted and _still_running(t0):
-            # like Ctrl-C: the shell abandons the rest of the command (a list, a loop) once its child dies
-            _signal_all([shell_pid], signal.SIGINT)
-            interrupted = True
         _signal_all(pids, signal.SIGKILL)
         time.sleep(0.01)
-    if not interrupted:
-        time.sleep(0.05)
-        if _still_running(t0):  # a loop of shell builtins in the shell itself
-            _signal_all([shell_pid], signal.SIGINT)
+    time.sleep(0.03)
+    if _still_running(t0):  # SIGINT was caught or came too early: once more
+        _signal_all([shell_pid], signal.SIGINT)
     try:
         fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY)
         try:
