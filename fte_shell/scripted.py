@@ -124,7 +124,9 @@ class ScriptedServer:
 
     def start(self) -> ScriptedServer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-server", daemon=True)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-server", daemon=True
+            )
             self._thread.start()
         return self
 
