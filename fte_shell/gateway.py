@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from .errors import FteError, SearchUnavailable, ToolError
 from .search.base import SearchBackend, format_results
@@ -234,7 +234,7 @@ class Gateway:
         except FileNotFoundError:
             pass
 
-    def __enter__(self) -> Gateway:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

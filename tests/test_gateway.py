@@ -61,7 +61,7 @@ class Setup:
         self.env = {"PATH": os.environ.get("PATH", ""), "FTE_GATEWAY": str(self.gw.socket_path)}
 
     def helper(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(BIN / args[0]), *args[1:]], env=self.env,
+        return subprocess.run([sys.executable, str(BIN / args[0]), *args[1:]], check=False, env=self.env,
                               capture_output=True, text=True, timeout=60)
 
     def close(self) -> None:
@@ -168,7 +168,7 @@ def test_search_unavailable_is_one_line(tmp_path: Path, server: LoopbackServer) 
 def test_unreachable_gateway_exits_2(tmp_path: Path) -> None:
     for name in ("fetch", "search", "list_fetched"):
         args = {"fetch": ["https://example.com/"], "search": ["q"], "list_fetched": []}[name]
-        r = subprocess.run([sys.executable, str(BIN / name), *args], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, str(BIN / name), *args], check=False, capture_output=True, text=True,
                            env={"FTE_GATEWAY": str(tmp_path / "none.sock")}, timeout=30)
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr.count("\n") == 1 and "gateway is not reachable" in r.stderr

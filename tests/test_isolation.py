@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -164,7 +163,7 @@ def test_the_socket_serves_only_this_question(docker_ready: None, server: Loopba
         out, code = run(b, f"ls {a.gateway_dir} {a.workspace}")
         assert code != 0
         # B's socket reaches B's workspace only, whatever B asks for
-        out, code = run(b, f"fetch eucalyptus >/dev/null && list_fetched")
+        out, code = run(b, "fetch eucalyptus >/dev/null && list_fetched")
         assert "eucalyptus" in out and "koala" not in out
         assert sorted(p.name.split("-")[0] for p in a.workspace.iterdir()) == ["koala"]
 

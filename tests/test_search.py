@@ -15,7 +15,14 @@ from pydantic import SecretStr
 
 from fte_shell.config import SearchConfig
 from fte_shell.errors import SearchUnavailable
-from fte_shell.search import CachedSearch, LocalCorpus, SearchBackend, SearchResult, format_results, make_search
+from fte_shell.search import (
+    CachedSearch,
+    LocalCorpus,
+    SearchBackend,
+    SearchResult,
+    format_results,
+    make_search,
+)
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.search.serper import SerperSearch, parse_organic
 
@@ -27,7 +34,7 @@ class FakeSerper:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self.queue: list[tuple[int, bytes]] = []
+        self.queue: list[tuple[int, bytes] | tuple[int, bytes, dict[str, str]]] = []
         self.organic: list[dict[str, Any]] = [
             {"title": "Second", "link": "https://b.example/2", "snippet": "two", "position": 2},
             {"title": "First", "link": "https://a.example/1", "snippet": "one", "date": "Mar 3, 2024",
@@ -42,18 +49,20 @@ class FakeSerper:
             def log_message(self, *a: object) -> None:
                 return
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with owner._lock:
                     owner.requests.append(
                         {"path": self.path, "headers": dict(self.headers.items()), "body": json.loads(raw or b"null")}
                     )
-                    status, body = owner.queue.pop(0) if owner.queue else (200, b"")
+                    status, body, *extra = owner.queue.pop(0) if owner.queue else (200, b"")
                 if status == 200 and not body:
                     body = json.dumps({"searchParameters": {}, "organic": owner.organic}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra[0] if extra else {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -149,6 +158,14 @@ def test_serper_retries_429_and_5xx(serper: FakeSerper) -> None:
     backend = SerperSearch("k", url=serper.url, backoff_s=0.01, max_retries=3)
     assert [r.title for r in backend.search("q", 2)] == ["First", "Second"]
     assert len(serper.requests) == 3
+
+
+def test_serper_honours_retry_after(serper: FakeSerper) -> None:
+    # a backoff of 1000 s would stall this test; the server's Retry-After: 0 is what the client waits
+    serper.queue = [(429, b"{}", {"Retry-After": "0"})]
+    backend = SerperSearch("k", url=serper.url, backoff_s=1000.0, max_retries=1)
+    assert len(backend.search("q", 1)) == 1
+    assert len(serper.requests) == 2
 
 
 def test_serper_gives_up_with_a_clear_line(serper: FakeSerper) -> None:

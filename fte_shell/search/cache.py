@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .base import SearchBackend, SearchResult
@@ -100,7 +100,7 @@ class CachedSearch:
             "backend": key[0],
             "query": key[1],
             "n": key[2],
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "results": [r.to_dict() for r in results],
         }
         fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)

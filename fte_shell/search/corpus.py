@@ -21,7 +21,7 @@ import sqlite3
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -212,7 +212,7 @@ def build_corpus(
             "name": name or out_dir.name,
             "docs": len(texts),
             "fingerprint": fingerprint.hexdigest(),
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "source": source,
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")

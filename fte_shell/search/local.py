@@ -11,7 +11,7 @@ import json
 import re
 import sqlite3
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +58,7 @@ class LocalCorpus:
                 f"file:{self.index_dir / DOCS_DB}?mode=ro", uri=True, check_same_thread=False
             )
             self._n = int(self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
-        except Exception as e:  # noqa: BLE001 - any failure to open means a damaged index
+        except Exception as e:
             raise SearchUnavailable(f"corpus index {self.index_dir} cannot be opened ({e}); rebuild it") from e
 
     def __repr__(self) -> str:
@@ -127,7 +127,7 @@ class LocalCorpus:
             kind="docid",
             title=doc.title,
             text=doc.text,
-            retrieved_at=datetime.now(timezone.utc),
+            retrieved_at=datetime.now(UTC),
         )
 
     def _row(self, where: str, args: tuple[object, ...]) -> CorpusDoc | None:

@@ -63,10 +63,12 @@ class SerperSearch:
         body = {"q": query, "num": n}
         headers = {"X-API-KEY": self._key, "Content-Type": "application/json"}
         last = ""
+        retry_after: float | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
-                delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0)
-                time.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0) * (0.5 + random.random() / 2)
+                time.sleep(min(retry_after, 30.0) if retry_after is not None else delay)
+                retry_after = None
             try:
                 resp = self._client.post(self.url, json=body, headers=headers)
             except httpx.TimeoutException:
@@ -77,6 +79,7 @@ class SerperSearch:
                 continue
             if resp.status_code in _RETRY_STATUS:
                 last = f"Serper answered HTTP {resp.status_code} ({self.url})"
+                retry_after = _retry_after(resp.headers.get("Retry-After"))
                 continue
             if resp.status_code in (401, 403):
                 raise SearchUnavailable(
@@ -91,6 +94,14 @@ class SerperSearch:
                 raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
             return parse_organic(data, n)
         raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (dates are ignored: backoff applies)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def parse_organic(data: object, n: int) -> list[SearchResult]:
