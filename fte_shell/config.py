@@ -244,6 +244,10 @@ class AgentConfig(_Model):
     grep_max_context: int = Field(default=10, ge=0)
     """Structured ``grep``: largest ``context`` a call may ask for (larger requests are capped)."""
 
+    grep_timeout_s: float = Field(default=10.0, gt=0)
+    """Structured ``grep`` and open-find ``find``: wall-clock limit for matching one pattern against the
+    cache (a pattern that backtracks catastrophically becomes an error instead of a hang)."""
+
     grep_line_chars: int = Field(default=600, ge=80)
     """Structured ``grep``/``find``: a longer line is shown as an excerpt of this many characters around
     its first match (context lines: their beginning), so one huge paragraph cannot flood the output."""

@@ -229,8 +229,18 @@ def test_grep_invalid_regex_is_a_clear_error(ws: Workspace) -> None:
     r = run(profile(ws), "grep", pattern="(unclosed")
     assert r.error
     assert r.output == (
-        "Error: invalid regular expression '(unclosed': missing ), unterminated subpattern at position 0 "
+        "Error: invalid regular expression '(unclosed': missing ) at position 9 "
         "(Python syntax: escape special characters such as ( ) [ ] . * + ? with a backslash)"
+    )
+
+
+def test_grep_runaway_pattern_is_stopped_with_a_clear_error(ws: Workspace) -> None:
+    path = store(ws, "https://example.org/a", "A", "a" * 60 + "!")
+    r = run(profile(ws, grep_timeout_s=0.2), "grep", pattern="(a|aa)+$", path=path)
+    assert r.error
+    assert r.output == (
+        "Error: the pattern '(a|aa)+$' took longer than 0.2 s to match (nested repetition such as (a+)+ or "
+        "(a|aa)* backtracks without end); simplify it"
     )
 
 

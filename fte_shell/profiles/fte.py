@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import regex
 
 from ..errors import FteError, ToolError
 from ..workspace import Workspace
@@ -77,15 +80,39 @@ class NoArgs(ToolArgs):
     """A tool without arguments."""
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled case-insensitively; :class:`ToolError` with a usable message if invalid."""
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """``pattern`` compiled case-insensitively (Python ``re`` syntax, via the compatible ``regex`` module,
+    which can stop a runaway match); :class:`ToolError` with a usable message if invalid."""
     try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as e:
+        return regex.compile(pattern, regex.IGNORECASE | regex.V0)
+    except (regex.error, ValueError, OverflowError) as e:
         raise ToolError(
             f"invalid regular expression {pattern!r}: {e} (Python syntax: escape special characters such as "
             "( ) [ ] . * + ? with a backslash)"
         ) from None
+
+
+class Matcher:
+    """Searches lines with one compiled pattern under one wall-clock deadline for the whole call."""
+
+    def __init__(self, pattern: str, timeout_s: float):
+        self.pattern = pattern
+        self.rx = compile_pattern(pattern)
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+
+    def search(self, line: str) -> regex.Match[str] | None:
+        """The first match in ``line``; :class:`ToolError` once the deadline has passed."""
+        left = self.deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return self.rx.search(line, timeout=left)
+        except TimeoutError:
+            raise ToolError(
+                f"the pattern {self.pattern!r} took longer than {self.timeout_s:g} s to match (nested repetition "
+                "such as (a+)+ or (a|aa)* backtracks without end); simplify it"
+            ) from None
 
 
 def is_whole_cache(path: str | None, mount: str = "/work") -> bool:
@@ -105,7 +132,7 @@ def split_lines(content: str) -> list[str]:
     return lines
 
 
-def excerpt(line: str, limit: int, match: re.Match[str] | None = None) -> str:
+def excerpt(line: str, limit: int, match: re.Match[str] | regex.Match[str] | None = None) -> str:
     """``line`` if it has at most ``limit`` characters; else a ``limit``-character excerpt around ``match``
     (or the line's beginning) with ``…`` marking each cut end."""
     if len(line) <= limit:
@@ -210,7 +237,7 @@ class FteProfile(ToolProfile):
 
     def grep(self, args: GrepArgs) -> ToolResult:
         a = self.agent_cfg
-        rx = compile_pattern(args.pattern)
+        rx = Matcher(args.pattern, a.grep_timeout_s)
         context = a.grep_context if args.context is None else args.context
         if context < 0:
             raise ToolError(f"context must be between 0 and {a.grep_max_context}, got {context}")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import FetchRefused, ToolError
 from ..workspace import canonical_url, render
 from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_fetch_service, search_tool
-from .fte import _Budget, compile_pattern, excerpt, split_lines
+from .fte import Matcher, _Budget, excerpt, split_lines
 
 if TYPE_CHECKING:
     from ..fetch import FetchService
@@ -178,8 +178,8 @@ class OpenFindProfile(ToolProfile):
 
     def find(self, args: FindArgs) -> ToolResult:
         page = self._require_page()
-        rx = compile_pattern(args.pattern)
         a = self.agent_cfg
+        rx = Matcher(args.pattern, a.grep_timeout_s)
         hits = [i for i, line in enumerate(page.lines) if rx.search(line)]
         meta = {"source": page.source, "matches": len(hits)}
         if not hits:
