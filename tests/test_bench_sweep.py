@@ -1,0 +1,208 @@
+"""End-to-end sweeps through the real harness: D1's run_question, the real sandbox for ``shell``, the
+HotpotQA local corpus, and the scripted server running the deterministic research policy. Then the
+model-free judge and the report, whose numbers must equal the metrics recomputed from the trajectories.
+Finally a sweep run as a subprocess is SIGKILLed part-way and resumed: no finished run is done again,
+none is lost, and no container is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fte_shell.bench.judge import judge_runs
+from fte_shell.bench.metrics import collect, run_metrics, summarize
+from fte_shell.bench.report import main_table, write_report
+from fte_shell.bench.sweep import BenchConfig, run_sweep
+from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.policies import ResearchPolicy
+from fte_shell.scripted import ScriptedServer, as_turn
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
+    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+
+    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
+
+
+def run_key(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(question, profile) of a run's FIRST request (no assistant message yet), else None."""
+    msgs = body.get("messages") or []
+    if any(m.get("role") == "assistant" for m in msgs):
+        return None
+    question = next((m.get("content") for m in msgs if m.get("role") == "user"), "")
+    tools = {t["function"]["name"] for t in body.get("tools") or []}
+    profile = "shell" if "bash" in tools else "fte" if "grep" in tools else "snippet-only"
+    return str(question), profile
+
+
+def our_containers(pids: list[int]) -> list[str]:
+    import docker
+
+    c = docker.from_env()
+    out = []
+    for pid in pids:
+        out += [x.id for x in c.containers.list(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})]
+    return out
+
+
+def test_sweep_judge_report(tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    out = tmp_path / "sweep"
+    profiles = ["shell", "fte", "snippet-only"]
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=20, profiles=profiles, concurrency=8,
+                            out=out, corpus_dir=corpus_dir)
+        events: Counter[str] = Counter()
+        stats = run_sweep(bench, cfg, on_event=lambda kind, t, s: events.update([kind]))
+        first = Counter(k for b in srv.requests if (k := run_key(b)))
+        assert (stats.total, stats.done, stats.failed, stats.skipped) == (60, 60, 0, 0)
+        assert events["start"] == 60 and events["done"] == 60
+        assert len(first) == 60 and set(first.values()) == {1}  # each run started once
+        # rerunning the same sweep does nothing
+        again = run_sweep(bench, cfg)
+        assert (again.skipped, again.done) == (60, 0)
+        assert len([b for b in srv.requests if run_key(b)]) == 60
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["status"] == "finished" and manifest["profiles"] == profiles
+    assert manifest["config"]["search"]["backend"] == "local"
+    assert manifest["config"]["model"]["api_key"] != "x"  # secrets masked
+    assert len((out / "questions.jsonl").read_text().splitlines()) == 20
+    # search results were shared: one cache file per distinct (query, n)
+    assert any((out / "shared" / "search-cache").iterdir())
+
+    runs = collect([out])
+    assert len(runs) == 60 and {r.profile for r in runs} == set(profiles)
+    shell_runs = [r for r in runs if r.profile == "shell"]
+    assert all(r.n_search >= 1 and r.n_select >= 1 and r.n_extract >= 1 for r in shell_runs)
+    assert all(r.cache_files >= 1 for r in shell_runs)
+    # the same page text for both interfaces: the same question's workspaces are byte-identical in body
+    for r in shell_runs:
+        fte = Path(r.run_dir.replace("/shell/", "/fte/"))
+        shell_ws = {p.name: p.read_text().split("\n\n", 1)[1] for p in (Path(r.run_dir) / "workspace").iterdir()}
+        fte_ws = {p.name: p.read_text().split("\n\n", 1)[1] for p in (fte / "workspace").iterdir()}
+        for name in set(shell_ws) & set(fte_ws):
+            assert shell_ws[name] == fte_ws[name]
+
+    js = judge_runs([out], "match")
+    assert js.judged == 60 and js.errors == []
+    verdicts = [json.loads((Path(r.run_dir) / "judgement.json").read_text())["match"] for r in runs]
+    assert all(v["gold"] for v in verdicts)
+
+    rep = write_report([out], tmp_path / "report")
+    for p in [rep.markdown, rep.html, rep.metrics, *rep.plots]:
+        assert p.exists() and p.stat().st_size > 0
+    assert len(rep.plots) == 5
+    html_text = rep.html.read_text()
+    assert html_text.count("data:image/png;base64,") == 5 and 'src="http' not in html_text
+    # the report's numbers equal the metrics recomputed from the trajectories
+    recomputed = {s.profile: s for s in summarize([run_metrics(Path(r.run_dir), profile=r.profile, qid=r.qid)
+                                                   for r in runs])}
+    reported = {p["profile"]: p for p in json.loads(rep.metrics.read_text())["profiles"]}
+    assert set(reported) == set(profiles)
+    for name, s in recomputed.items():
+        assert reported[name] == json.loads(s.model_dump_json())
+        correct = sum(1 for r, v in zip(runs, verdicts) if r.profile == name and v["correct"])
+        assert s.accuracy == pytest.approx(correct / 20)
+    md = rep.markdown.read_text()
+    head, rows = main_table(list(recomputed.values()))
+    for row in rows:
+        assert "| " + " | ".join(row) + " |" in md
+
+
+def delayed_policy() -> Any:
+    policy = ResearchPolicy()
+
+    def fn(body: dict[str, Any]) -> Any:
+        return as_turn(policy(body)).model_copy(update={"delay_s": 0.15})
+
+    return fn
+
+
+def bench_cmd(out: Path, hotpotqa_dir: Path, corpus_dir: Path, base_url: str) -> list[str]:
+    return [sys.executable, "-m", "fte_shell", "bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte",
+            "--limit", "10", "--out", str(out), "--base-url", base_url, "--model", "scripted", "--api-key", "x",
+            "-j", "4", "--corpus-dir", str(corpus_dir), "--no-progress", "--no-judge"]
+
+
+def wait_for(cond: Any, proc: subprocess.Popen[bytes], what: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert proc.poll() is None, f"the sweep ended early ({proc.returncode}) while waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def results(out: Path) -> dict[Path, Path]:
+    return {p.parent: p for p in out.glob("runs/*/*/r0/result.json")}
+
+
+def test_interrupt_kill_and_resume(tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    out = tmp_path / "sweep"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with ScriptedServer(policy=delayed_policy()) as srv:
+        cmd = bench_cmd(out, hotpotqa_dir, corpus_dir, srv.base_url)
+        # 1. SIGTERM: the sweep stops, removes its containers, discards the runs in flight, says so
+        p1 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: len(results(out)) >= 2 and our_containers([p1.pid]), p1, "two runs and a live container")
+        p1.send_signal(signal.SIGTERM)
+        _, err1 = p1.communicate(timeout=60)
+        assert p1.returncode == 130, err1.decode()
+        assert b"interrupted" in err1
+        assert our_containers([p1.pid]) == []
+        dirs = {d for d in out.glob("runs/*/*/r0")}
+        assert dirs == set(results(out))  # no partial run directory left
+        assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
+        n1 = len(dirs)
+        done_at_term = set(dirs)
+
+        # 2. SIGKILL: nothing can clean up; containers and partial runs stay behind
+        p2 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(lambda: len(results(out)) >= n1 + 3 and our_containers([p2.pid]), p2, "progress and a live container")
+        p2.send_signal(signal.SIGKILL)
+        p2.wait()
+        assert our_containers([p2.pid]), "a SIGKILLed harness leaves its containers (until gc)"
+        done_before = {d: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for d, p in results(out).items()}
+        assert n1 + 3 <= len(done_before) < 20
+        started_before = Counter(k for b in srv.requests if (k := run_key(b)))
+
+        # 3. resume: the same command finishes the sweep
+        p3 = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert p3.returncode == 0, p3.stderr
+        assert f"{len(done_before)} already done" in p3.stdout
+
+    final = results(out)
+    assert len(final) == 20  # none lost
+    assert all(json.loads(p.read_text())["stop_reason"] == "answer" for p in final.values())
+    # no finished run done twice: same file, same run id, and its question+profile started exactly once
+    questions = {json.loads(line)["id"]: json.loads(line)["question"]
+                 for line in (out / "questions.jsonl").read_text().splitlines()}
+    started = Counter(k for b in srv.requests if (k := run_key(b)))
+    for d, (mtime, run_id) in done_before.items():
+        res = d / "result.json"
+        assert res.stat().st_mtime_ns == mtime and json.loads(res.read_text())["run_id"] == run_id
+        key = (questions[d.parent.name], d.parent.parent.name)
+        assert started[key] == started_before[key]  # not started again after the kill
+        if d in done_at_term:
+            assert started[key] == 1  # finished in the first invocation: never started again
+    # every run has one complete trajectory (partial ones were deleted and redone, not appended to)
+    for d in final:
+        types = [json.loads(line)["type"] for line in (d / "trajectory.jsonl").read_text().splitlines()]
+        assert types.count("start") == 1 and types[-1] == "end"
+    # no container left behind: the resumed sweep's gc removed the killed harness's ones
+    assert our_containers([p1.pid, p2.pid, os.getpid()]) == []
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["status"] == "finished" and manifest["stats"]["skipped"] == len(done_before)
