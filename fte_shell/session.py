@@ -71,7 +71,7 @@ __fte_post() {
       /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
       /usr/bin/rm -f -- "$2"
     else
-      \builtin printf '%s' "$__fte_d"; : >|"$2"
+      \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
     fi
   fi
   \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"

@@ -2,7 +2,10 @@
 
 1. Dead-man timer: exits after TTL seconds, so the container stops (and is auto-removed) even when the
    harness that started it was SIGKILLed.
-2. Timeout enforcer: on SIGUSR1 (sent by the host with ``docker kill --signal USR1``; no new process has
+2. Fork-bomb breaker: every half second it reads the pids cgroup; when the container has used 90 % of its
+   process limit for a second, it kills every process except the session shell, PID 1 and itself (a
+   fork bomb left running in the background would otherwise make every later command fail to fork).
+3. Timeout enforcer: on SIGUSR1 (sent by the host with ``docker kill --signal USR1``; no new process has
    to be created inside the container, so this works even when a fork bomb holds every pid) it kills every
    process that started after the current command began, except the session shell, PID 1 and itself; then
    interrupts the shell if the command is still running (a loop of shell builtins), and writes a
@@ -110,17 +113,57 @@ def sweep() -> None:
         pass
 
 
+def _pids_usage() -> tuple[int, int] | None:
+    for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+        try:
+            with open(f"{base}/pids.current") as f:
+                cur = int(f.read())
+            with open(f"{base}/pids.max") as f:
+                raw = f.read().strip()
+            return cur, (int(raw) if raw.isdigit() else 0)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def break_fork_bomb() -> None:
+    """Kill everything but PID 1, the warden and the session shell."""
+    state = _read_state()
+    protect = {1, os.getpid(), os.getppid()}
+    if state is not None:
+        protect.add(state[0])
+    for _ in range(100):
+        usage = _pids_usage()
+        if usage is not None and usage[1] > 0 and usage[0] < 0.5 * usage[1]:
+            break  # the bomb is gone; leave the processes started since alone
+        pids = _targets(0.0, protect)
+        if not pids:
+            break
+        _signal_all(pids, signal.SIGSTOP)
+        _signal_all(pids, signal.SIGKILL)
+        time.sleep(0.01)
+
+
 def main() -> None:
     ttl = float(sys.argv[1]) if len(sys.argv) > 1 else 6 * 3600.0
     sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     deadline = time.monotonic() + ttl
+    pressure = 0
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        info = signal.sigtimedwait(sigs, left)
+        info = signal.sigtimedwait(sigs, min(left, 0.5))
         if info is None:
+            usage = _pids_usage()
+            if usage is not None and usage[1] > 0 and usage[0] >= 0.9 * usage[1]:
+                pressure += 1
+                if pressure >= 2:
+                    break_fork_bomb()
+                    pressure = 0
+            else:
+                pressure = 0
             continue
         if info.si_signo == signal.SIGUSR1:
             sweep()
