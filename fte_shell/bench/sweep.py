@@ -439,6 +439,7 @@ def run_sweep(
             return
         with lock:
             if error is not None:
+                t.run_dir.mkdir(parents=True, exist_ok=True)
                 write_json_atomic(t.run_dir / RESULT, {
                     "question": t.question.question, "answer": None, "profile": t.profile,
                     "stop_reason": "failed", "error": error, "qid": t.question.id, "rep": t.rep,
@@ -467,7 +468,13 @@ def run_sweep(
                     return
                 in_flight[t.run_dir] = t
             emit("start", t)
-            one(t)
+            try:
+                one(t)
+            except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
+                with lock:
+                    in_flight.pop(t.run_dir, None)
+                if log:
+                    log(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
 
     threads = [threading.Thread(target=worker, name=f"bench-{i}", daemon=True)
                for i in range(min(bench.concurrency, max(1, len(todo))))]

@@ -1,0 +1,119 @@
+"""The bench/judge/report commands and the sweep's failure handling (structured profiles only: no Docker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from fte_shell.bench.sweep import BenchConfig, run_sweep
+from fte_shell.cli import app
+from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.errors import ConfigError
+from fte_shell.policies import ResearchPolicy
+from fte_shell.runner import run_question
+from fte_shell.scripted import ScriptedServer
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
+    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+
+    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
+
+
+def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    out = tmp_path / "sweep"
+    broken = {"on": True}
+
+    def flaky(question: str, cfg: Any, run_dir: Path, **kw: Any) -> Any:
+        if broken["on"] and kw["qid"].startswith(second_id) and cfg.agent.profile == "fte":
+            raise RuntimeError("disk on fire")
+        return run_question(question, cfg, run_dir, **kw)
+
+    from fte_shell.bench.datasets import load_dataset
+
+    second_id = load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[1].id
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=3, profiles=["fte", "snippet-only"],
+                            concurrency=2, out=out, corpus_dir=corpus_dir)
+        s1 = run_sweep(bench, cfg, run_fn=flaky)
+        assert (s1.total, s1.done, s1.failed, s1.answered) == (6, 6, 1, 5)
+        failed = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
+        assert failed["stop_reason"] == "failed" and "disk on fire" in failed["error"]
+        lines = (out / "failures.jsonl").read_text().splitlines()
+        assert len(lines) == 1 and json.loads(lines[0])["qid"] == second_id
+        # a plain rerun keeps the failure; --retry-failed redoes it
+        s2 = run_sweep(bench, cfg, run_fn=flaky)
+        assert (s2.skipped, s2.done) == (6, 0)
+        broken["on"] = False
+        s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=flaky)
+        assert (s3.skipped, s3.redone, s3.done, s3.failed) == (5, 1, 1, 0)
+        ok = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
+        assert ok["stop_reason"] == "answer"
+        # a partial run (no result.json) is deleted and redone
+        partial = out / "runs" / "snippet-only" / second_id / "r0"
+        (partial / "result.json").unlink()
+        s4 = run_sweep(bench, cfg)
+        assert (s4.redone, s4.done) == (1, 1)
+        # more repetitions extend the sweep
+        s5 = run_sweep(bench.model_copy(update={"runs": 2}), cfg)
+        assert (s5.total, s5.skipped, s5.done) == (12, 6, 6)
+        assert (out / "runs" / "fte" / second_id / "r1" / "result.json").exists()
+
+
+def test_sweep_refuses_bad_input(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="x"))
+    base = dict(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, out=tmp_path / "s", corpus_dir=corpus_dir)
+    with pytest.raises(ConfigError, match="unknown profile"):
+        run_sweep(BenchConfig(**base, profiles=["fte", "bogus"]), cfg)
+    with pytest.raises(ConfigError, match="--runs"):
+        run_sweep(BenchConfig(**base, profiles=["fte"], runs=0), cfg)
+    other = tmp_path / "q.jsonl"
+    other.write_text('{"id": "1", "question": "q?", "answer": "a"}\n')
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "sweep.json").write_text(json.dumps({"dataset": {"source": "/elsewhere", "split": None}}))
+    with pytest.raises(ConfigError, match="choose another --out"):
+        run_sweep(BenchConfig(**{**base, "dataset": str(other)}, profiles=["fte"]), cfg)
+
+
+def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    out = tmp_path / "sweep"
+    args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte,snippet-only", "--limit", "3", "--out",
+            str(out), "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress", "-j", "2"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "6 run(s) finished now" in r.output and "model-free judge:" in r.output
+    r = runner.invoke(app, args)
+    assert "6 already done" in r.output
+    r = runner.invoke(app, ["judge", str(out)])
+    assert r.exit_code == 0 and "match judge:" in r.output and "6 cached" in r.output
+    reply = "extracted_final_answer: x\nreasoning: r\ncorrect: yes\nconfidence: 90"
+    with ScriptedServer(policy=lambda body: reply) as srv:
+        r = runner.invoke(app, ["judge", str(out), "--judge-model", "g", "--base-url", srv.base_url, "--api-key", "k"])
+        assert r.exit_code == 0, r.output
+        assert "llm judge: 6/6 correct (6 judged now" in r.output and len(srv.requests) == 6
+    r = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    assert {p["profile"]: p["accuracy"] for p in metrics["profiles"]} == {"fte": 1.0, "snippet-only": 1.0}
+    assert "| fte | 3 | 0 | 100.0% |" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["bench", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o"), "--scripted",
+                            "--profiles", "fte", "--no-progress"])
+    assert r.exit_code == 2 and "dataset not found" in r.output
+    r = runner.invoke(app, ["report", str(tmp_path / "missing"), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 2 and "run directory not found" in r.output
+    (tmp_path / "empty").mkdir()
+    r = runner.invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 2 and "no run directories" in r.output
+    r = runner.invoke(app, ["judge", str(tmp_path / "empty"), "--method", "llm"])
+    assert r.exit_code == 2 and "--judge-model" in r.output

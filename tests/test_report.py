@@ -1,0 +1,53 @@
+"""The report on hand-made runs: tables carry the hand-computed numbers, the HTML is self-contained."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from test_metrics import fte_run, shell_run
+
+from fte_shell.bench.report import write_report
+from fte_shell.errors import ConfigError
+
+
+def test_report_tables_and_files(tmp_path: Path) -> None:
+    shell_run(tmp_path / "s")
+    d = fte_run(tmp_path / "s")
+    (d / "judgement.json").write_text(json.dumps({"match": {"correct": True, "f1": 1.0, "gold": "42"}}))
+    rep = write_report([tmp_path / "s"], tmp_path / "out", title="Hand-made")
+    md = rep.markdown.read_text()
+    # shell first (side by side with the structured profile)
+    assert [p.profile for p in rep.profiles] == ["shell", "fte"]
+    # main: shell 1 search, 4 select, 5 extract, 8 calls, 500 tokens, 12.5 s; fte judged correct
+    assert "| shell | 1 | 0 | – | – | 100.0% | 1.00 | 4.00 | 5.00 | 8.00 | 500 | 12.5 |" in md
+    assert "| fte | 1 | 0 | 100.0% | 1.00 | 100.0% | 1.00 | 3.00 | 5.00 | 10.00 | 300 | 12.5 |" in md
+    # behaviour: revisit 1/3 and 2/2, grep:read 2/3 and 3/2, fetch repeat 1/4 and 1/3, cache 3 files 1,350 chars
+    assert "| shell | 33.3% | 0.67 | 100.0% | 25.0% | 3.0 | 1,350 | 2.00 | 3.00 |" in md
+    assert "| fte | 100.0% | 1.50 | 100.0% | 33.3% | 2.0 | 1,250 | 3.00 | 2.00 |" in md
+    assert "fetch→fetch (2)" in md
+    html = rep.html.read_text()
+    assert "<h1>Hand-made</h1>" in html and "<table>" in html
+    imgs = html.split("data:image/png;base64,")[1:]
+    assert len(imgs) == 5
+    for chunk in imgs:
+        assert base64.b64decode(chunk.split("'", 1)[0])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in rep.plots) == ["accuracy.png", "cache.png", "calls.png", "revisit.png", "tokens.png"]
+    data = json.loads(rep.metrics.read_text())
+    assert len(data["runs"]) == 2 and data["profiles"][0]["revisit_rate"] == pytest.approx(1 / 3)
+
+
+def test_report_of_several_dirs_and_single_run(tmp_path: Path) -> None:
+    a = shell_run(tmp_path / "a")
+    fte_run(tmp_path / "b")
+    rep = write_report([a, tmp_path / "b"], tmp_path / "out")
+    assert {p.profile: p.runs for p in rep.profiles} == {"shell": 1, "fte": 1}
+
+
+def test_report_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        write_report([tmp_path / "x"], tmp_path / "out")
+    with pytest.raises(ConfigError, match="no run directories"):
+        write_report([tmp_path], tmp_path / "out")
