@@ -289,3 +289,38 @@ def test_events_and_lifecycle(tmp_path: Path, server: LoopbackServer, corpus: Lo
     with pytest.raises(FteError, match="exists and is not a socket"):
         Gateway(tmp_path / "file.sock", s.fetch, corpus, s.ws).start()
     assert (tmp_path / "file.sock").read_text() == "x"
+
+
+def test_page_budget_is_one_line_per_url(tmp_path: Path, server: LoopbackServer) -> None:
+    ws = Workspace(tmp_path / "work")
+    svc = FetchService(ws, FetchPolicy(allow_private=[server.host_port], max_fetches=1))
+    two = server.route("/two.txt", body="second page", content_type="text/plain")
+    with Gateway(tmp_path / "gw.sock", svc, None, ws) as g:
+        first = raw_request(g.socket_path, json.dumps({"op": "fetch", "urls": [server.url("/page.txt")]}).encode() + b"\n")
+        second = raw_request(g.socket_path, json.dumps({"op": "fetch", "urls": [two]}).encode() + b"\n")
+    svc.close()
+    assert first["results"][0]["ok"]
+    refused = second["results"][0]
+    assert not refused["ok"] and "budget" in refused["error"].lower() and "\n" not in refused["error"]
+    assert server.count("/two.txt") == 0
+
+
+def test_search_backend_failure_is_one_line(tmp_path: Path, server: LoopbackServer) -> None:
+    import socket as _s
+
+    probe = _s.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    from fte_shell.search.serper import SerperSearch
+
+    ws = Workspace(tmp_path / "work")
+    svc = FetchService(ws, FetchPolicy())
+    backend = SerperSearch("k", url=f"http://127.0.0.1:{port}/search", max_retries=0)
+    with Gateway(tmp_path / "gw.sock", svc, backend, ws) as g:
+        answer = raw_request(g.socket_path, b'{"op": "search", "query": "koala"}\n')
+        assert answer["ok"] is False
+        assert answer["error"].startswith("search unavailable: Serper is unreachable at http://127.0.0.1:")
+        assert raw_request(g.socket_path, b'{"op": "ping"}\n')["ok"]
+    svc.close()
+    backend.close()
