@@ -11,7 +11,7 @@ import pytest
 
 from fte_shell.config import RunConfig
 from fte_shell.profiles import QuestionContext, ToolResult, make_profile
-from fte_shell.profiles.fte import FteProfile, merge_windows, split_lines
+from fte_shell.profiles.fte import FteProfile, Matcher, merge_windows, split_lines
 from fte_shell.workspace import Document, Workspace
 
 WHEN = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -260,6 +260,20 @@ def test_grep_output_respects_byte_cap(ws: Workspace) -> None:
     r = run(profile(ws, read_max_bytes=5_000), "grep", pattern="hit", path=path, context=2)
     assert len(r.output.encode()) <= 5_300
     assert "the output size limit was reached" in r.output
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["foo", "", "x*", "^", "$", r"^\s*$", r"a\sb", r"[^x]+y", r"o\nb", r"(?<=\n)b", r"(?<!\s)foo", r"foo(?!\s)",
+     r"\Afoo", r"foo\Z", r"(?>\s*)$", r"b\s*+$", r"\bfoo\b", r"(a|b)\1", "FOO bar"],
+)
+def test_matcher_finds_exactly_the_lines_a_line_by_line_grep_finds(pattern: str) -> None:
+    import re
+
+    lines = ["foo bar", "a", "b  ", "", "  foo", "xy ay", "bb", "foo", "b", "   ", "zfoo  ", "foo ba"]
+    rx = re.compile(pattern, re.IGNORECASE)
+    expected = [i for i, line in enumerate(lines) if rx.search(line)]
+    assert Matcher(pattern, 5.0).matching_lines(lines) == expected
 
 
 def test_merge_windows() -> None:

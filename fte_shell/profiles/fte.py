@@ -18,6 +18,7 @@ Output formats (docs/profiles.md has the full description)::
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 import time
@@ -84,7 +85,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """``pattern`` compiled case-insensitively (Python ``re`` syntax, via the compatible ``regex`` module,
     which can stop a runaway match); :class:`ToolError` with a usable message if invalid."""
     try:
-        return regex.compile(pattern, regex.IGNORECASE | regex.V0)
+        return regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE | regex.V0)
     except (regex.error, ValueError, OverflowError) as e:
         raise ToolError(
             f"invalid regular expression {pattern!r}: {e} (Python syntax: escape special characters such as "
@@ -92,27 +93,68 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
         ) from None
 
 
+_LINE_LOCAL_UNSAFE = ("\\A", "\\Z", "\\z", "(?!", "(?<!", "(?>", "++", "*+", "?+", "}+")
+"""Pattern pieces whose result can differ between a line alone and the same line inside the whole text
+(string anchors, negative lookaround, atomic/possessive matching): such patterns are matched line by line."""
+
+
 class Matcher:
-    """Searches lines with one compiled pattern under one wall-clock deadline for the whole call."""
+    """Finds matching lines with one compiled pattern under one wall-clock deadline for the whole call.
+
+    A line matches when the pattern matches somewhere in that line alone (line-by-line ``grep``
+    semantics). For speed, :meth:`matching_lines` scans the whole text in C and confirms each candidate on
+    its line; patterns with constructs for which a whole-text scan could miss a line are matched line by
+    line instead (same result, slower).
+    """
 
     def __init__(self, pattern: str, timeout_s: float):
         self.pattern = pattern
         self.rx = compile_pattern(pattern)
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s
+        self.whole_text_scan = not any(piece in pattern for piece in _LINE_LOCAL_UNSAFE)
+
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._timeout()
+        return left
+
+    def _timeout(self) -> ToolError:
+        return ToolError(
+            f"the pattern {self.pattern!r} took longer than {self.timeout_s:g} s to match (nested repetition "
+            "such as (a+)+ or (a|aa)* backtracks without end); simplify it"
+        )
 
     def search(self, line: str) -> regex.Match[str] | None:
         """The first match in ``line``; :class:`ToolError` once the deadline has passed."""
-        left = self.deadline - time.monotonic()
         try:
-            if left <= 0:
-                raise TimeoutError
-            return self.rx.search(line, timeout=left)
+            return self.rx.search(line, timeout=self._left())
         except TimeoutError:
-            raise ToolError(
-                f"the pattern {self.pattern!r} took longer than {self.timeout_s:g} s to match (nested repetition "
-                "such as (a+)+ or (a|aa)* backtracks without end); simplify it"
-            ) from None
+            raise self._timeout() from None
+
+    def matching_lines(self, lines: list[str]) -> list[int]:
+        """0-based indexes of the lines the pattern matches (see the class docstring)."""
+        if not self.whole_text_scan:
+            return [i for i, line in enumerate(lines) if self.search(line)]
+        text = "\n".join(lines)
+        starts = [0]
+        for line in lines:
+            starts.append(starts[-1] + len(line) + 1)
+        hits: list[int] = []
+        pos, end = 0, len(text)
+        while pos <= end:
+            try:
+                m = self.rx.search(text, pos, timeout=self._left())
+            except TimeoutError:
+                raise self._timeout() from None
+            if m is None:
+                break
+            i = bisect.bisect_right(starts, m.start()) - 1
+            if self.search(lines[i]):
+                hits.append(i)
+            pos = starts[i + 1]
+        return hits
 
 
 def is_whole_cache(path: str | None, mount: str = "/work") -> bool:
@@ -259,7 +301,7 @@ class FteProfile(ToolProfile):
         path = ""
         for f in files:
             path, lines = self._file_lines(f)
-            hits = [i for i, line in enumerate(lines) if rx.search(line)]
+            hits = rx.matching_lines(lines)
             if not hits:
                 continue
             files_hit += 1

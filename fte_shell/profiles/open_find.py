@@ -180,7 +180,7 @@ class OpenFindProfile(ToolProfile):
         page = self._require_page()
         a = self.agent_cfg
         rx = Matcher(args.pattern, a.grep_timeout_s)
-        hits = [i for i, line in enumerate(page.lines) if rx.search(line)]
+        hits = rx.matching_lines(page.lines)
         meta = {"source": page.source, "matches": len(hits)}
         if not hits:
             return ToolResult(output=f"No matches for {args.pattern!r} in the open page ({page.source}).", meta=meta)
