@@ -315,6 +315,16 @@ def test_unknown_tool_and_bad_arguments(ws: Workspace) -> None:
     assert not_obj.error and not_obj.output.startswith("Error: invalid arguments for read: expected a JSON object, got list.")
 
 
+def test_null_arguments_mean_not_given(ws: Workspace) -> None:
+    path = store(ws, "https://example.org/a", "A", body_lines(3, {2: "needle"}))
+    p = profile(ws)
+    r = p.execute("read", {"path": path, "offset": None, "limit": None})
+    assert not r.error and r.output.endswith("(Showing lines 1-7 of 7. End of file.)")
+    g = p.execute("grep", {"pattern": "needle", "path": None, "context": None})
+    assert g.meta["all_files"] is True and g.meta["context"] == 3
+    assert p.execute("grep", {"pattern": None}).output.startswith("Error: invalid arguments for grep: missing required argument 'pattern'")
+
+
 def test_tools_without_search_backend(ws: Workspace) -> None:
     p = profile(ws)
     assert [t["function"]["name"] for t in p.tools()] == ["fetch", "grep", "read", "list_fetched"]

@@ -214,6 +214,7 @@ class ToolProfile:
                 f"Expected: {_describe_args(tool.args)}.",
                 error=True,
             )
+        args = {k: v for k, v in args.items() if v is not None}  # null = "not given" (models send it)
         try:
             parsed = tool.args.model_validate(args)
         except ValidationError as e:
