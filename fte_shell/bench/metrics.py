@@ -43,6 +43,8 @@ STRUCTURED_OPS: dict[str, Op] = {
     "find": "find",
     "list_fetched": "list",
 }
+NOT_FINISHED = ("failed", "crashed", "incomplete")
+"""Stop reasons of runs left out of the per-profile means (counted as ``failed``)."""
 SHELL_TOOL = "bash"
 MOUNT = "/work"
 RECORD_RE = re.compile(r'^(?P<path>/\S+\.txt)  (?P<chars>[\d,]+) chars  (?P<state>new|held)  (?P<source>\S+)', re.M)
@@ -449,7 +451,8 @@ class ProfileSummary(_M):
     """Runs found (finished or not)."""
 
     failed: int
-    """Runs the harness could not finish (``failed``/``incomplete``); excluded from the averages below."""
+    """Runs the harness could not finish (``failed``/``crashed``/``incomplete``); excluded from the
+    averages below."""
 
     judged: int
     """Finished runs with a verdict."""
@@ -533,7 +536,7 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -> ProfileSummary:
     """Average ``runs`` of one profile (see :class:`ProfileSummary` for each definition)."""
-    ok = [r for r in runs if r.stop_reason not in ("failed", "incomplete")]
+    ok = [r for r in runs if r.stop_reason not in NOT_FINISHED]
     judged_runs = [r for r in ok if r.correct is not None]
     f1s = [r.f1 for r in ok if r.f1 is not None]
     reads = sum(r.n_read for r in ok)

@@ -40,6 +40,9 @@ from ..recorder import write_json_atomic
 from .datasets import Dataset, Question, load_dataset
 
 RESULT = "result.json"
+FAILED = ("failed", "crashed")
+"""Stop reasons of runs the harness could not finish (``crashed``: the runner recorded an unexpected
+exception; ``failed``: the sweep recorded one raised before or outside the loop)."""
 GRACE_S = 10.0
 """Seconds an interrupted sweep waits for its in-flight runs before deleting them and returning."""
 
@@ -245,7 +248,7 @@ def run_state(run_dir: Path) -> str:
             stop = json.loads(res.read_text()).get("stop_reason")
         except (OSError, json.JSONDecodeError):
             return "partial"
-        return "failed" if stop == "failed" else "done"
+        return "failed" if stop in FAILED else "done"
     return "partial" if run_dir.exists() else "new"
 
 
@@ -439,12 +442,13 @@ def run_sweep(
             return
         with lock:
             if error is not None:
-                t.run_dir.mkdir(parents=True, exist_ok=True)
-                write_json_atomic(t.run_dir / RESULT, {
-                    "question": t.question.question, "answer": None, "profile": t.profile,
-                    "stop_reason": "failed", "error": error, "qid": t.question.id, "rep": t.rep,
-                    "finished_at": _now(),
-                })
+                if not (t.run_dir / RESULT).exists():  # else the runner recorded it ("crashed")
+                    t.run_dir.mkdir(parents=True, exist_ok=True)
+                    write_json_atomic(t.run_dir / RESULT, {
+                        "question": t.question.question, "answer": None, "profile": t.profile,
+                        "stop_reason": "failed", "error": error, "qid": t.question.id, "rep": t.rep,
+                        "finished_at": _now(),
+                    })
                 with failures_path.open("a", encoding="utf-8") as f:
                     f.write(json.dumps({"profile": t.profile, "qid": t.question.id, "rep": t.rep,
                                         "error": error, "at": _now()}) + "\n")
