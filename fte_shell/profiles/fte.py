@@ -292,9 +292,8 @@ class FteProfile(ToolProfile):
         else:
             files = [e.path for e in self.workspace.entries()]
             if not files:
-                return ToolResult(
-                    output="No documents are cached yet: fetch a page first.", meta={"matches": 0, "files": 0}
-                )
+                meta = {"matches": 0, "shown": 0, "files": 0, "context": context, "all_files": True}
+                return ToolResult(output="No documents are cached yet: fetch a page first.", meta=meta)
         budget = _Budget(a.read_max_bytes)
         blocks: list[str] = []
         total = shown = files_hit = 0
