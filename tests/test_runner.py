@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fte_shell.config import RunConfig
-from fte_shell.errors import ConfigError, ModelError
+from fte_shell.errors import ConfigError, DockerUnavailable, ModelError
 from fte_shell.policies import ResearchPolicy
 from fte_shell.recorder import read_trajectory
 from fte_shell.runner import run_question
@@ -91,14 +91,29 @@ def test_no_endpoint_fails_before_anything_is_created(tmp_path: Path, monkeypatc
     assert not (tmp_path / "run").exists()
 
 
-def test_profile_that_cannot_start_is_recorded_without_a_result(tmp_path: Path, pydoc_corpus: Path) -> None:
+def test_bad_input_fails_before_anything_is_created(tmp_path: Path, pydoc_corpus: Path) -> None:
     with ScriptedServer(["<answer>x</answer>"]) as srv:
         cfg = config(srv.base_url, pydoc_corpus)
         cfg.agent.profile = "telepathy"
         with pytest.raises(ConfigError, match="unknown profile 'telepathy'"):
             run_question(Q, cfg, tmp_path / "run")
+        with pytest.raises(ConfigError, match="the question is empty"):
+            run_question("  ", config(srv.base_url, pydoc_corpus), tmp_path / "run")
+    assert not (tmp_path / "run").exists() and srv.requests == []
+
+
+@pytest.mark.docker
+def test_profile_that_cannot_start_is_recorded_without_a_result(
+    tmp_path: Path, pydoc_corpus: Path, docker_ready: None
+) -> None:
+    with ScriptedServer(["<answer>x</answer>"]) as srv:
+        cfg = config(srv.base_url, pydoc_corpus, profile="shell")
+        cfg.sandbox.image = "fte-shell-test-missing-image:none"
+        cfg.sandbox.auto_build = False
+        with pytest.raises(DockerUnavailable, match="fte-shell-test-missing-image"):
+            run_question(Q, cfg, tmp_path / "run")
     (ev,) = read_trajectory(tmp_path / "run")
-    assert ev["type"] == "error" and "telepathy" in ev["message"]
+    assert ev["type"] == "error" and ev["turn"] == 0 and "profile 'shell' failed to start" in ev["message"]
     assert not (tmp_path / "run" / "result.json").exists() and srv.requests == []
 
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..errors import FteError
+from ..errors import DockerUnavailable, FteError
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -237,6 +237,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         except FteError as e:
             _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            if isinstance(e, DockerUnavailable) and profile == "shell":
+                _err.print("hint: `fte-shell demo --profile fte` runs the same pipeline without a container")
             raise typer.Exit(1) from None
         if any(r.answer is None for r in results):
             raise typer.Exit(1)
