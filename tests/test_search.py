@@ -21,6 +21,7 @@ from fte_shell.search import (
     SearchBackend,
     SearchResult,
     format_results,
+    make_page_source,
     make_search,
 )
 from fte_shell.search.corpus import CorpusDoc, build_corpus
@@ -277,6 +278,13 @@ def test_make_search_selection(monkeypatch: pytest.MonkeyPatch, serper: FakeSerp
     assert isinstance(local, CachedSearch) and isinstance(local.backend, LocalCorpus)
     assert [r.url for r in local.search("epsilon", 5)] == ["d2"]
     assert list((tmp_path / "c").rglob("*.json"))
+    # one corpus per process, shared: closing one run's search leaves it usable for the next
+    local.close()
+    again = make_search(SearchConfig(corpus=tiny_corpus))
+    assert isinstance(again, CachedSearch) and again.backend is local.backend
+    assert again.backend.get("d1") is not None
+    assert make_page_source(SearchConfig(corpus=tiny_corpus)) is local.backend
+    assert make_page_source(SearchConfig()) is None
 
     web = make_search(SearchConfig(serper_api_key=SecretStr("cfg-key"), serper_url=serper.url, corpus=tiny_corpus))
     assert isinstance(web, CachedSearch) and isinstance(web.backend, SerperSearch)

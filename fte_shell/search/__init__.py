@@ -74,7 +74,8 @@ def make_search(cfg: SearchConfig) -> SearchBackend | None:
                 "search backend 'local' needs a corpus: set [search] corpus = DIR (an index made by "
                 "`fte-shell corpus build`)"
             )
-        backend = open_corpus(cfg.corpus)
+        # shared by every run of this process (open_corpus): closing one run's search must not close it
+        return CachedSearch(open_corpus(cfg.corpus), cfg.cache_dir, owns_backend=False)
     return CachedSearch(backend, cfg.cache_dir)
 
 

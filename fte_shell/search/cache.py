@@ -27,8 +27,10 @@ def normalize_query(query: str) -> str:
 class CachedSearch:
     """A :class:`SearchBackend` answering from the cache first, then from ``backend``."""
 
-    def __init__(self, backend: SearchBackend, cache_dir: Path | None = None) -> None:
+    def __init__(self, backend: SearchBackend, cache_dir: Path | None = None, *, owns_backend: bool = True) -> None:
         self.backend = backend
+        self.owns_backend = owns_backend
+        """Whether :meth:`close` closes ``backend`` (False for a corpus shared through ``open_corpus``)."""
         self.name = backend.name
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self.hits = 0
@@ -63,7 +65,9 @@ class CachedSearch:
             return list(results)
 
     def close(self) -> None:
-        """Close the wrapped backend if it can be closed."""
+        """Close the wrapped backend if this cache owns it and it can be closed."""
+        if not self.owns_backend:
+            return
         close = getattr(self.backend, "close", None)
         if callable(close):
             close()
