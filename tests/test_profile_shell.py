@@ -161,3 +161,36 @@ def test_close_removes_the_container(docker_ready: None, tmp_path: Path, corpus:
         assert Workspace(sctx.workspace_dir).entries() == []  # the workspace dir stays (it was given)
         assert sctx.workspace_dir.is_dir()
         client.close()
+
+
+def test_real_page_same_file_and_same_grep_lines(docker_ready: None, pydocs_dir: Path, tmp_path: Path,
+                                                 corpus: LocalCorpus) -> None:
+    """A long real page (Python's ``re`` docs): byte-identical files, and GNU grep in the shell and the
+    structured grep report the same matching line numbers and texts."""
+    with LoopbackServer(directory=pydocs_dir) as server:
+        url = server.url("/library/re.html")
+        sctx, fctx = contexts(tmp_path, corpus, server)
+        shell = make_profile("shell", sctx)
+        fte = make_profile("fte", fctx)
+        try:
+            s_rec = bash(shell, f"fetch {url}")
+            f_rec = fte.execute("fetch", {"url": url})
+            assert s_rec.output == f_rec.output and f_rec.meta["chars"] > 20_000
+            name = Path(f_rec.meta["path"]).name
+            assert (sctx.workspace_dir / name).read_bytes() == (fctx.workspace_dir / name).read_bytes()
+            path = f"/work/{name}"
+            s_grep = bash(shell, f"grep -n -i -E 'lookbehind' {path}").output.split("\n")
+            f_grep = fte.execute("grep", {"pattern": "lookbehind", "path": path, "context": 0}).output.split("\n")
+            shell_hits = [tuple(line.split(":", 1)) for line in s_grep]
+            structured_hits = [tuple(line.split(": ", 1)) for line in f_grep[1:] if re.match(r"^\d+: ", line)]
+            assert 0 < len(shell_hits) <= 20
+            short = [(n, t) for n, t in shell_hits if len(t) <= 600]
+            assert [h for h in structured_hits if len(h[1]) <= 600] == short
+            assert [n for n, _ in structured_hits] == [n for n, _ in shell_hits]
+            n = int(shell_hits[0][0])
+            assert bash(shell, f"sed -n '{n}p' {path}").output == shell_hits[0][1]
+            read = fte.execute("read", {"path": path, "offset": n, "limit": 1}).output.split("\n")[0]
+            assert read == f"{n}: {shell_hits[0][1]}"
+        finally:
+            shell.close()
+            fte.close()
