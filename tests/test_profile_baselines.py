@@ -259,6 +259,17 @@ def test_visit_summary_uses_its_own_reader_when_configured(tmp_path: Path, corpu
         finally:
             p.close()
             agent_model.close()
+    # unset endpoint fields of the reader come from the agent's [model]
+    with ScriptedServer(["From the same server, another model."]) as srv:
+        ctx = make_ctx(tmp_path, corpus, summary_model={"model": "small-reader"})
+        ctx.config.model.base_url = srv.base_url
+        ctx.config.model.model = "agent-model"
+        p = make_profile("visit-summary", ctx)
+        try:
+            assert call(p, "visit", url="gull-point-lighthouse", goal="lamp").output.endswith("another model.")
+            assert srv.requests[0]["model"] == "small-reader"
+        finally:
+            p.close()
     with pytest.raises(ConfigError, match="needs a reader model"):
         make_profile("visit-summary", make_ctx(tmp_path, corpus))
 

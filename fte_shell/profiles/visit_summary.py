@@ -3,8 +3,8 @@ page written by a separate reader model.
 
 The page comes from the shared fetch pipeline (:meth:`FetchService.get_document`; nothing is written to
 the workspace), normalized as a workspace file body and cut to ``agent.visit_summary_page_chars``
-characters. The reader model is ``agent.summary_model`` when set, else the agent's own endpoint
-(``ctx.model``); its fixed instructions are ``fte_shell/prompts/summary_extractor.md``. Output::
+characters. The reader model is ``agent.summary_model`` when set (its unset ``base_url``/``api_key``/``model``
+come from the agent's ``[model]``), else the agent's own client (``ctx.model``); its fixed instructions are ``fte_shell/prompts/summary_extractor.md``. Output::
 
     URL: https://example.org/page
     Title: Example page
@@ -23,6 +23,7 @@ from .base import QuestionContext, Tool, ToolProfile, ToolResult, make_fetch_ser
 from .visit_snippet import VisitArgs, header_lines
 
 if TYPE_CHECKING:
+    from ..config import ModelConfig
     from ..fetch import FetchService
     from ..model import ModelClient
 
@@ -34,6 +35,16 @@ def summary_messages(goal: str, head: str, body: str, limit: int) -> tuple[list[
     note = f"\n\n[The page continues; only its first {limit:,} of {len(body):,} characters are shown.]" if truncated else ""
     user = f"Goal: {goal}\n\nPage:\n{head}\n\n{page.rstrip()}{note}"
     return [{"role": "system", "content": summary_instructions()}, {"role": "user", "content": user}], truncated
+
+
+def reader_model_config(ctx: QuestionContext) -> ModelConfig:
+    """``agent.summary_model`` with its unset endpoint fields (``base_url``, ``api_key``, ``model``) taken
+    from the agent's ``[model]``, so ``[agent.summary_model] model = "small"`` reuses the agent's server."""
+    reader = ctx.config.agent.summary_model
+    assert reader is not None
+    agent = ctx.config.model
+    inherit = {k: getattr(agent, k) for k in ("base_url", "api_key", "model") if getattr(reader, k) is None}
+    return reader.model_copy(update=inherit)
 
 
 class VisitSummaryProfile(ToolProfile):
@@ -48,7 +59,7 @@ class VisitSummaryProfile(ToolProfile):
         if reader_cfg is not None:
             from ..model import ModelClient
 
-            self.reader: ModelClient = ModelClient(reader_cfg)
+            self.reader: ModelClient = ModelClient(reader_model_config(ctx))
             self._own_reader = True
         elif ctx.model is not None:
             self.reader = ctx.model
