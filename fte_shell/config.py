@@ -236,7 +236,8 @@ class AgentConfig(_Model):
     """Structured ``grep``: default context lines (the paper's prose says ±3; 0 = matching lines only)."""
 
     summary_model: ModelConfig | None = None
-    """Model used by ``visit-summary`` to summarize pages; None = the agent's own endpoint."""
+    """Model used by ``visit-summary`` to summarize pages; None = the agent's own endpoint. Its unset
+    ``base_url``, ``api_key`` and ``model`` are taken from the agent's ``[model]``."""
 
     grep_max_matches: int = Field(default=20, ge=1)
     """Structured ``grep`` and open-find ``find``: matching lines shown per call (the paper's 20)."""
