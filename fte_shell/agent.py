@@ -127,7 +127,7 @@ class Agent:
         """Run the loop to a stop reason, record everything, write ``result.json`` and return the result.
 
         KeyboardInterrupt is recorded (``interrupted``) and re-raised after ``result.json`` is written."""
-        started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         t0 = time.monotonic()
         rec = self.recorder
         tools = self.profile.tools()

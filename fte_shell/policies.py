@@ -29,16 +29,19 @@ from typing import Any
 
 from .scripted import ScriptToolCall, ScriptTurn
 
-STOPWORDS = frozenset(
-    """a an the of in on at to for from by with and or nor but that this these those as it its be been
-    being is are was were am do does did has have had which what who whom whose when where why how
-    into than then also both either neither not no yes there their they them he she his her him i you
-    your we our us me my can could would should will shall may might must one ones any some all each
-    every other such only own same so too very s t just about over after before between under again
-    further once here more most many much few""".split()
-)
+_STOPWORD_TEXT = """
+    a an the of in on at to for from by with and or nor but that this these those as it its be been
+    being is are was were am do does did has have had which what who whom whose when where why how into
+    than then also both either neither not no yes there their they them he she his her him i you your we
+    our us me my can could would should will shall may might must one ones any some all each every other
+    such only own same so too very s t just about over after before between under again further once
+    here more most many much few
+"""
 
-FRAME_WORDS = frozenset("function class module method attribute called named".split())
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+"""Function words never used as search terms."""
+
+FRAME_WORDS = frozenset(("function", "class", "module", "method", "attribute", "called", "named"))
 """Words naming the KIND of answer asked for ("which function…"): they match everywhere, so they are
 not search terms."""
 
@@ -228,7 +231,9 @@ class ResearchPolicy:
     @staticmethod
     def _observations(messages: list[dict[str, Any]]) -> dict[str, str]:
         return {
-            str(m.get("tool_call_id")): str(m.get("content") or "") for m in messages if m.get("role") == "tool"
+            str(m.get("tool_call_id")): str(m.get("content") or "")
+            for m in messages
+            if m.get("role") == "tool"
         }
 
     def __call__(self, request: dict[str, Any]) -> ScriptTurn:
@@ -260,7 +265,9 @@ class ResearchPolicy:
             return ScriptTurn(
                 content=f"Fetching the top {len(refs)} results.",
                 tool_calls=[
-                    ScriptToolCall(id=f"p-fetch-{i}", name="bash", arguments={"command": f"fetch {shlex.quote(r)}"})
+                    ScriptToolCall(
+                        id=f"p-fetch-{i}", name="bash", arguments={"command": f"fetch {shlex.quote(r)}"}
+                    )
                     for i, r in enumerate(refs)
                 ],
             )
@@ -294,7 +301,10 @@ class ResearchPolicy:
         if "p-fetch-0" not in obs:
             return ScriptTurn(
                 content=f"Fetching the top {len(refs)} results.",
-                tool_calls=[ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r}) for i, r in enumerate(refs)],
+                tool_calls=[
+                    ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r})
+                    for i, r in enumerate(refs)
+                ],
             )
         paths = [p for i in range(len(refs)) for p in parse_paths(obs.get(f"p-fetch-{i}", ""))]
         if not paths:
@@ -313,7 +323,11 @@ class ResearchPolicy:
         hit = hits[best[0]]
         if "p-read" not in obs:
             a = max(1, hit.line - self.read_before)
-            return _call("p-read", "read", {"path": hit.path, "offset": a, "limit": self.read_before + self.read_after + 1})
+            return _call(
+                "p-read",
+                "read",
+                {"path": hit.path, "offset": a, "limit": self.read_before + self.read_after + 1},
+            )
         return self._answer_from(q, numbered_text(obs["p-read"]), terms, hit.text)
 
     # --- baselines ----------------------------------------------------------------------------------
@@ -348,7 +362,12 @@ class ResearchPolicy:
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
         text = obs["p-search"]
-        segments = [s for line in text.splitlines()[1:] for s in re.split(r"(?<=[.!?])\s+|\s+…\s*|^\s*…\s*", line.strip()) if s]
+        segments = [
+            s
+            for line in text.splitlines()[1:]
+            for s in re.split(r"(?<=[.!?])\s+|\s+…\s*|^\s*…\s*", line.strip())
+            if s
+        ]
         refs = parse_refs(text)
         return self._answer_from(q, segments, question_terms(q), refs[0] if refs else "unknown")
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
@@ -52,7 +52,7 @@ class Recorder:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.workspace_dir.mkdir(exist_ok=True)
         (self.run_dir / RESULT).unlink(missing_ok=True)
-        self._f: IO[str] | None = open(self.run_dir / TRAJECTORY, "w", encoding="utf-8")
+        self._f: IO[str] | None = open(self.run_dir / TRAJECTORY, "w", encoding="utf-8")  # noqa: SIM115 - held until close()
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._listener = listener
@@ -104,7 +104,7 @@ class Recorder:
                 self._f.close()
                 self._f = None
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -33,7 +33,7 @@ def slugify(text: str, limit: int = 40) -> str:
 
 def new_run_id(question: str) -> str:
     """``YYYYmmdd-HHMMSS-<slug>-<4 hex>``: sortable, readable, unique."""
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return f"{now}-{slugify(question, 32)}-{uuid.uuid4().hex[:4]}"
 
 

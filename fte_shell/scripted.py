@@ -21,7 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -122,7 +123,7 @@ class ScriptedServer:
         """``http://127.0.0.1:PORT/v1``: give it to the client as its base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> ScriptedServer:
+    def start(self) -> Self:
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-server", daemon=True
@@ -137,7 +138,7 @@ class ScriptedServer:
             self._thread = None
         self._httpd.server_close()
 
-    def __enter__(self) -> ScriptedServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -198,7 +199,7 @@ class ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -214,13 +215,13 @@ class ScriptedServer:
             def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
                 self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fte-shell"}]})
                 else:
                     self._error(404, f"no route GET {self.path}")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if self.path.rstrip("/") != "/v1/chat/completions":
@@ -258,7 +259,7 @@ def _main() -> None:  # pragma: no cover - manual use
 
     if len(sys.argv) != 2:
         sys.exit("usage: python -m fte_shell.scripted SCRIPT.json  (a JSON list of turns)")
-    turns = json.loads(open(sys.argv[1]).read())
+    turns = json.loads(Path(sys.argv[1]).read_text())
     with ScriptedServer(turns) as srv:
         print(f"serving {len(turns)} scripted turns at {srv.base_url} (Ctrl-C to stop)", flush=True)
         try:

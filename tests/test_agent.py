@@ -153,7 +153,7 @@ def test_unknown_tool_and_tool_error_are_observations(tmp_path: Path) -> None:
         ScriptTurn(tool_calls=[call("fail")]),
         "<answer>none</answer>",
     ]
-    result, srv, _, events = run(tmp_path, script)
+    result, _, _, events = run(tmp_path, script)
     tc = [e for e in events if e["type"] == "tool_call"]
     assert tc[0]["observation"] == "Error: unknown tool 'teleport'. Available tools: fail, nap, note, show."
     assert tc[0]["error"] is True
@@ -229,8 +229,8 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     profile = Interrupting()
-    with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as srv:
-        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted"))
+    with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as server:
+        cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
         with Recorder(tmp_path / "run") as rec, pytest.raises(KeyboardInterrupt):
             Agent(cfg, ModelClient(cfg.model), profile, rec).run("q")
     events = read_trajectory(tmp_path / "run")

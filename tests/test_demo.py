@@ -52,6 +52,6 @@ def test_demo_cli_shell_profile_end_to_end(tmp_path: Path, corpus_dir: Path, doc
         assert r["answer"] == expected and r["profile"] == "shell" and r["tool_calls"]["bash"] >= 4
         kept = list((run / "workspace").glob("*.txt"))
         assert kept and all(p.read_text().startswith("Docid: ") for p in kept)
-        assert f"kept workspace" in text and kept[0].name in text
+        assert "kept workspace" in text and kept[0].name in text
         left = docker.from_env().containers.list(all=True, filters={"label": f"fte-shell.run-id={r['run_id']}"})
         assert left == []

@@ -72,16 +72,20 @@ def test_429_honours_retry_after() -> None:
 
 
 def test_gives_up_after_max_retries_with_model_error() -> None:
-    with ScriptedServer([ScriptTurn(status=500, error="boom")] * 3) as srv:
-        with pytest.raises(ModelError, match=r"after 3 attempts.*HTTP 500.*boom"):
-            _client(srv, max_retries=2).complete(MSGS)
+    with (
+        ScriptedServer([ScriptTurn(status=500, error="boom")] * 3) as srv,
+        pytest.raises(ModelError, match=r"after 3 attempts.*HTTP 500.*boom"),
+    ):
+        _client(srv, max_retries=2).complete(MSGS)
     assert len(srv.requests) == 3
 
 
 def test_client_errors_are_not_retried() -> None:
-    with ScriptedServer([ScriptTurn(status=400, error="bad request body"), "never"]) as srv:
-        with pytest.raises(ModelError, match="HTTP 400.*bad request body"):
-            _client(srv).complete(MSGS)
+    with (
+        ScriptedServer([ScriptTurn(status=400, error="bad request body"), "never"]) as srv,
+        pytest.raises(ModelError, match="HTTP 400.*bad request body"),
+    ):
+        _client(srv).complete(MSGS)
     assert len(srv.requests) == 1
 
 

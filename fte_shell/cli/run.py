@@ -122,7 +122,7 @@ def default_out_dir(question: str, root: Path = Path("runs")) -> Path:
     """``runs/<UTC timestamp>-<slug of the question>``."""
     from ..runner import slugify
 
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return root / f"{stamp}-{slugify(question)}"
 
 
@@ -228,7 +228,7 @@ def register(app: typer.Typer) -> None:
         and workspace, driven by a SCRIPTED research policy (not a language model)."""
         from ..demo import DEMO_QUESTIONS, run_demo
 
-        root = out if out is not None else Path("runs") / ("demo-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+        root = out if out is not None else Path("runs") / ("demo-" + _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S"))
         questions = [(q, None) for q in question] if question else list(DEMO_QUESTIONS)
         try:
             results = run_demo(questions, root, profile=profile, corpus_dir=corpus_dir, console=_out, log=EventPrinter())
