@@ -46,6 +46,17 @@ def _started_at(pid: int) -> float | None:
     return int(fields[19]) / CLK_TCK
 
 
+def _ignores_sigint(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def _targets(t0: float, protect: set[int]) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
@@ -82,15 +93,20 @@ def sweep() -> None:
     pids = _targets(t0, protect)
     running = _still_running(t0)
     if pids:
-        # Like Ctrl-C first (the shell and its children get SIGINT together): a foreground child that dies
-        # of SIGINT makes the shell abandon the rest of the command (later items of a list, a loop).
-        # Frozen first, so nothing forks in between.
+        # Like Ctrl-C first: the shell and the command's processes get SIGINT together, so a foreground
+        # child that dies of SIGINT makes the shell (and any bash in between) abandon the rest of the
+        # command (later items of a list, a loop). Everything is frozen first, so nothing forks in
+        # between; processes that ignore SIGINT (background jobs) are killed before anything resumes,
+        # so a background subshell cannot go on to its next command.
         _signal_all(pids, signal.SIGSTOP)
-        _signal_all(pids, signal.SIGINT)
+        ignoring = [p for p in pids if _ignores_sigint(p)]
+        _signal_all(ignoring, signal.SIGKILL)
+        rest = [p for p in pids if p not in set(ignoring)]
+        _signal_all(rest, signal.SIGINT)
         if running:
             _signal_all([shell_pid], signal.SIGINT)
-        _signal_all(pids, signal.SIGCONT)
-        time.sleep(0.02)
+        _signal_all(rest, signal.SIGCONT)
+        time.sleep(0.03)
     elif running:  # a loop of shell builtins in the shell itself
         _signal_all([shell_pid], signal.SIGINT)
     for _ in range(100):

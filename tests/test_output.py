@@ -1,0 +1,70 @@
+"""fte_shell.output: decoding, cleaning and head+tail capping (pure functions, no Docker)."""
+
+from __future__ import annotations
+
+import re
+
+from fte_shell.output import cap_output, clean_text, join_head_tail, split_cap, truncation_line
+
+
+def test_clean_text_strips_ansi_and_controls_keeps_newline_and_tab() -> None:
+    raw = b"\x1b[31mred\x1b[0m\tok\x00\x01\x07\x1b]0;title\x07end\r\nnext\rline\x7f\n"
+    assert clean_text(raw) == "red\tokend\nnextline\n"
+
+
+def test_clean_text_decodes_invalid_utf8_with_replacement() -> None:
+    assert clean_text(b"caf\xc3\xa9 \xff\xfe ok") == "café \ufffd\ufffd ok"
+
+
+def test_clean_text_keeps_non_ascii() -> None:
+    s = "héllo wörld ✓ 日本語 🙂"
+    assert clean_text(s.encode()) == s
+
+
+def test_cap_output_short_is_untouched() -> None:
+    assert cap_output(b"hello\n", 100) == ("hello\n", False)
+
+
+def test_cap_output_head_tail_and_exact_omitted_count() -> None:
+    data = b"".join(b"%d\n" % i for i in range(1, 100_001))
+    text, truncated = cap_output(data, 1000)
+    assert truncated
+    head, tail = split_cap(1000)
+    m = re.search(r"\[\.\.\. output truncated: ([\d,]+) bytes omitted \.\.\.\]", text)
+    assert m is not None
+    assert int(m.group(1).replace(",", "")) == len(data) - head - tail
+    assert text.startswith("1\n2\n3\n")
+    assert text.endswith("99999\n100000\n")
+
+
+def test_cap_output_binary_has_no_control_characters() -> None:
+    data = bytes(range(256)) * 1000
+    text, truncated = cap_output(data, 5000)
+    assert truncated
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
+
+
+def test_cap_output_does_not_split_utf8_characters() -> None:
+    data = "é".encode() * 10_000  # two bytes each: any odd cut would split one
+    text, truncated = cap_output(data, 1001)
+    assert truncated
+    assert "\ufffd" not in text
+
+
+def test_cap_output_one_huge_line() -> None:
+    data = b"a" * 3_000_000
+    text, truncated = cap_output(data, 2000)
+    assert truncated and len(text) < 2200
+    assert text.startswith("a" * 1000) and text.endswith("a" * 1000)
+    assert "2,998,000 bytes omitted" in text
+
+
+def test_truncation_line_and_join() -> None:
+    assert truncation_line(1234567) == "[... output truncated: 1,234,567 bytes omitted ...]"
+    joined = join_head_tail(b"head", b"tail\n", 10, "buffer full")
+    assert joined == "head\n[... output truncated: 10 bytes omitted; buffer full ...]\ntail\n"
+
+
+def test_cap_zero() -> None:
+    assert cap_output(b"abc", 0) == ("[... output truncated: 3 bytes omitted ...]", True)
+    assert cap_output(b"", 0) == ("", False)
