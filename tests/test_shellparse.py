@@ -53,6 +53,12 @@ def test_cd_and_relative_paths() -> None:
     # from /tmp, a relative glob does not reach /work
     assert kinds("grep foo *.txt", cwd="/tmp") == [("grep", "grep", [], False)]
     assert kinds("grep -r foo .", cwd="/work") == [("grep", "grep", DOCS, True)]
+    # a cd in a subshell or a pipeline does not move the session
+    assert parse_command("(cd /tmp && ls); grep x a.txt", DOCS).cwd_after == "/work"
+    assert parse_command("(cd /tmp && ls); grep x a.txt", DOCS).commands[-1].docs == ["a.txt"]
+    assert parse_command("cd /tmp | cat", DOCS).cwd_after == "/work"
+    assert parse_command("{ cd /tmp; }", DOCS).cwd_after == "/tmp"
+    assert parse_command("cd /tmp && (cd /work)", DOCS, cwd="/work").cwd_after == "/tmp"
 
 
 def test_fallback_parser_on_syntax_bashlex_rejects() -> None:

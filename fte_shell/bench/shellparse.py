@@ -97,13 +97,18 @@ class ParsedCommand(BaseModel):
     """Which parser produced the split."""
 
     cwd_after: str
-    """Working directory after top-level ``cd`` commands (tracked across calls of one session)."""
+    """Working directory after top-level ``cd`` commands (tracked across calls of one session; a ``cd``
+    in a subshell, a pipeline or a command substitution does not change it)."""
 
 
 # --- splitting -----------------------------------------------------------------------------------------
-def _words_bashlex(command: str) -> list[tuple[list[str], bool]]:
-    """(argv, piped_stdin) for every simple command, via bashlex."""
-    out: list[tuple[list[str], bool]] = []
+Split = tuple[list[str], bool, bool]
+"""(argv, reads a pipe, runs in the top-level shell) of one simple command."""
+
+
+def _words_bashlex(command: str) -> list[Split]:
+    """Every simple command, via bashlex."""
+    out: list[Split] = []
     loopvars: dict[str, list[str]] = {}
 
     def word_values(w: bashlex.ast.node) -> list[str]:
@@ -113,7 +118,7 @@ def _words_bashlex(command: str) -> list[tuple[list[str], bool]]:
             return list(loopvars[m.group(1)])
         return [text]
 
-    def visit(node: bashlex.ast.node, piped: bool) -> None:
+    def visit(node: bashlex.ast.node, piped: bool, top: bool = True) -> None:
         kind = node.kind
         if kind == "command":
             argv: list[str] = []
@@ -121,21 +126,22 @@ def _words_bashlex(command: str) -> list[tuple[list[str], bool]]:
                 if p.kind == "word":
                     argv.extend(word_values(p))
                 for sub in _substitutions(p):
-                    visit(sub, False)
+                    visit(sub, False, False)
             if argv:
-                out.append((argv, piped))
+                out.append((argv, piped, top))
         elif kind == "pipeline":
             cmds = [p for p in node.parts if p.kind != "pipe"]
             for i, p in enumerate(cmds):
-                visit(p, piped or i > 0)
+                visit(p, piped or i > 0, top and len(cmds) == 1)
         elif kind == "list":
             for p in node.parts:
                 if p.kind != "operator":
-                    visit(p, piped)
+                    visit(p, piped, top)
         elif kind == "compound":
+            subshell = bool(node.list) and getattr(node.list[0], "word", "") == "("
             for p in node.list:
                 if p.kind not in ("reservedword", "operator"):
-                    visit(p, piped)
+                    visit(p, piped, top and not subshell)
         elif kind == "for":
             parts = node.parts
             names = [p for p in parts if p.kind == "word"]
@@ -147,15 +153,15 @@ def _words_bashlex(command: str) -> list[tuple[list[str], bool]]:
                 loopvars[var] = items
             for p in parts:
                 if p.kind not in ("word", "reservedword", "operator"):
-                    visit(p, piped)
+                    visit(p, piped, top)
         elif kind in ("if", "while", "until"):
             for p in node.parts:
                 if p.kind not in ("reservedword", "operator", "word"):
-                    visit(p, piped)
+                    visit(p, piped, top)
         elif kind == "function":
             for p in node.parts:
                 if p.kind not in ("reservedword", "word"):
-                    visit(p, piped)
+                    visit(p, piped, False)
 
     for tree in bashlex.parse(command):
         visit(tree, False)
@@ -175,7 +181,7 @@ def _substitutions(node: bashlex.ast.node) -> list[bashlex.ast.node]:
 _OPS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "|&", ";;", "\n"}
 
 
-def _words_fallback(command: str) -> list[tuple[list[str], bool]]:
+def _words_fallback(command: str) -> list[Split]:
     """Split on control operators with shlex; unbalanced quotes are closed at the end."""
     lex = shlex.shlex(command, posix=True, punctuation_chars=";&|(){}")
     lex.whitespace_split = True
@@ -185,22 +191,24 @@ def _words_fallback(command: str) -> list[tuple[list[str], bool]]:
         tokens = list(lex)
     except ValueError:  # unbalanced quotes: split on whitespace around control operators
         tokens = re.sub(r"(\|\||&&|;|\||\(|\))", r" \1 ", command).replace('"', " ").replace("'", " ").split()
-    out: list[tuple[list[str], bool]] = []
+    out: list[tuple[list[str], bool, bool]] = []
     cur: list[str] = []
     piped = False
+    depth = 0
     for tok in tokens + [";"]:
         if tok in _OPS or set(tok) <= set(";&|(){}"):
             if cur:
-                out.append((cur, piped))
+                out.append((cur, piped, depth == 0 and not piped and tok not in ("|", "|&")))
             cur = []
             piped = tok in ("|", "|&")
+            depth += tok.count("(") - tok.count(")")
         elif re.fullmatch(r"\d*[<>]+&?\d*", tok):
             cur.append(tok)
         else:
             cur.append(tok)
     # drop redirection targets from argv
-    cleaned: list[tuple[list[str], bool]] = []
-    for argv, p in out:
+    cleaned: list[Split] = []
+    for argv, p, top in out:
         words: list[str] = []
         skip = False
         for w in argv:
@@ -212,12 +220,12 @@ def _words_fallback(command: str) -> list[tuple[list[str], bool]]:
                 continue
             words.append(w)
         if words:
-            cleaned.append((words, p))
+            cleaned.append((words, p, top))
     return cleaned
 
 
-def split_commands(command: str) -> tuple[list[tuple[list[str], bool]], Literal["bashlex", "fallback"]]:
-    """Simple commands of ``command`` as (argv, reads_pipe) in textual order, and which parser split them."""
+def split_commands(command: str) -> tuple[list[Split], Literal["bashlex", "fallback"]]:
+    """Simple commands of ``command`` in textual order (see :data:`Split`), and which parser split them."""
     try:
         return _words_bashlex(command), "bashlex"
     except Exception:  # noqa: BLE001 - bashlex raises many kinds (ParsingError, NotImplementedError, …)
@@ -367,9 +375,9 @@ def parse_command(
     the session is persistent)."""
     words, parser = split_commands(command)
     out: list[SimpleCommand] = []
-    for argv, piped in words:
+    for argv, piped, top in words:
         c = classify(argv, piped)
-        if c.tool == "cd" and not piped:
+        if c.tool == "cd" and top:
             target = c.argv[1] if len(c.argv) > 1 else "~"
             if not target.startswith(("~", "-", "$")):
                 cwd = posixpath.normpath(posixpath.join(cwd, target))
