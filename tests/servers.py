@@ -15,12 +15,14 @@ an iterable of byte chunks (streamed; chunked transfer encoding unless ``length`
 ``delay_s`` waits before answering; ``hang=True`` never answers (until the server stops). Routes are
 matched on the full path with query first, then on the path alone; unmatched paths fall back to the
 directory (if any), else 404. ``host_port`` is the ``127.0.0.1:PORT`` string to put in
-``FetchPolicy.allow_private``.
+``FetchPolicy.allow_private``. ``tls=(certfile, keyfile)`` serves HTTPS (see :func:`self_signed_cert`).
 """
 
 from __future__ import annotations
 
+import datetime
 import mimetypes
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -65,6 +67,9 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
     owner: LoopbackServer
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return  # failed TLS handshakes and dropped clients are expected in tests
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -151,8 +156,15 @@ class _Handler(BaseHTTPRequestHandler):
 class LoopbackServer:
     """Threaded HTTP server on 127.0.0.1 with routes, a directory and a request log."""
 
-    def __init__(self, directory: Path | str | None = None, routes: dict[str, Route] | None = None):
+    def __init__(
+        self,
+        directory: Path | str | None = None,
+        routes: dict[str, Route] | None = None,
+        *,
+        tls: tuple[Path, Path] | None = None,
+    ):
         self.directory = Path(directory) if directory is not None else None
+        self.tls = tls
         self._routes: dict[str, Route] = dict(routes or {})
         self._requests: list[LoggedRequest] = []
         self._lock = threading.Lock()
@@ -164,6 +176,10 @@ class LoopbackServer:
     def start(self) -> LoopbackServer:
         httpd = _Server(("127.0.0.1", 0), _Handler)
         httpd.owner = self
+        if self.tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, name="loopback-http", daemon=True)
         self._thread.start()
@@ -199,7 +215,7 @@ class LoopbackServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def url(self, path: str = "/") -> str:
         return self.base_url + (path if path.startswith("/") else "/" + path)
@@ -273,3 +289,41 @@ class LoopbackServer:
     def clear_log(self) -> None:
         with self._lock:
             self._requests.clear()
+
+
+def self_signed_cert(directory: Path, host: str = "localhost") -> tuple[Path, Path]:
+    """Write a self-signed certificate for ``host`` (and 127.0.0.1) and its key; returns (cert, key)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = Path(directory) / "cert.pem", Path(directory) / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path

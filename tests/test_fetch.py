@@ -21,7 +21,7 @@ from fte_shell.config import FetchPolicy
 from fte_shell.errors import BudgetExceeded, ConfigError, FetchRefused
 from fte_shell.fetch import Document, FetchService, PageCache, PageSource
 from fte_shell.workspace import Workspace
-from tests.servers import LoopbackServer
+from tests.servers import LoopbackServer, self_signed_cert
 
 
 @pytest.fixture(scope="module")
@@ -298,6 +298,16 @@ def test_status_and_type_refusals(
     svc = _service(tmp_path, srv)
     _refused(svc, srv.url(path), reason, srv.url(path))
     assert _files(svc) == []
+
+
+def test_untrusted_tls_certificate_is_refused(tmp_path: Path) -> None:
+    with LoopbackServer(tls=self_signed_cert(tmp_path)) as tls_srv:
+        tls_srv.route("/secret", body="<p>never shown</p>")
+        svc = FetchService(
+            Workspace(tmp_path / "ws"), FetchPolicy(allow_private=[tls_srv.host_port], timeout_s=10)
+        )
+        _refused(svc, tls_srv.url("/secret"), "TLS error", "CERTIFICATE_VERIFY_FAILED")
+        assert tls_srv.count() == 0 and _files(svc) == []
 
 
 # --- budgets ------------------------------------------------------------------------------------------
