@@ -11,7 +11,7 @@ import pytest
 
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ConfigError
-from fte_shell.profiles import QuestionContext, make_profile
+from fte_shell.profiles import Profile, QuestionContext, make_profile
 from fte_shell.profiles.base import ToolProfile
 from fte_shell.profiles.fte import FteProfile
 from fte_shell.profiles.open_find import OpenFindProfile
@@ -55,6 +55,7 @@ def structured(tmp_path: Path, name: str, **agent: object) -> ToolProfile:
 def test_every_tool_is_described_with_filled_bounds(tmp_path: Path, name: str) -> None:
     p = structured(tmp_path, name)
     try:
+        assert isinstance(p, Profile) and p.name == name
         tools = p.tools()
         assert [t["function"]["name"] for t in tools] == EXPECTED_TOOLS[name]
         for t in tools:
