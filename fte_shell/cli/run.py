@@ -72,6 +72,20 @@ def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -
     return shown
 
 
+def _meta_facts(meta: dict[str, Any]) -> list[str]:
+    """Short notes from a tool call's meta (exit status, timeout, truncation) for the log line."""
+    facts = []
+    if meta.get("timed_out"):
+        facts.append("timed out")
+    elif meta.get("exit_code") not in (0, None):
+        facts.append(f"exit {meta['exit_code']}")
+    if meta.get("truncated"):
+        facts.append("output truncated")
+    if meta.get("restarted"):
+        facts.append("shell restarted")
+    return facts
+
+
 def _indent(text: str, pad: str = "    ") -> str:
     return "\n".join(pad + line for line in text.splitlines())
 
@@ -106,7 +120,8 @@ class EventPrinter:
                 shown = json.dumps(args, ensure_ascii=False) if args is not None else ev.get("raw_arguments")
                 head = f"{ev.get('name')}({shown})"
             style = "red" if ev.get("error") else "green"
-            c.print(f"  [{style}]▶[/{style}] [bold]{escape(head)}[/bold] [dim]({ev.get('duration_s', 0):.2f} s)[/dim]")
+            facts = [f"{ev.get('duration_s', 0):.2f} s", *_meta_facts(ev.get("meta") or {})]
+            c.print(f"  [{style}]▶[/{style}] [bold]{escape(head)}[/bold] [dim]({', '.join(facts)})[/dim]")
             body = preview(str(ev.get("observation") or ""))
             if body:
                 c.print(f"[{'red' if ev.get('error') else 'dim'}]{escape(_indent(body))}[/]")
