@@ -258,6 +258,23 @@ def test_server_that_never_answers_times_out(tmp_path: Path, srv: LoopbackServer
     assert _files(svc) == []
 
 
+def test_trickling_server_is_cut_at_the_deadline(tmp_path: Path, srv: LoopbackServer) -> None:
+    stop = threading.Event()
+
+    def trickle() -> Iterator[bytes]:
+        yield b"<html><body><p>"
+        while not stop.wait(0.2):
+            yield b"x"
+
+    srv.route("/trickle", body=trickle)
+    svc = _service(tmp_path, srv, timeout_s=1.0)
+    try:
+        _refused(svc, srv.url("/trickle"), "timed out after 1 s")
+    finally:
+        stop.set()
+    assert _files(svc) == []
+
+
 def test_gzip_bomb_is_contained(tmp_path: Path, srv: LoopbackServer) -> None:
     comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     zeros = b"\0" * 1_000_000

@@ -8,7 +8,8 @@
 * Redirects are followed by hand, at most ``max_redirects``; environment proxies are ignored.
 * The body is streamed and decompressed here (gzip/deflate) with a bound on the decompressed size, so a
   1 GB body or a gzip bomb is cut after ``max_bytes`` without being read or inflated whole.
-* ``timeout_s`` is a wall clock for the whole download, redirects included.
+* ``timeout_s`` is a hard wall clock for the whole download, redirects included: every socket
+  connect/read/write/TLS handshake is clamped to the time left, so a trickling server cannot stretch it.
 * Every failure raises :class:`FetchRefused` (or :class:`BudgetExceeded`) with one line.
 """
 
@@ -54,6 +55,45 @@ class HttpResult:
     """Bytes received from the network for this fetch (all hops, before decompression)."""
 
 
+_deadline = threading.local()
+"""``value``: the monotonic deadline of the fetch running in this thread (sync httpx: one thread)."""
+
+
+def _clamp(timeout: float | None) -> float | None:
+    deadline: float | None = getattr(_deadline, "value", None)
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("fetch deadline reached")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A network stream whose every read/write/handshake ends by the current fetch's deadline, so a
+    server trickling bytes cannot stretch a fetch past ``timeout_s``."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _clamp(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _clamp(timeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _clamp(timeout)))
+
+    def get_extra_info(self, info: str) -> object:
+        return self._inner.get_extra_info(info)
+
+
 class _PinnedBackend(httpcore.NetworkBackend):
     """Connects ``(host, port)`` only to addresses a policy check produced."""
 
@@ -81,7 +121,9 @@ class _PinnedBackend(httpcore.NetworkBackend):
         last: Exception | None = None
         for a in addrs:
             try:
-                return self._inner.connect_tcp(a, port, timeout, local_address, socket_options)
+                return _DeadlineStream(
+                    self._inner.connect_tcp(a, port, _clamp(timeout), local_address, socket_options)
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
                 last = e
         assert last is not None
@@ -188,6 +230,20 @@ class HttpFetcher:
         before the body is read."""
         policy = self.policy
         deadline = time.monotonic() + policy.timeout_s
+        _deadline.value = deadline
+        try:
+            return self._get(url, deadline, budget_bytes, accept_type)
+        finally:
+            _deadline.value = None
+
+    def _get(
+        self,
+        url: str,
+        deadline: float,
+        budget_bytes: int | None,
+        accept_type: Callable[[str | None], None] | None,
+    ) -> HttpResult:
+        policy = self.policy
         current = url
         wire = 0
         for hop in range(policy.max_redirects + 1):
