@@ -9,6 +9,7 @@ exponential backoff and jitter (a ``Retry-After`` header wins), and returns a :c
 from __future__ import annotations
 
 import email.utils
+import json
 import random
 import time
 from collections.abc import Callable
@@ -172,7 +173,7 @@ class ModelClient:
                 continue
             latency = time.monotonic() - t0
             self.calls += 1
-            return _to_completion(resp, latency, attempt + 1)
+            return _to_completion(resp, latency, attempt + 1, self.calls)
 
 
 def _describe(err: Exception) -> str:
@@ -184,24 +185,25 @@ def _describe(err: Exception) -> str:
     return f"{name} (HTTP {status}): {text}" if status else f"{name}: {text}"
 
 
-def _to_completion(resp: Any, latency: float, attempts: int) -> Completion:
+def _to_completion(resp: Any, latency: float, attempts: int, n: int) -> Completion:
+    """Normalize a chat-completions response. Tool calls without an id get ``call_<n>_<index>`` (some
+    servers send none, and the tool messages must name one); non-string arguments are JSON-encoded."""
     if not getattr(resp, "choices", None):
         raise ModelError(f"model response has no choices: {str(resp)[:300]}")
     choice = resp.choices[0]
     msg = choice.message
     message: dict[str, Any] = {"role": "assistant", "content": msg.content}
     calls = []
-    for tc in msg.tool_calls or []:
+    for i, tc in enumerate(msg.tool_calls or []):
         fn = getattr(tc, "function", None)
         if fn is None:
             continue
-        calls.append(
-            {
-                "id": tc.id,
-                "type": "function",
-                "function": {"name": fn.name, "arguments": fn.arguments if fn.arguments is not None else ""},
-            }
-        )
+        args = fn.arguments
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append({"id": tc.id or f"call_{n}_{i}", "type": "function", "function": {"name": fn.name, "arguments": args}})
     if calls:
         message["tool_calls"] = calls
     extra = getattr(msg, "model_extra", None) or {}

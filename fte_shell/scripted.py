@@ -39,7 +39,7 @@ class ScriptToolCall(BaseModel):
     """Arguments: a dict (sent as JSON) or a raw string sent as is (e.g. malformed JSON, for tests)."""
 
     id: str | None = None
-    """Tool-call id; None = ``call_<request number>_<index>``."""
+    """Tool-call id; None = ``call_<request number>_<index>`` (``""`` is sent as is, like some servers do)."""
 
 
 class ScriptTurn(BaseModel):
@@ -165,7 +165,7 @@ class ScriptedServer:
         if turn.tool_calls:
             message["tool_calls"] = [
                 {
-                    "id": tc.id or f"call_{n}_{i}",
+                    "id": tc.id if tc.id is not None else f"call_{n}_{i}",
                     "type": "function",
                     "function": {
                         "name": tc.name,

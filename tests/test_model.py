@@ -52,6 +52,17 @@ def test_tool_calls_and_usage_match_what_the_server_sent() -> None:
     assert c.finish_reason == "tool_calls"
 
 
+def test_tool_calls_without_id_get_one() -> None:
+    turn = ScriptTurn(tool_calls=[{"name": "bash", "arguments": {"command": "a"}, "id": ""}, {"name": "bash", "id": ""}])
+    with ScriptedServer(["x", turn]) as srv:
+        client = _client(srv)
+        client.complete(MSGS)
+        c = client.complete(MSGS)
+    assert srv.responses[1]["choices"][0]["message"]["tool_calls"][0]["id"] == ""
+    assert [tc["id"] for tc in c.message["tool_calls"]] == ["call_2_0", "call_2_1"]
+    assert c.message["tool_calls"][1]["function"]["arguments"] == "{}"
+
+
 def test_500_then_success_is_retried_with_backoff() -> None:
     sleeps: list[float] = []
     with ScriptedServer([ScriptTurn(status=500), ScriptTurn(status=503), "ok"]) as srv:
