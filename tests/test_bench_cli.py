@@ -70,7 +70,7 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
 
 def test_sweep_refuses_bad_input(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="x"))
-    base = dict(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, out=tmp_path / "s", corpus_dir=corpus_dir)
+    base: dict[str, Any] = {"dataset": f"hotpotqa:{hotpotqa_dir}", "limit": 1, "out": tmp_path / "s", "corpus_dir": corpus_dir}
     with pytest.raises(ConfigError, match="unknown profile"):
         run_sweep(BenchConfig(**base, profiles=["fte", "bogus"]), cfg)
     with pytest.raises(ConfigError, match="--runs"):

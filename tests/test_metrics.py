@@ -131,7 +131,7 @@ def test_summary_and_ngrams(tmp_path: Path) -> None:
     assert ngrams(["a", "b", "a", "b"], 2)[("a", "b")] == 2
 
 
-def A(*docs: str, op: str = "read") -> Action:  # noqa: N802 - tiny helper
+def A(*docs: str, op: str = "read") -> Action:
     return Action(turn=0, call=0, op=op, tool=op, docs=list(docs))  # type: ignore[arg-type]
 
 

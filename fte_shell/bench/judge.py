@@ -57,10 +57,10 @@ confidence: <the agent's own stated confidence as an integer 0-100, or 100 if it
 """
 
 _FIELD_RE = {
-    "extracted_final_answer": re.compile(r"^[ \t*_]*extracted_final_answer[ \t*_]*:[ \t]*(.*)$", re.I | re.M),
-    "reasoning": re.compile(r"^[ \t*_]*reasoning[ \t*_]*:[ \t]*(.*)$", re.I | re.M),
-    "correct": re.compile(r"^[ \t*_]*correct[ \t*_]*:[ \t*_]*(yes|no)\b", re.I | re.M),
-    "confidence": re.compile(r"^[ \t*_]*confidence[ \t*_]*:[ \t*_]*(\d{1,3})", re.I | re.M),
+    "extracted_final_answer": re.compile(r"^[ \t*_]*extracted_final_answer[ \t*_]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE),
+    "reasoning": re.compile(r"^[ \t*_]*reasoning[ \t*_]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE),
+    "correct": re.compile(r"^[ \t*_]*correct[ \t*_]*:[ \t*_]*(yes|no)\b", re.IGNORECASE | re.MULTILINE),
+    "confidence": re.compile(r"^[ \t*_]*confidence[ \t*_]*:[ \t*_]*(\d{1,3})", re.IGNORECASE | re.MULTILINE),
 }
 
 
@@ -213,7 +213,7 @@ class LLMJudge:
                 temperature=self.cfg.temperature,
                 max_tokens=self.cfg.max_tokens,
             )
-        except Exception as e:  # noqa: BLE001 - openai raises many classes; one message for the user
+        except Exception as e:
             raise ModelError(f"judge model call failed: {e.__class__.__name__}: {e}") from e
         text = (r.choices[0].message.content or "") if r.choices else ""
         fields = parse_grader_reply(text)

@@ -47,7 +47,7 @@ NOT_FINISHED = ("failed", "crashed", "incomplete")
 """Stop reasons of runs left out of the per-profile means (counted as ``failed``)."""
 SHELL_TOOL = "bash"
 MOUNT = "/work"
-RECORD_RE = re.compile(r'^(?P<path>/\S+\.txt)  (?P<chars>[\d,]+) chars  (?P<state>new|held)  (?P<source>\S+)', re.M)
+RECORD_RE = re.compile(r'^(?P<path>/\S+\.txt)  (?P<chars>[\d,]+) chars  (?P<state>new|held)  (?P<source>\S+)', re.MULTILINE)
 DOC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.txt")
 
 
@@ -211,7 +211,7 @@ def workspace_files(run_dir: Path) -> dict[str, int]:
     for p in sorted(ws.iterdir()):
         if p.is_file() and p.suffix == ".txt" and not p.name.startswith("."):
             text = p.read_text(encoding="utf-8", errors="replace")
-            head, sep, body = text.partition("\n\n")
+            _header, sep, body = text.partition("\n\n")
             out[p.name] = len(body) if sep else len(text)
     return out
 

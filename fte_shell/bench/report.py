@@ -112,7 +112,7 @@ def ngram_table(ps: Sequence[ProfileSummary]) -> Table:
 
 def md_table(t: Table) -> str:
     head, rows = t
-    esc: Callable[[str], str] = lambda s: s.replace("|", "\\|")  # noqa: E731
+    esc: Callable[[str], str] = lambda s: s.replace("|", "\\|")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
@@ -218,9 +218,11 @@ img{max-width:100%;margin:.5em 0}code{background:#f3f3f3;padding:0 3px}.note{col
 NOTES = [
     "Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match).",
     "Counts are means per question; failed/incomplete runs are counted but left out of the means.",
-    "#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands with "
-    "document operands). Revisit rate: share of materialized documents extracted from again after a "
-    "different document was touched in between (docs/metrics.md).",
+    (
+        "#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands "
+        "with document operands). Revisit rate: share of materialized documents extracted from again "
+        "after a different document was touched in between (docs/metrics.md)."
+    ),
 ]
 
 
@@ -248,7 +250,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         ("Behaviour", behaviour_table(ps)),
         ("Most frequent action sequences", ngram_table(ps)),
     ]
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sources = ", ".join(f"`{r}`" for r in roots)
     md = [f"# {title}", "", f"{len(runs)} runs from {sources}; generated {now}.", ""]
     for name, t in tables:
@@ -258,10 +260,13 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     md_path = out / "report.md"
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
-             f"<p class='note'>{len(runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
-             f"generated {now}.</p>"]
+    intro = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<p class='note'>{len(runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
+        f"generated {now}.</p>"
+    )
+    parts = [intro]
     for name, t in tables:
         parts.append(f"<h2>{html.escape(name)}</h2>{html_table(t)}")
     parts.append("<h2>Plots</h2>")

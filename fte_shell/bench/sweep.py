@@ -25,6 +25,7 @@ import os
 import queue
 import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -225,7 +226,7 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
 
 # --- bookkeeping --------------------------------------------------------------------------------------
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
@@ -323,8 +324,8 @@ def _remove_live_containers() -> None:
         from .. import container
 
         container.remove_all_live()
-    except Exception:  # noqa: BLE001 - best effort during shutdown
-        pass
+    except Exception as e:  # noqa: BLE001 - best effort during shutdown; gc removes what is left
+        print(f"fte-shell bench: could not remove containers: {e}", file=sys.stderr)
 
 
 def _gc_containers(log: Callable[[str], None] | None) -> int:
@@ -412,8 +413,9 @@ def run_sweep(
         if on_event:
             try:
                 on_event(kind, t, stats)
-            except Exception:  # noqa: BLE001 - display problems never stop a sweep
-                pass
+            except Exception as e:  # noqa: BLE001 - display problems never stop a sweep
+                if log:
+                    log(f"progress display failed: {e}")
 
     def one(t: Task) -> None:
         cfg = shared.config.model_copy(deep=True)

@@ -65,10 +65,10 @@ def register(app: typer.Typer) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory OUT/runs/<profile>/<qid>/r<k>/. Rerunning the same command resumes: finished runs are
         skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
+        from ..bench.sweep import BenchConfig
         from ..cli.run import env_overrides, merge
         from ..config import load_config
         from ..model import resolve_endpoint
-        from ..bench.sweep import BenchConfig, run_sweep
 
         try:
             bench = BenchConfig(
@@ -89,7 +89,11 @@ def register(app: typer.Typer) -> None:
                 resolve_endpoint(cfg.model)
             except FteError as e:
                 raise _fail(e) from None
-            stats = _run_with_progress(bench, cfg, progress)
+            try:
+                stats = _run_with_progress(bench, cfg, progress)
+            except KeyboardInterrupt:  # before the runs started (corpus build, image check)
+                _err.print("[yellow]interrupted[/yellow] before any run started")
+                raise typer.Exit(130) from None
         _out.print(
             f"{stats.done} run(s) finished now ({stats.answered} answered, {stats.failed} failed), "
             f"{stats.skipped} already done, {stats.redone} partial redone, of {stats.total}; "
@@ -163,7 +167,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from ..bench.sweep import run_sweep
 
