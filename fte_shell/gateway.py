@@ -7,7 +7,7 @@ the container (at ``/run/fte``). The in-container helpers ``fetch``, ``search`` 
 Requests::
 
     {"op": "fetch",  "urls": ["https://…", "docid", …]}       # 1..20 references
-    {"op": "search", "query": "…", "n": 10}                   # n optional, 1..50
+    {"op": "search", "query": "…", "n": 10}                   # n optional (default_n), 1..50
     {"op": "list"}
     {"op": "ping"}
 
@@ -170,13 +170,15 @@ class Gateway:
         search: SearchBackend | None,
         workspace: Workspace,
         *,
-        default_n: int = 10,
+        default_n: int | None = None,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.fetch = fetch
         self.search = search
         self.workspace = workspace
-        self.default_n = default_n
+        self.default_n = default_n or getattr(search, "default_n", None) or 10
+        """Results of a ``search`` request without ``n``: the given value, else the backend's ``default_n``
+        (set by :func:`fte_shell.search.make_search` from ``search.num_results``), else 10."""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -294,7 +296,7 @@ class Gateway:
 
     def _op_search(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
         query = req.get("query")
-        n = req.get("n", self.default_n)
+        n = req["n"] if req.get("n") is not None else min(self.default_n, MAX_RESULTS)
         if not isinstance(query, str) or not query.strip():
             return {"ok": False, "error": "search needs a non-empty query"}
         if len(query) > MAX_QUERY_CHARS:

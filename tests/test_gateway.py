@@ -324,3 +324,20 @@ def test_search_backend_failure_is_one_line(tmp_path: Path, server: LoopbackServ
         assert raw_request(g.socket_path, b'{"op": "ping"}\n')["ok"]
     svc.close()
     backend.close()
+
+
+def test_search_default_n_follows_the_backend(tmp_path: Path, server: LoopbackServer, corpus: LocalCorpus) -> None:
+    from fte_shell.search import CachedSearch
+
+    ws = Workspace(tmp_path / "work")
+    svc = FetchService(ws, FetchPolicy())
+    with Gateway(tmp_path / "gw.sock", svc, CachedSearch(corpus, default_n=1), ws) as g:
+        env = {"FTE_GATEWAY": str(g.socket_path)}
+        one = subprocess.run([sys.executable, str(BIN / "search"), "koala", "eucalyptus"], check=False, env=env,
+                             capture_output=True, text=True, timeout=60)
+        two = subprocess.run([sys.executable, str(BIN / "search"), "koala", "eucalyptus", "-n", "2"], check=False, env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert g.drain_events()[0].args == {"query": "koala eucalyptus", "n": 1}
+    svc.close()
+    assert one.stdout.startswith('1 result for "koala eucalyptus":')
+    assert two.stdout.startswith('2 results for "koala eucalyptus":')

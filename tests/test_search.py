@@ -276,6 +276,7 @@ def test_make_search_selection(monkeypatch: pytest.MonkeyPatch, serper: FakeSerp
 
     local = make_search(SearchConfig(corpus=tiny_corpus, cache_dir=tmp_path / "c"))
     assert isinstance(local, CachedSearch) and isinstance(local.backend, LocalCorpus)
+    assert local.default_n == 10
     assert [r.url for r in local.search("epsilon", 5)] == ["d2"]
     assert list((tmp_path / "c").rglob("*.json"))
     # one corpus per process, shared: closing one run's search leaves it usable for the next
@@ -292,8 +293,8 @@ def test_make_search_selection(monkeypatch: pytest.MonkeyPatch, serper: FakeSerp
     assert serper.requests[-1]["headers"]["X-API-KEY"] == "cfg-key"
 
     monkeypatch.setenv("SERPER_API_KEY", "env-key")
-    env = make_search(SearchConfig(serper_url=serper.url))
-    assert isinstance(env, CachedSearch) and isinstance(env.backend, SerperSearch)
+    env = make_search(SearchConfig(serper_url=serper.url, num_results=7))
+    assert isinstance(env, CachedSearch) and isinstance(env.backend, SerperSearch) and env.default_n == 7
     env.search("y", 1)
     assert serper.requests[-1]["headers"]["X-API-KEY"] == "env-key"
 

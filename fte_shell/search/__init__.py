@@ -75,8 +75,8 @@ def make_search(cfg: SearchConfig) -> SearchBackend | None:
                 "`fte-shell corpus build`)"
             )
         # shared by every run of this process (open_corpus): closing one run's search must not close it
-        return CachedSearch(open_corpus(cfg.corpus), cfg.cache_dir, owns_backend=False)
-    return CachedSearch(backend, cfg.cache_dir)
+        return CachedSearch(open_corpus(cfg.corpus), cfg.cache_dir, owns_backend=False, default_n=cfg.num_results)
+    return CachedSearch(backend, cfg.cache_dir, default_n=cfg.num_results)
 
 
 def make_page_source(cfg: SearchConfig) -> LocalCorpus | None:

@@ -27,8 +27,18 @@ def normalize_query(query: str) -> str:
 class CachedSearch:
     """A :class:`SearchBackend` answering from the cache first, then from ``backend``."""
 
-    def __init__(self, backend: SearchBackend, cache_dir: Path | None = None, *, owns_backend: bool = True) -> None:
+    def __init__(
+        self,
+        backend: SearchBackend,
+        cache_dir: Path | None = None,
+        *,
+        owns_backend: bool = True,
+        default_n: int | None = None,
+    ) -> None:
         self.backend = backend
+        self.default_n = default_n
+        """Result count used when a caller gives none (``search.num_results``; the gateway reads it so the
+        shell's ``search`` without ``-n`` matches the structured tool's default)."""
         self.owns_backend = owns_backend
         """Whether :meth:`close` closes ``backend`` (False for a corpus shared through ``open_corpus``)."""
         self.name = backend.name
