@@ -197,6 +197,7 @@ class Agent:
         cfg = self.config.agent
         names = {t.get("function", {}).get("name") for t in tools}
         failed_turns = 0
+        deadline = t0 + cfg.time_budget_s if cfg.time_budget_s is not None else None
         while True:
             if self.turns >= cfg.max_turns:
                 return "max_turns", None
@@ -205,10 +206,10 @@ class Agent:
             self.turns += 1
             turn = self.turns
             try:
-                c = self.model.complete(self.messages, tools or None)
+                c = self.model.complete(self.messages, tools or None, deadline=deadline)
             except ModelError as e:
                 self.recorder.event("error", turn=turn, message=str(e))
-                return "model_error", None
+                return ("time_budget" if self._over_budget(t0) else "model_error"), None
             self._record_completion(turn, c)
             msg = c.message
             self.messages.append(msg)

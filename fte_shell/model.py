@@ -153,13 +153,27 @@ class ModelClient:
             return err.status_code in RETRYABLE_STATUS or err.status_code >= 500
         return False
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Completion:
-        """One assistant turn. Raises :class:`ModelError` on a non-retryable error or after the last retry."""
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> Completion:
+        """One assistant turn. Raises :class:`ModelError` on a non-retryable error or after the last retry.
+
+        ``deadline`` (a ``time.monotonic()`` instant, e.g. the end of a question's time budget) caps each
+        attempt's timeout, and no retry is made whose backoff would pass it."""
         oa = self._openai
         kwargs = self._request(messages, tools)
         attempt = 0
         while True:
             t0 = time.monotonic()
+            if deadline is not None:
+                left = deadline - t0
+                if left <= 0:
+                    raise ModelError("model call not made: the time budget is spent")
+                kwargs["timeout"] = min(self.cfg.timeout_s, left)
             try:
                 resp = self._client.chat.completions.create(**kwargs)
             except oa.OpenAIError as err:
@@ -167,6 +181,10 @@ class ModelClient:
                     tries = f" after {attempt + 1} attempts" if attempt else ""
                     raise ModelError(f"model call failed{tries}: {_describe(err)}") from err
                 delay = self._delay(attempt, err)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    raise ModelError(
+                        f"model call failed and the time budget leaves no room to retry: {_describe(err)}"
+                    ) from err
                 attempt += 1
                 self.retries += 1
                 self._sleep(delay)

@@ -179,6 +179,15 @@ def test_time_budget_stops_the_loop(tmp_path: Path) -> None:
     assert len(srv.requests) == 1 and result.turns == 1
 
 
+def test_time_budget_bounds_a_slow_model_call(tmp_path: Path) -> None:
+    script = [ScriptTurn(content="<answer>too late</answer>", delay_s=3), "<answer>never asked</answer>"]
+    result, srv, _, events = run(tmp_path, script, time_budget_s=0.5)
+    # the call's timeout was cut to the budget, and no retry was made past it
+    assert result.stop_reason == "time_budget" and result.answer is None and len(srv.requests) == 1
+    (err,) = [e for e in events if e["type"] == "error"]
+    assert "time budget" in err["message"]
+
+
 def test_consecutive_failed_turns_stop_with_errors(tmp_path: Path) -> None:
     script = [ScriptTurn(tool_calls=[call("fail")])] * 2 + [
         ScriptTurn(tool_calls=[call("note", {"text": "ok"})]),
