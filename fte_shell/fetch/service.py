@@ -21,6 +21,7 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
@@ -33,6 +34,9 @@ from ..errors import BudgetExceeded, ConfigError, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
 from .http import HttpFetcher
+
+MEMO_SIZE = 32
+"""Converted documents a service keeps in memory (least recently used dropped first) for ``get_document``."""
 
 
 @runtime_checkable
@@ -105,7 +109,7 @@ class FetchService:
         self._http: HttpFetcher | None = None
         self._guard = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._memo: dict[str, Document] = {}
+        self._memo: OrderedDict[str, Document] = OrderedDict()
         self._new_pages = 0
         self._reserved = 0
         self.bytes_downloaded = 0
@@ -168,8 +172,12 @@ class FetchService:
     # --- pipeline --------------------------------------------------------------------------------------
     def _document(self, ref: str, canon: str) -> tuple[Document, bool]:
         """``(document, counted)``: counted = a page slot was already taken by a download."""
-        if canon in self._memo:
-            return self._memo[canon], False
+        with self._guard:
+            memo = self._memo.get(canon)
+            if memo is not None:
+                self._memo.move_to_end(canon)
+        if memo is not None:
+            return memo, False
         if self.local is not None:
             doc = self.local.lookup(ref) or (self.local.lookup(canon) if canon != ref else None)
             if doc is not None:
@@ -177,13 +185,21 @@ class FetchService:
         if self.page_cache is not None:
             doc = self.page_cache.get(canon)
             if doc is not None:
-                self._memo[canon] = doc
+                self._remember(canon, doc)
                 return doc, False
         doc = self._download(ref, canon)
         if self.page_cache is not None:
             self.page_cache.put(canon, doc)
-        self._memo[canon] = doc
+        self._remember(canon, doc)
         return doc, True
+
+    def _remember(self, canon: str, doc: Document) -> None:
+        """Keep the last MEMO_SIZE documents so repeated ``get_document`` calls need no download."""
+        with self._guard:
+            self._memo[canon] = doc
+            self._memo.move_to_end(canon)
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
 
     def _download(self, ref: str, canon: str) -> Document:
         self._reserve()
