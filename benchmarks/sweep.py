@@ -102,6 +102,9 @@ def main() -> int:
                 sampler.stop()
                 if stats.failed or stats.done != stats.total:
                     print(f"concurrency {level}: {stats.failed} failed of {stats.total}", file=sys.stderr)
+                    failures = bench.out / "failures.jsonl"
+                    for line in failures.read_text().splitlines()[:3] if failures.exists() else []:
+                        print(f"  {line[:600]}", file=sys.stderr)
                 rows.append((level, wall, stats.done, sampler.peak_rss, sampler.peak_containers))
         base_qpm = None
         print(f"\nsweep benchmark: {args.questions} HotpotQA questions x {','.join(profiles)}, scripted policy, "

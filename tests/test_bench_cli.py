@@ -30,15 +30,21 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> 
 def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     out = tmp_path / "sweep"
     broken = {"on": True}
+    calls: list[str] = []
 
     def flaky(question: str, cfg: Any, run_dir: Path, **kw: Any) -> Any:
+        calls.append(kw["qid"])
         if broken["on"] and kw["qid"].startswith(second_id) and cfg.agent.profile == "fte":
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "trajectory.jsonl").write_text("")  # a partial directory the retry must replace
             raise RuntimeError("disk on fire")
+        if kw["qid"].startswith(first_id) and cfg.agent.profile == "fte" and calls.count(kw["qid"]) == 1:
+            raise RuntimeError("transient")  # fails once, succeeds on the immediate retry
         return run_question(question, cfg, run_dir, **kw)
 
     from fte_shell.bench.datasets import load_dataset
 
-    second_id = load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[1].id
+    first_id, second_id = [q.id for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=3, profiles=["fte", "snippet-only"],
@@ -49,6 +55,10 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
         assert failed["stop_reason"] == "failed" and "disk on fire" in failed["error"]
         lines = (out / "failures.jsonl").read_text().splitlines()
         assert len(lines) == 1 and json.loads(lines[0])["qid"] == second_id
+        assert calls.count(f"{second_id}-fte-r0") == 2  # tried, retried once, recorded
+        assert calls.count(f"{first_id}-fte-r0") == 2  # the transient failure was retried and finished
+        first = json.loads((out / "runs" / "fte" / first_id / "r0" / "result.json").read_text())
+        assert first["stop_reason"] == "answer"
         # a plain rerun keeps the failure; --retry-failed redoes it
         s2 = run_sweep(bench, cfg, run_fn=flaky)
         assert (s2.skipped, s2.done) == (6, 0)

@@ -87,6 +87,10 @@ class BenchConfig(BaseModel):
     retry_failed: bool = False
     """Redo runs recorded as ``failed`` instead of skipping them."""
 
+    retries: int = 1
+    """Times a run whose harness raised (e.g. a container that failed to start under load) is retried at
+    once, in a fresh directory, before it is recorded as failed."""
+
 
 class Task(BaseModel):
     """One run of a sweep."""
@@ -423,23 +427,32 @@ def run_sweep(
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
         error: str | None = None
         answer = None
-        try:
-            res = run_fn(
-                t.question.question,
-                cfg,
-                t.run_dir,
-                search=shared.search,
-                page_source=shared.page_source,
-                page_cache=shared.page_cache,
-                qid=f"{t.question.id}-{t.profile}-r{t.rep}",
-                model=model,
-                meta={"qid": t.question.id, "rep": t.rep, "dataset": dataset.source},
-            )
-            answer = getattr(res, "answer", None)
-        except Exception as e:  # noqa: BLE001 - a failed run is recorded and the sweep goes on
-            error = f"{e.__class__.__name__}: {e}"
-            if not isinstance(e, FteError):
-                error += "\n" + "".join(traceback.format_exception(e)[-3:])
+        for attempt in range(bench.retries + 1):
+            if attempt:
+                if stop.is_set():
+                    break
+                if log:
+                    log(f"retrying {t.run_dir} after: {error}")
+                shutil.rmtree(t.run_dir, ignore_errors=True)
+            error = None
+            try:
+                res = run_fn(
+                    t.question.question,
+                    cfg,
+                    t.run_dir,
+                    search=shared.search,
+                    page_source=shared.page_source,
+                    page_cache=shared.page_cache,
+                    qid=f"{t.question.id}-{t.profile}-r{t.rep}",
+                    model=model,
+                    meta={"qid": t.question.id, "rep": t.rep, "dataset": dataset.source},
+                )
+                answer = getattr(res, "answer", None)
+                break
+            except Exception as e:  # noqa: BLE001 - a failed run is recorded and the sweep goes on
+                error = f"{e.__class__.__name__}: {e}"
+                if not isinstance(e, FteError):
+                    error += "\n" + "".join(traceback.format_exception(e)[-3:])
         if stop.is_set():  # in flight when the sweep was interrupted: its outcome is not trusted
             return
         with lock:

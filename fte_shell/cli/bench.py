@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
         max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls per question (default 300).")] = None,
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
         retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs recorded as failed.")] = False,
+        retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
         judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
@@ -74,7 +75,7 @@ def register(app: typer.Typer) -> None:
             bench = BenchConfig(
                 dataset=dataset, split=split, limit=limit, sample=sample, seed=seed,
                 profiles=[p.strip() for p in profiles.split(",") if p.strip()], runs=runs,
-                concurrency=concurrency, out=out, corpus_dir=corpus_dir, retry_failed=retry_failed,
+                concurrency=concurrency, out=out, corpus_dir=corpus_dir, retry_failed=retry_failed, retries=retries,
             )
         except ValueError as e:
             raise _fail(e) from None
