@@ -333,16 +333,31 @@ def _remove_live_containers() -> None:
 
 
 def _gc_containers(log: Callable[[str], None] | None) -> int:
-    """Remove containers left by dead harnesses (a SIGKILLed earlier sweep); returns how many."""
+    """Remove containers left by dead harnesses (a SIGKILLed earlier sweep) or past their TTL; returns how
+    many. Unlike ``container.gc`` it leaves a live owner's ``created``/``exited`` containers alone: another
+    harness on this host may be starting or removing them right now."""
     from .. import container
 
+    removed = 0
     try:
-        res = container.gc(log=log)
+        infos = container.client().api.containers(all=True, filters={"label": f"{container.LABEL}=1"})
+        for info in infos:
+            reason = container.stale_reason(info.get("Labels") or {}, "running")
+            if reason is None:
+                continue
+            try:
+                container.remove(info["Id"])
+            except FteError as e:
+                if log:
+                    log(str(e))
+                continue
+            removed += 1
+            if log:
+                log(f"removed container {(info.get('Names') or ['?'])[0].lstrip('/')}: {reason}")
     except FteError as e:
         if log:
             log(f"container gc skipped: {e}")
-        return 0
-    return len(res.removed)
+    return removed
 
 
 def run_sweep(
