@@ -100,3 +100,40 @@ def test_helpers() -> None:
     assert _meta_facts({"exit_code": 2, "truncated": True}) == ["exit 2", "output truncated"]
     assert _meta_facts({"exit_code": None, "timed_out": True, "restarted": True}) == ["timed out", "shell restarted"]
     assert _meta_facts({"exit_code": 0}) == []
+
+
+@pytest.mark.docker
+def test_run_shell_profile_end_to_end(tmp_path: Path, pydoc_corpus: Path, docker_ready: None) -> None:
+    out = tmp_path / "run"
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        args = ["run", Q, "--base-url", srv.base_url, "--model", "policy", "--corpus", str(pydoc_corpus), "-o", str(out)]
+        res = invoke(args)
+    assert res.exit_code == 0, res.output
+    assert "$ search " in res.output and "$ fetch json" in res.output and "$ sed -n" in res.output
+    r = json.loads((out / "result.json").read_text())
+    assert r["profile"] == "shell" and r["answer"] == "json.dumps" and r["tool_calls"] == {"bash": 5}
+    assert len(list((out / "workspace").glob("*.txt"))) == 2
+
+
+def test_ctrl_c_exits_130_with_the_partial_run(tmp_path: Path, pydoc_corpus: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fte_shell.scripted import ScriptTurn
+
+    out = tmp_path / "run"
+    script = [ScriptTurn(tool_calls=[{"name": "search", "arguments": {"query": "json"}}]), ScriptTurn(content="x", delay_s=20)]
+    with ScriptedServer(script) as srv:
+        cmd = [sys.executable, "-m", "fte_shell", "run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m",
+               "--corpus", str(pydoc_corpus), "-o", str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while len(srv.requests) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, text
+    assert "interrupted" in text and str(out) in text
+    assert json.loads((out / "result.json").read_text())["stop_reason"] == "interrupted"
