@@ -182,7 +182,7 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     ax.set_title("Revisit rate (materialized docs extracted again)")
     save(fig, "revisit")
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(2 * w, 3.6))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(min(2 * w, 13.0), 4.0))
     _bar(a1, ps, [p.cache_files for p in ps], lambda v: f"{v:.1f}")
     a1.set_ylabel("files")
     a1.set_title("End-of-run cache: files")
