@@ -88,7 +88,10 @@ class Recorder:
                 os.fsync(self._f.fileno())
                 self.ended = True
         if self._listener is not None:
-            self._listener(ev)
+            try:
+                self._listener(ev)
+            except Exception:  # noqa: BLE001 - a display problem never stops a run (the event is on disk)
+                pass
         return ev
 
     def write_result(self, result: dict[str, Any]) -> None:

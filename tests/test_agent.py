@@ -252,3 +252,15 @@ def test_extract_answer() -> None:
     assert extract_answer("<answer>unclosed") is None
     assert extract_answer(None) is None
     assert extract_answer("<answer></answer>") == ""
+
+
+def test_a_failing_live_log_does_not_stop_the_run(tmp_path: Path) -> None:
+    def broken(ev: dict[str, Any]) -> None:
+        raise RuntimeError("terminal went away")
+
+    with ScriptedServer(["<answer>fine</answer>"]) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted"))
+        with Recorder(tmp_path / "run", listener=broken) as rec:
+            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec).run("q")
+    assert result.answer == "fine"
+    assert [e["type"] for e in read_trajectory(tmp_path / "run")] == ["start", "model_call", "end"]
