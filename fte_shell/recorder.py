@@ -12,6 +12,7 @@ Every event has ``type`` and ``t`` (seconds since the recorder was opened).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -88,10 +89,8 @@ class Recorder:
                 os.fsync(self._f.fileno())
                 self.ended = True
         if self._listener is not None:
-            try:
+            with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)
                 self._listener(ev)
-            except Exception:  # noqa: BLE001 - a display problem never stops a run (the event is on disk)
-                pass
         return ev
 
     def write_result(self, result: dict[str, Any]) -> None:
