@@ -408,7 +408,7 @@ def test_get_document_writes_nothing_and_is_remembered(tmp_path: Path, srv: Loop
     assert svc.fetch(srv.url(path)).new and srv.count(path) == before + 1
 
 
-def test_bad_references(tmp_path: Path, srv: LoopbackServer) -> None:
+def test_bad_references(tmp_path: Path, srv: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
     svc = _service(tmp_path, srv)
     for ref, reason in (
         ("", "nothing to fetch"),
@@ -416,5 +416,6 @@ def test_bad_references(tmp_path: Path, srv: LoopbackServer) -> None:
         ("http://a\nb", "control characters"),
     ):
         _refused(svc, ref, reason)
-    with pytest.raises(ConfigError, match="render_js"):
+    monkeypatch.setenv("FTE_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    with pytest.raises(ConfigError, match="render_js needs a chromium"):
         FetchService(Workspace(tmp_path / "js"), FetchPolicy(render_js=True))

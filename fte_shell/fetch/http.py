@@ -224,12 +224,14 @@ class HttpFetcher:
         *,
         budget_bytes: int | None = None,
         accept_type: Callable[[str | None], None] | None = None,
+        deadline: float | None = None,
     ) -> HttpResult:
         """Download ``url``. ``budget_bytes``: network bytes this question may still spend
         (:class:`BudgetExceeded` beyond it). ``accept_type(content_type)`` may raise to refuse a type
         before the body is read."""
         policy = self.policy
-        deadline = time.monotonic() + policy.timeout_s
+        own = time.monotonic() + policy.timeout_s
+        deadline = own if deadline is None else min(own, deadline)
         _deadline.value = deadline
         try:
             return self._get(url, deadline, budget_bytes, accept_type)

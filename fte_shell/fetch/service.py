@@ -21,6 +21,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,10 +31,10 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from ..config import FetchPolicy
-from ..errors import BudgetExceeded, ConfigError, FetchRefused
+from ..errors import BudgetExceeded, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
-from .http import HttpFetcher
+from .http import HttpFetcher, HttpResult
 
 MEMO_SIZE = 32
 """Converted documents a service keeps in memory (least recently used dropped first) for ``get_document``."""
@@ -98,10 +99,9 @@ class FetchService:
         page_cache: PageCache | None = None,
     ):
         if policy.render_js:
-            raise ConfigError(
-                "fetch_policy.render_js = true is not supported by this build (JavaScript rendering through "
-                "chromium is not implemented); set it to false"
-            )
+            from .render import find_chromium
+
+            find_chromium()  # a missing browser is a configuration error now, not a refusal later
         self.workspace = workspace
         self.policy = policy
         self.local = local
@@ -225,10 +225,13 @@ class FetchService:
                 self.bytes_downloaded += result.wire_bytes
                 self.downloads += 1
             kind = _convert.classify(result.content_type, result.body[:8192], ref)
+            body, charset = result.body, result.charset
+            if kind == "html" and self.policy.render_js:
+                body, charset = self._render(http, result, budget - result.wire_bytes), "utf-8"
             title, text = _convert.convert(
                 kind,
-                result.body,
-                result.charset,
+                body,
+                charset,
                 result.url,
                 result.content_type,
                 timeout_s=max(30.0, self.policy.timeout_s),
@@ -239,6 +242,16 @@ class FetchService:
             raise
         self._release(taken=True)
         return doc
+
+    def _render(self, http: HttpFetcher, first: HttpResult, budget: int) -> bytes:
+        """Run the page's scripts in chromium (opt-in ``render_js``); returns the rendered HTML."""
+        from .render import render
+
+        deadline = time.monotonic() + self.policy.timeout_s
+        rendered = render(first.url, first, http, deadline=deadline, budget_bytes=budget)
+        with self._guard:
+            self.bytes_downloaded += rendered.wire_bytes
+        return rendered.html.encode("utf-8")
 
     def _store_counted(self, doc: Document) -> FetchRecord:
         """Store a document that did not come from a download (local corpus, page cache, memo); a new
