@@ -22,8 +22,8 @@ def test_report_tables_and_files(tmp_path: Path) -> None:
     # shell first (side by side with the structured profile)
     assert [p.profile for p in rep.profiles] == ["shell", "fte"]
     # main: shell 1 search, 4 select, 5 extract, 8 calls, 500 tokens, 12.5 s; fte judged correct
-    assert "| shell | 1 | 0 | – | – | 100.0% | 1.00 | 4.00 | 5.00 | 8.00 | 500 | 12.5 |" in md
-    assert "| fte | 1 | 0 | 100.0% | 1.00 | 100.0% | 1.00 | 3.00 | 5.00 | 10.00 | 300 | 12.5 |" in md
+    assert "| shell | 1 | 0 | 0 | – | – | 100.0% | 1.00 | 4.00 | 5.00 | 8.00 | 500 | 12.5 |" in md
+    assert "| fte | 1 | 0 | 1 | 100.0% | 1.00 | 100.0% | 1.00 | 3.00 | 5.00 | 10.00 | 300 | 12.5 |" in md
     # behaviour: revisit 1/3 and 2/2, grep:read 2/3 and 3/2, fetch repeat 1/4 and 1/3, cache 3 files 1,350 chars
     assert "| shell | 33.3% | 0.67 | 100.0% | 25.0% | 3.0 | 1,350 | 2.00 | 3.00 |" in md
     assert "| fte | 100.0% | 1.50 | 100.0% | 33.3% | 2.0 | 1,250 | 3.00 | 2.00 |" in md

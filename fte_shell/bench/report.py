@@ -79,9 +79,9 @@ Table = tuple[list[str], list[list[str]]]
 
 
 def main_table(ps: Sequence[ProfileSummary]) -> Table:
-    head = ["Profile", "Runs", "Failed", "Accuracy", "F1", "Answered", "#Search", "#Select", "#Extract",
-            "Calls", "Tokens", "Wall s"]
-    rows = [[p.profile, str(p.runs), str(p.failed), pct(p.accuracy), num(p.f1), pct(p.answered),
+    head = ["Profile", "Runs", "Failed", "Judged", "Accuracy", "F1", "Answered", "#Search", "#Select",
+            "#Extract", "Calls", "Tokens", "Wall s"]
+    rows = [[p.profile, str(p.runs), str(p.failed), str(p.judged), pct(p.accuracy), num(p.f1), pct(p.answered),
              num(p.search), num(p.select), num(p.extract), num(p.calls), integer(p.tokens), num(p.wall_s, 1)]
             for p in ps]
     return head, rows
