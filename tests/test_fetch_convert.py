@@ -160,3 +160,11 @@ def test_pool_conversion_reports_bad_pdf_in_one_line() -> None:
     with pytest.raises(FetchRefused, match="unreadable PDF") as e:
         convert.convert("pdf", b"%PDF-1.4 broken", None, "http://x.invalid/a.pdf")
     assert "\n" not in str(e.value)
+
+
+def test_overlong_conversion_is_refused_and_the_pool_recovers(pydocs_dir: Path) -> None:
+    big = (pydocs_dir / "library/stdtypes.html").read_bytes()
+    with pytest.raises(FetchRefused, match="took longer than 0.001 s"):
+        convert.convert("html", big, "utf-8", "http://x.invalid/", timeout_s=0.001)
+    title, text = convert.convert("html", big, "utf-8", "http://x.invalid/")
+    assert "Built-in Types" in title and len(text) > 100_000

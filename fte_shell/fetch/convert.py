@@ -351,11 +351,17 @@ def _get_pool() -> ProcessPoolExecutor:
         return _pool
 
 
-def _drop_pool(broken: ProcessPoolExecutor) -> None:
+def _drop_pool(broken: ProcessPoolExecutor, *, kill: bool = False) -> None:
+    """Forget ``broken`` (the next conversion starts a fresh pool); ``kill`` also terminates its workers
+    (a conversion that overran its time would otherwise keep a worker busy for good)."""
     global _pool
     with _pool_lock:
         if _pool is broken:
             _pool = None
+    if kill:
+        procs: dict[int, Any] = getattr(broken, "_processes", None) or {}
+        for proc in list(procs.values()):
+            proc.terminate()
     broken.shutdown(wait=False, cancel_futures=True)
 
 
@@ -392,12 +398,13 @@ def convert(
         pool = _get_pool()
         try:
             fut = pool.submit(convert_bytes, kind, body, charset, url, content_type)
-            return fut.result(timeout=max(0.1, timeout_s))
+            return fut.result(timeout=max(0.0001, timeout_s))
         except FetchRefused:
             raise
         except FutureTimeout:
+            _drop_pool(pool, kill=True)
             raise FetchRefused(
-                f"conversion of the {kind.upper()} body took longer than {timeout_s:.0f} s"
+                f"conversion of the {kind.upper()} body took longer than {timeout_s:g} s"
             ) from None
         except BrokenProcessPool:
             _drop_pool(pool)
