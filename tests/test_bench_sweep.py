@@ -83,6 +83,7 @@ def test_sweep_judge_report(tmp_path: Path, docker_ready: None, hotpotqa_dir: Pa
     assert len((out / "questions.jsonl").read_text().splitlines()) == 20
     # search results were shared: one cache file per distinct (query, n)
     assert any((out / "shared" / "search-cache").iterdir())
+    assert (out / "shared" / "page-cache").is_dir()  # B's PageCache, handed to every run
 
     runs = collect([out])
     assert len(runs) == 60 and {r.profile for r in runs} == set(profiles)

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", help="Keep the first N questions (after --sample).")] = None,
         sample: Annotated[int | None, typer.Option("--sample", help="Draw N questions at random.")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 0,
-        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search]).")] = None,
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file (tables model, agent, sandbox, search).")] = None,
         base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
         model: Annotated[str | None, typer.Option("--model", "-m", help="Model name as the endpoint knows it.")] = None,
         api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
