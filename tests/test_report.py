@@ -46,6 +46,16 @@ def test_report_of_several_dirs_and_single_run(tmp_path: Path) -> None:
     assert {p.profile: p.runs for p in rep.profiles} == {"shell": 1, "fte": 1}
 
 
+def test_report_rows_per_model_when_several(tmp_path: Path) -> None:
+    shell_run(tmp_path / "a")
+    d = fte_run(tmp_path / "b")
+    res = json.loads((d / "result.json").read_text())
+    (d / "result.json").write_text(json.dumps({**res, "model": "other-model"}))
+    rep = write_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out")
+    assert [p.profile for p in rep.profiles] == ["shell · m", "fte · other-model"]
+    assert "| shell · m | 1 |" in rep.markdown.read_text()
+
+
 def test_report_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         write_report([tmp_path / "x"], tmp_path / "out")

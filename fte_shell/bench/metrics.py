@@ -89,6 +89,9 @@ class RunMetrics(_M):
     profile: str
     """Profile name."""
 
+    model: str | None = None
+    """Model name the run used (``result.json``, else the start event)."""
+
     qid: str
     """Question id (directory name under the profile in a sweep)."""
 
@@ -385,6 +388,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
     return RunMetrics(
         run_dir=str(run_dir),
         profile=profile or (result or {}).get("profile") or start.get("profile") or "?",
+        model=(result or {}).get("model") or start.get("model"),
         qid=qid or run_dir.name,
         rep=rep,
         stop_reason=stop,
@@ -584,7 +588,15 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
     )
 
 
+def group_label(run: RunMetrics, several_models: bool) -> str:
+    """The row a run belongs to: its profile, or ``profile · model`` when the runs used several models."""
+    return f"{run.profile} · {run.model}" if several_models and run.model else run.profile
+
+
 def summarize(runs: Sequence[RunMetrics]) -> list[ProfileSummary]:
-    """One :class:`ProfileSummary` per profile, in order of first appearance."""
-    profiles = list(dict.fromkeys(r.profile for r in runs))
-    return [summarize_profile(p, [r for r in runs if r.profile == p]) for p in profiles]
+    """One :class:`ProfileSummary` per profile (per profile and model when the runs used more than one
+    model, e.g. reports over sweeps of several backbones), in order of first appearance."""
+    several = len({r.model for r in runs if r.model}) > 1
+    labels = [group_label(r, several) for r in runs]
+    groups = list(dict.fromkeys(labels))
+    return [summarize_profile(g, [r for r, lab in zip(runs, labels) if lab == g]) for g in groups]

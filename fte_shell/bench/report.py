@@ -72,7 +72,12 @@ def integer(x: float | None) -> str:
 def ordered(profiles: Sequence[ProfileSummary]) -> list[ProfileSummary]:
     """Shell first, then the structured profile, then the baselines, then anything else."""
     rank = {p: i for i, p in enumerate(PROFILE_ORDER)}
-    return sorted(profiles, key=lambda s: (rank.get(s.profile, len(rank)), s.profile))
+    return sorted(profiles, key=lambda s: (rank.get(base_profile(s.profile), len(rank)), s.profile))
+
+
+def base_profile(label: str) -> str:
+    """``shell`` of a ``shell · model`` row label."""
+    return label.split(" · ", 1)[0]
 
 
 Table = tuple[list[str], list[list[str]]]
@@ -129,7 +134,7 @@ def html_table(t: Table) -> str:
 def _bar(ax: Any, ps: Sequence[ProfileSummary], values: list[float | None], fmt: Callable[[float], str]) -> None:
     xs = range(len(ps))
     vals = [v if v is not None else 0.0 for v in values]
-    bars = ax.bar(xs, vals, color=[COLORS.get(p.profile, "#666666") for p in ps])
+    bars = ax.bar(xs, vals, color=[COLORS.get(base_profile(p.profile), "#666666") for p in ps])
     for b, v in zip(bars, values):
         ax.annotate("n/a" if v is None else fmt(v), (b.get_x() + b.get_width() / 2, b.get_height()),
                     ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
@@ -195,7 +200,7 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     xs = range(len(ps))
     prompt = [(p.prompt_tokens or 0) / 1000 for p in ps]
     comp = [(p.completion_tokens or 0) / 1000 for p in ps]
-    ax.bar(xs, prompt, color=[COLORS.get(p.profile, "#666666") for p in ps], label="prompt")
+    ax.bar(xs, prompt, color=[COLORS.get(base_profile(p.profile), "#666666") for p in ps], label="prompt")
     ax.bar(xs, comp, bottom=prompt, color="#333333", label="completion")
     for x, a, b in zip(xs, prompt, comp):
         ax.annotate(f"{a + b:,.1f}k", (x, a + b), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
