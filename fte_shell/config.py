@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -303,20 +304,46 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Nested dicts merged: ``over`` wins, ``None`` values in ``over`` are skipped."""
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            out[k] = deep_merge(out[k] if isinstance(out.get(k), dict) else {}, v)
         else:
             out[k] = v
     return out
 
 
-def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Build a :class:`RunConfig` from an optional TOML file, then ``overrides`` (nested dicts, e.g. from
-    CLI flags; ``None`` values are ignored), then environment defaults for fields still unset
-    (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``SERPER_API_KEY``).
+ENV_VARS: dict[str, tuple[str, str]] = {
+    "OPENAI_BASE_URL": ("model", "base_url"),
+    "OPENAI_API_KEY": ("model", "api_key"),
+    "OPENAI_MODEL": ("model", "model"),
+    "SERPER_API_KEY": ("search", "serper_api_key"),
+}
+"""Environment variables read by :func:`load_config` (they override the TOML file; flags override them)."""
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The nested settings given by the environment (:data:`ENV_VARS`; empty variables are ignored)."""
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for var, (table, key) in ENV_VARS.items():
+        if env.get(var):
+            out.setdefault(table, {})[key] = env[var]
+    return out
+
+
+def load_config(
+    path: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunConfig:
+    """Build a :class:`RunConfig`: defaults < the TOML file at ``path`` < the environment
+    (:data:`ENV_VARS`, from ``environ`` or ``os.environ``) < ``overrides`` (nested dicts, e.g. from CLI
+    flags; ``None`` values are ignored).
 
     Raises :class:`ConfigError` naming the offending key.
     """
@@ -330,31 +357,10 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
             raise ConfigError(f"config file not found: {path}") from e
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
+    data = deep_merge(data, env_overrides(environ))
     if overrides:
-        data = _deep_merge(data, _drop_none(overrides))
+        data = deep_merge(data, overrides)
     try:
-        cfg = RunConfig.model_validate(data)
+        return RunConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source)) from e
-    env = os.environ
-    if cfg.model.base_url is None and env.get("OPENAI_BASE_URL"):
-        cfg.model.base_url = env["OPENAI_BASE_URL"]
-    if cfg.model.api_key is None and env.get("OPENAI_API_KEY"):
-        cfg.model.api_key = SecretStr(env["OPENAI_API_KEY"])
-    if cfg.model.model is None and env.get("OPENAI_MODEL"):
-        cfg.model.model = env["OPENAI_MODEL"]
-    if cfg.search.serper_api_key is None and env.get("SERPER_API_KEY"):
-        cfg.search.serper_api_key = SecretStr(env["SERPER_API_KEY"])
-    return cfg
-
-
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            sub = _drop_none(v)
-            if sub:
-                out[k] = sub
-        elif v is not None:
-            out[k] = v
-    return out

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
-from fte_shell.cli.run import _meta_facts, env_overrides, merge, preview
+from fte_shell.cli.run import _meta_facts, preview
+from fte_shell.config import deep_merge, env_overrides
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer
 
@@ -95,7 +96,7 @@ def test_helpers() -> None:
         "model": {"model": "x"},
         "search": {"serper_api_key": "k"},
     }
-    assert merge({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "c": 3}, "d": {"e": None}}) == {"a": {"b": 1, "c": 3}, "d": {}}
+    assert deep_merge({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "c": 3}, "d": {"e": None}}) == {"a": {"b": 1, "c": 3}, "d": {}}
     assert preview("\n".join(str(i) for i in range(20)), lines=3) == "0\n1\n2\n… 17 more lines"
     assert _meta_facts({"exit_code": 2, "truncated": True}) == ["exit 2", "output truncated"]
     assert _meta_facts({"exit_code": None, "timed_out": True, "restarted": True}) == ["timed out", "shell restarted"]

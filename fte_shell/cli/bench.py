@@ -67,7 +67,6 @@ def register(app: typer.Typer) -> None:
         directory OUT/runs/<profile>/<qid>/r<k>/. Rerunning the same command resumes: finished runs are
         skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
         from ..bench.sweep import BenchConfig
-        from ..cli.run import env_overrides, merge
         from ..config import load_config
         from ..model import resolve_endpoint
 
@@ -86,7 +85,7 @@ def register(app: typer.Typer) -> None:
                 "agent": {"max_turns": max_turns},
             }
             try:
-                cfg = load_config(config, merge(env_overrides(), flags))
+                cfg = load_config(config, flags)
                 resolve_endpoint(cfg.model)
             except FteError as e:
                 raise _fail(e) from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,40 +24,6 @@ _err = Console(stderr=True, highlight=False)
 
 PREVIEW_LINES = 8
 PREVIEW_CHARS = 600
-
-ENV_OVERRIDES: dict[str, tuple[str, str]] = {
-    "OPENAI_BASE_URL": ("model", "base_url"),
-    "OPENAI_API_KEY": ("model", "api_key"),
-    "OPENAI_MODEL": ("model", "model"),
-    "SERPER_API_KEY": ("search", "serper_api_key"),
-}
-"""Environment variables that override the TOML file (and are overridden by flags)."""
-
-
-def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """Nested overrides from the environment (:data:`ENV_OVERRIDES`), for ``load_config(overrides=…)``."""
-    env = os.environ if environ is None else environ
-    out: dict[str, Any] = {}
-    for var, (table, key) in ENV_OVERRIDES.items():
-        if env.get(var):
-            out.setdefault(table, {})[key] = env[var]
-    return out
-
-
-def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """Deep merge of nested dicts (``over`` wins; None values in ``over`` are skipped)."""
-    out = dict(base)
-    for k, v in over.items():
-        if v is None:
-            continue
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
-        elif isinstance(v, dict):
-            out[k] = merge({}, v)
-        else:
-            out[k] = v
-    return out
-
 
 def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -> str:
     """The first ``lines`` lines / ``chars`` characters of an observation, with a note of what is left."""
@@ -210,7 +175,7 @@ def register(app: typer.Typer) -> None:
             "search": {"corpus": str(corpus) if corpus else None, "backend": search},
         }
         try:
-            cfg = load_config(config, merge(env_overrides(), flags))
+            cfg = load_config(config, flags)
             resolve_endpoint(cfg.model)  # stop at once, before any container, when there is no endpoint
         except FteError as e:
             _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
