@@ -127,3 +127,33 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "no run directories" in r.output
     r = runner.invoke(app, ["judge", str(tmp_path / "empty"), "--method", "llm"])
     assert r.exit_code == 2 and "--judge-model" in r.output
+
+
+def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    """A run the runner recorded as ``crashed`` (result.json written, then the exception re-raised) keeps
+    the runner's record, counts as failed, and is redone only with retry_failed."""
+    out = tmp_path / "sweep"
+    crash = {"on": True}
+
+    def crashing(question: str, cfg: Any, run_dir: Path, **kw: Any) -> Any:
+        if crash["on"]:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "result.json").write_text(json.dumps({"question": question, "answer": None,
+                                                             "stop_reason": "crashed", "run_id": kw["qid"]}))
+            raise ValueError("profile bug")
+        return run_question(question, cfg, run_dir, **kw)
+
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
+                            corpus_dir=corpus_dir, retries=0)
+        s1 = run_sweep(bench, cfg, run_fn=crashing)
+        assert (s1.done, s1.failed) == (1, 1)
+        res = next(out.glob("runs/fte/*/r0/result.json"))
+        assert json.loads(res.read_text())["stop_reason"] == "crashed"  # the runner's record is kept
+        assert "profile bug" in (out / "failures.jsonl").read_text()
+        assert run_sweep(bench, cfg, run_fn=crashing).skipped == 1
+        crash["on"] = False
+        s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=crashing)
+        assert (s3.redone, s3.done, s3.failed) == (1, 1, 0)
+        assert json.loads(res.read_text())["stop_reason"] == "answer"
