@@ -30,8 +30,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +40,11 @@ from ..config import RunConfig
 from ..errors import ConfigError, FteError
 from ..recorder import write_json_atomic
 from .datasets import Dataset, Question, load_dataset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..fetch import PageCache, PageSource
+    from ..model import ModelClient
+    from ..search import SearchBackend
 
 RESULT = "result.json"
 FAILED = ("failed", "crashed")
@@ -143,7 +149,22 @@ class SweepStats(BaseModel):
     """Seconds this invocation took."""
 
 
-RunFn = Callable[..., Any]
+class RunFn(Protocol):
+    """What the sweep calls for one run: :func:`fte_shell.runner.run_question`'s signature."""
+
+    def __call__(
+        self,
+        question: str,
+        config: RunConfig,
+        out_dir: Path,
+        *,
+        search: SearchBackend | None,
+        page_source: PageSource | None,
+        page_cache: PageCache | None,
+        qid: str | None,
+        model: ModelClient | None,
+        meta: dict[str, Any] | None,
+    ) -> Any: ...
 
 
 # --- shared resources ---------------------------------------------------------------------------------
@@ -178,31 +199,28 @@ def ensure_hotpotqa_corpus(data_dir: Path, corpus_dir: Path | None = None, log: 
         return build_corpus(hotpotqa_docs(data_dir), corpus_dir, name=name, source=str(data_dir))
 
 
-def _page_cache(path: Path) -> Any:
-    """B's shared converted-page cache when the fetch package provides it (None otherwise)."""
-    try:
-        from ..fetch import PageCache  # type: ignore[attr-defined]
-    except ImportError:
-        return None
+def _page_cache(path: Path) -> PageCache:
+    """The converted-page cache every profile of the sweep shares."""
+    from ..fetch import PageCache
+
     return PageCache(path)
 
 
-class Shared(BaseModel):
+@dataclass(frozen=True)
+class Shared:
     """Search backend, page source and page cache shared by every run of a sweep."""
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     config: RunConfig
     """The run configuration with the sweep's search settings filled in."""
 
-    search: Any = None
+    search: SearchBackend | None
     """The (cached) search backend."""
 
-    page_source: Any = None
+    page_source: PageSource | None
     """Local corpus serving fetches by docid/url (HotpotQA), or None."""
 
-    page_cache: Any = None
-    """Converted-page cache, or None."""
+    page_cache: PageCache | None
+    """Converted-page cache shared by every profile, or None."""
 
 
 def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: Callable[[str], None] | None = None) -> Shared:
@@ -218,8 +236,8 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
         cfg.search.corpus = corpus_dir
         cfg.search.cache_dir = cache_dir
         corpus = open_corpus(corpus_dir)
-        search: Any = CachedSearch(corpus, cache_dir)
-        page_source: Any = corpus
+        search: SearchBackend | None = CachedSearch(corpus, cache_dir)
+        page_source: PageSource | None = corpus
     else:
         if cfg.search.cache_dir is None:
             cfg.search.cache_dir = cache_dir
