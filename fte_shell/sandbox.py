@@ -13,12 +13,15 @@ container, workspace (/work) and gateway directory. One sandbox runs one command
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from .search import SearchBackend
 
 __all__ = ["Observation", "Sandbox"]
+
+_open_sandboxes: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_sandboxes() -> None:
+    """At interpreter exit (while the gateway threads still run), close what the program left open."""
+    for sb in list(_open_sandboxes):
+        try:
+            sb.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
 
 
 class Sandbox:
@@ -59,6 +74,7 @@ class Sandbox:
         self._session: ShellSession | None = None
         self._closed = False
         self._spent_s = 0.0
+        _open_sandboxes.add(self)
         try:
             self._setup_dirs()
             self._start_gateway()
@@ -187,7 +203,13 @@ class Sandbox:
 
     def __del__(self) -> None:  # last resort; close() is the contract
         try:
-            if not getattr(self, "_closed", True):
+            if getattr(self, "_closed", True):
+                return
+            if sys.is_finalizing():  # threads are gone: only the container can still be removed
+                self._closed = True
+                if self._handle is not None:
+                    _container.remove(self._handle.id)
+            else:
                 self.close()
         except Exception:  # noqa: BLE001
             pass

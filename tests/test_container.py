@@ -1,0 +1,303 @@
+"""Container lifecycle against the real Docker daemon: hardening, labels, gc, dead-man TTL, concurrency,
+cleanup on SIGTERM/SIGINT/exit, image content hash, doctor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fte_shell import Sandbox, SandboxConfig
+from fte_shell import container as C
+
+pytestmark = pytest.mark.docker
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _exists(cid: str) -> bool:
+    import docker.errors
+
+    try:
+        C.client().api.inspect_container(cid)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def _wait_gone(cid: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _exists(cid):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture(scope="module")
+def hardened(docker_ready: None):
+    os.environ["OPENAI_API_KEY"] = "sk-fake-must-not-leak"
+    try:
+        with Sandbox(SandboxConfig(env={"MY_SETTING": "given"})) as sb:
+            yield sb
+    finally:
+        os.environ.pop("OPENAI_API_KEY", None)
+
+
+# --- hardening -----------------------------------------------------------------------------------------
+def test_non_root_user(hardened: Sandbox) -> None:
+    assert hardened.run("id -u; id -g").output == "1000\n1000\n"
+
+
+def test_read_only_root_and_work(hardened: Sandbox) -> None:
+    (hardened.workspace / "page.txt").write_text("from host\n")
+    obs = hardened.run("touch /etc/x; touch /usr/x; touch /work/x; echo > /work/page.txt; cat /work/page.txt")
+    assert obs.output.count("Read-only file system") == 4
+    assert obs.output.endswith("from host\n")
+    assert not (hardened.workspace / "x").exists()
+
+
+def test_tmp_is_writable_and_size_capped(hardened: Sandbox) -> None:
+    obs = hardened.run("df -k /tmp | tail -1; touch /tmp/ok && echo writable")
+    size_kib = int(obs.output.split()[1])
+    assert size_kib == 256 * 1024
+    assert obs.output.endswith("writable\n")
+
+
+def test_no_network_but_loopback(hardened: Sandbox) -> None:
+    assert hardened.run("ls /sys/class/net").output.split() == ["lo"]
+    obs = hardened.run("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 2)\"")
+    assert obs.exit_code != 0 and "unreachable" in obs.output.lower()
+
+
+def test_no_capabilities_and_no_new_privileges(hardened: Sandbox) -> None:
+    obs = hardened.run("grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status")
+    fields = dict(line.split(":\t") for line in obs.output.strip().splitlines())
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap], 16) == 0, obs.output
+    assert fields["NoNewPrivs"].strip() == "1"
+
+
+def test_no_host_environment_leaks(hardened: Sandbox) -> None:
+    env = hardened.run("env").output
+    assert "sk-fake-must-not-leak" not in env and "OPENAI_API_KEY" not in env
+    assert "MY_SETTING=given" in env
+    assert "FTE_GATEWAY=/run/fte/gw.sock" in env
+    assert "PATH=/opt/fte/bin:" in env and "HOME=/tmp" in env
+
+
+def test_no_docker_socket_and_limits(hardened: Sandbox) -> None:
+    assert hardened.run("ls /var/run/docker.sock").exit_code == 2
+    host = C.client().api.inspect_container(hardened.container_id)["HostConfig"]
+    cfg = SandboxConfig()
+    assert host["ReadonlyRootfs"] is True
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"]
+    assert any(o.startswith("no-new-privileges") for o in host["SecurityOpt"])
+    assert host["PidsLimit"] == cfg.pids_limit
+    assert host["Memory"] == host["MemorySwap"] == 1 << 30
+    assert host["NanoCpus"] == int(cfg.cpus * 1e9)
+    assert host["Init"] is True
+    binds = {b.split(":")[1]: b for b in host["Binds"]}
+    assert binds["/work"].endswith(":ro") and binds["/run/fte"].endswith(":ro")
+
+
+def test_labels(hardened: Sandbox) -> None:
+    labels = C.client().api.inspect_container(hardened.container_id)["Config"]["Labels"]
+    assert labels["fte-shell"] == "1"
+    assert labels["fte-shell.run-id"] == hardened.run_id
+    assert labels["fte-shell.owner-pid"] == str(os.getpid())
+    assert labels["fte-shell.owner-host"] == C.HOST
+    assert abs(float(labels["fte-shell.created"]) - time.time()) < 3600
+    assert labels["fte-shell.ttl"] == str(SandboxConfig().ttl_s)
+
+
+def test_workspace_is_world_readable(hardened: Sandbox) -> None:
+    assert oct(hardened.workspace.stat().st_mode & 0o777) == "0o755"
+    assert oct(hardened.gateway_dir.stat().st_mode & 0o777) == "0o755"
+
+
+# --- gc, TTL ---------------------------------------------------------------------------------------------
+_ORPHAN = textwrap.dedent(
+    """
+    import os, sys, tempfile, pathlib
+    from fte_shell import container as C
+    from fte_shell.config import SandboxConfig
+    d = pathlib.Path(tempfile.mkdtemp())
+    h = C.create(SandboxConfig(), d, d, "orphan-test", ttl_s=int(sys.argv[1]))
+    print(h.id, flush=True)
+    os.kill(os.getpid(), 9)   # no cleanup at all, like a crashed harness
+    """
+)
+
+
+def _orphan(ttl: int) -> str:
+    proc = subprocess.run([sys.executable, "-c", _ORPHAN, str(ttl)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    cid = proc.stdout.strip()
+    assert _exists(cid)
+    return cid
+
+
+def test_gc_removes_containers_whose_owner_is_dead(docker_ready: None) -> None:
+    cid = _orphan(600)
+    try:
+        res = C.gc()
+        assert any("owner process" in reason for _, reason in res.removed), res
+        assert _wait_gone(cid, 10)
+    finally:
+        C.remove(cid)
+
+
+def test_gc_keeps_containers_of_live_owners(hardened: Sandbox) -> None:
+    C.gc()
+    assert C.is_running(hardened.container_id)
+
+
+def test_stale_reason_rules() -> None:
+    now = time.time()
+    me = C.owner_labels("r", 100)
+    assert C.stale_reason(me, "running", now) is None
+    assert C.stale_reason(me, "running", now + 200) == "its TTL has passed"
+    assert C.stale_reason(me, "exited", now) == "it is exited"
+    dead = dict(me, **{"fte-shell.owner-pid": "999999999"})
+    assert "is gone" in (C.stale_reason(dead, "running", now) or "")
+    reused = dict(me, **{"fte-shell.owner-start": "1"})  # same pid, other process: pid reuse
+    assert "is gone" in (C.stale_reason(reused, "running", now) or "")
+    other_host = dict(dead, **{"fte-shell.owner-host": "elsewhere"})
+    assert C.stale_reason(other_host, "running", now) is None
+
+
+def test_dead_man_ttl_stops_an_orphaned_container(docker_ready: None) -> None:
+    cid = _orphan(2)
+    try:
+        assert _wait_gone(cid, 30), "the container outlived its TTL"
+    finally:
+        C.remove(cid)
+
+
+# --- concurrency -----------------------------------------------------------------------------------------
+def test_concurrent_sandboxes_each_see_only_their_own_work(docker_ready: None) -> None:
+    n = 4
+    results: dict[int, str] = {}
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            with Sandbox(SandboxConfig()) as sb:
+                (sb.workspace / f"mine-{i}.txt").write_text(f"sandbox {i}\n")
+                for _ in range(5):
+                    sb.run(f"echo {i}")
+                results[i] = sb.run("ls /work; cat /work/*.txt").output
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    for i in range(n):
+        assert results[i] == f"mine-{i}.txt\nsandbox {i}\n"
+
+
+# --- cleanup on signals and exit ----------------------------------------------------------------------------
+_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from fte_shell import Sandbox, SandboxConfig
+    sb = Sandbox(SandboxConfig())
+    print(sb.container_id, flush=True)
+    if sys.argv[1] == "exit":
+        sys.exit(0)          # no close(): atexit must remove it
+    time.sleep(300)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "exit"])
+def test_container_removed_when_the_harness_ends(docker_ready: None, how: str) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        cid = proc.stdout.readline().strip()
+        assert cid, proc.stderr.read() if proc.stderr else ""
+        if how != "exit":
+            assert _exists(cid)
+            proc.send_signal(getattr(signal, how))
+        proc.wait(60)
+        assert not _exists(cid) or _wait_gone(cid, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_exception_inside_with_removes_the_container(docker_ready: None) -> None:
+    cid = ""
+    with pytest.raises(RuntimeError):
+        with Sandbox(SandboxConfig()) as sb:
+            cid = sb.container_id
+            raise RuntimeError("boom")
+    assert cid and not _exists(cid)
+
+
+def test_keep_workspace_and_given_workspace(docker_ready: None, tmp_path: Path) -> None:
+    with Sandbox(SandboxConfig(keep_workspace=True)) as sb:
+        kept = sb.workspace
+    assert kept.is_dir()
+    import shutil
+
+    shutil.rmtree(kept.parent)
+    given = tmp_path / "ws"
+    with Sandbox(SandboxConfig(workspace_dir=given)) as sb:
+        (given / "f.txt").write_text("x")
+        assert sb.run("cat /work/f.txt").output == "x"
+    assert (given / "f.txt").exists()
+
+
+def test_root_user_is_refused(docker_ready: None) -> None:
+    from fte_shell.errors import SandboxError
+
+    with pytest.raises(SandboxError, match="root"):
+        Sandbox(SandboxConfig(user="0:0"))
+
+
+# --- image and doctor ---------------------------------------------------------------------------------------
+def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
+    cfg = SandboxConfig()
+    ok, reason = C.image_status(cfg)
+    assert ok, reason
+    img = C.client().images.get(cfg.image)
+    assert img.labels[C.HASH_LABEL] == C.content_hash(cfg)
+    other = C.content_hash(SandboxConfig(base_image="debian:other"))
+    assert other != C.content_hash(cfg)
+
+
+def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
+    checks = C.doctor(SandboxConfig())
+    names = [c.name for c in checks]
+    assert {"daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"} <= set(names)
+    assert all(c.ok for c in checks), [(c.name, c.detail) for c in checks if not c.ok]
+
+
+def test_cli_gc_and_doctor(docker_ready: None) -> None:
+    env = dict(os.environ)
+    out = subprocess.run(
+        [sys.executable, "-m", "fte_shell", "sandbox", "gc"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0 and "removed" in out.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "fte_shell", "sandbox", "build"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert out.returncode == 0 and "up to date" in out.stdout
