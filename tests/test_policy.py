@@ -11,7 +11,7 @@ import pytest
 from fte_shell.config import FetchPolicy
 from fte_shell.errors import FetchRefused
 from fte_shell.fetch.http import HttpFetcher
-from fte_shell.fetch.policy import Target, address_problem, check_url, parse_numeric_ipv4
+from fte_shell.fetch.policy import Target, address_problem, ascii_host, check_url, parse_numeric_ipv4
 from tests.servers import LoopbackServer
 
 
@@ -131,6 +131,24 @@ def test_host_patterns() -> None:
     both = FetchPolicy(allow_hosts=["127.0.0.1"], deny_hosts=["127.0.0.*"], allow_private=["127.0.0.1"])
     with pytest.raises(FetchRefused, match="deny_hosts"):
         check_url("http://127.0.0.1/", both)  # deny wins over allow
+
+
+def test_internationalized_host_names() -> None:
+    assert ascii_host("Bücher.Example") == "xn--bcher-kva.example"
+    with pytest.raises(FetchRefused, match="deny_hosts"):
+        check_url("http://bücher.example/", FetchPolicy(deny_hosts=["xn--bcher-kva.example"]))
+    with pytest.raises(FetchRefused, match="deny_hosts"):
+        check_url("http://xn--bcher-kva.example/", FetchPolicy(deny_hosts=["*.example"]))
+    with LoopbackServer() as srv:  # the pin is keyed by the wire form httpcore connects with
+        srv.route("/idn", body="idn ok", content_type="text/plain")
+        fetcher = HttpFetcher(FetchPolicy())
+        try:
+            fetcher._backend.pin(
+                Target("http://bücher.invalid/", "http", "bücher.invalid", srv.port, ("127.0.0.1",))
+            )
+            assert fetcher._client.get(f"http://bücher.invalid:{srv.port}/idn").text == "idn ok"
+        finally:
+            fetcher.close()
 
 
 def test_transport_connects_only_to_checked_addresses() -> None:

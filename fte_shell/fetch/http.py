@@ -30,7 +30,7 @@ import httpx
 
 from ..config import FetchPolicy
 from ..errors import BudgetExceeded, FetchRefused
-from .policy import Target, check_url
+from .policy import Target, ascii_host, check_url
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "text/html,application/xhtml+xml,application/pdf,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5"
@@ -104,7 +104,7 @@ class _PinnedBackend(httpcore.NetworkBackend):
 
     def pin(self, target: Target) -> None:
         with self._lock:
-            self._pins[(target.host, target.port)] = target.addresses
+            self._pins[(ascii_host(target.host), target.port)] = target.addresses
 
     def connect_tcp(
         self,

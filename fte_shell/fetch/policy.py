@@ -195,12 +195,29 @@ def _is_literal(host: str, addr: IPAddress) -> bool:
         return False
 
 
+def ascii_host(host: str) -> str:
+    """The host as it goes on the wire: internationalized names in IDNA (``xn--…``) form, lower-case."""
+    if host.isascii():
+        return host.lower()
+    try:
+        import idna
+
+        return str(idna.encode(host.lower(), uts46=True).decode("ascii"))
+    except (ImportError, UnicodeError, ValueError):
+        try:
+            return host.lower().encode("idna").decode("ascii")
+        except UnicodeError:
+            return host.lower()
+
+
 def check_host_patterns(policy: FetchPolicy, host: str) -> None:
-    """Apply ``deny_hosts`` then ``allow_hosts``; raises :class:`FetchRefused`."""
+    """Apply ``deny_hosts`` then ``allow_hosts`` (to the name as written and its IDNA form); raises
+    :class:`FetchRefused`."""
+    forms = {host, ascii_host(host)}
     for pat in policy.deny_hosts:
-        if _host_matches(host, pat):
+        if any(_host_matches(h, pat) for h in forms):
             raise FetchRefused(f"refused host {host}: matches deny_hosts pattern {pat!r}")
-    if policy.allow_hosts and not any(_host_matches(host, p) for p in policy.allow_hosts):
+    if policy.allow_hosts and not any(_host_matches(h, p) for p in policy.allow_hosts for h in forms):
         raise FetchRefused(f"refused host {host}: not in allow_hosts")
 
 
@@ -224,8 +241,8 @@ def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) 
         raise FetchRefused(f"refused {shown}: no host")
     port = port_given if port_given is not None else (443 if scheme == "https" else 80)
     check_host_patterns(policy, host)
-    allowed = _allowed_private(policy, host, port)
-    addrs = _resolve(host, port, policy.timeout_s if timeout_s is None else timeout_s)
+    allowed = _allowed_private(policy, host, port) or _allowed_private(policy, ascii_host(host), port)
+    addrs = _resolve(ascii_host(host), port, policy.timeout_s if timeout_s is None else timeout_s)
     if not allowed:
         for a in addrs:
             why = address_problem(a)
