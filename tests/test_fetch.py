@@ -419,3 +419,20 @@ def test_bad_references(tmp_path: Path, srv: LoopbackServer, monkeypatch: pytest
     monkeypatch.setenv("FTE_CHROMIUM", str(tmp_path / "no-such-chromium"))
     with pytest.raises(ConfigError, match="render_js needs a chromium"):
         FetchService(Workspace(tmp_path / "js"), FetchPolicy(render_js=True))
+
+
+def test_page_cache_round_trip_and_bad_entries(tmp_path: Path) -> None:
+    cache = PageCache(tmp_path / "pc")
+    doc = Document(
+        source="https://example.com/a",
+        kind="url",
+        title="T",
+        text="body",
+        retrieved_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    assert cache.get("https://example.com/a") is None
+    cache.put("https://EXAMPLE.com:443/a#frag", doc)
+    assert cache.get("https://example.com/a") == doc
+    assert [p.suffix for p in (tmp_path / "pc").iterdir()] == [".json"]  # no temporary file left
+    next((tmp_path / "pc").iterdir()).write_text("{not json")
+    assert cache.get("https://example.com/a") is None  # a damaged entry is a miss, not a crash
