@@ -436,3 +436,15 @@ def test_page_cache_round_trip_and_bad_entries(tmp_path: Path) -> None:
     assert [p.suffix for p in (tmp_path / "pc").iterdir()] == [".json"]  # no temporary file left
     next((tmp_path / "pc").iterdir()).write_text("{not json")
     assert cache.get("https://example.com/a") is None  # a damaged entry is a miss, not a crash
+
+
+def test_deny_hosts_also_holds_for_cached_pages(tmp_path: Path, srv: LoopbackServer) -> None:
+    cache = PageCache(tmp_path / "pages")
+    open_policy = FetchPolicy(allow_private=[srv.host_port])
+    FetchService(Workspace(tmp_path / "a"), open_policy, page_cache=cache).fetch(srv.url("/library/csv.html"))
+    strict = FetchPolicy(allow_private=[srv.host_port], deny_hosts=["127.0.0.1"])
+    svc = FetchService(Workspace(tmp_path / "b"), strict, page_cache=cache)
+    _refused(svc, srv.url("/library/csv.html"), "matches deny_hosts pattern '127.0.0.1'")
+    with pytest.raises(FetchRefused, match="deny_hosts"):
+        svc.get_document(srv.url("/library/csv.html"))
+    assert _files(svc) == []

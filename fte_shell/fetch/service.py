@@ -35,6 +35,7 @@ from ..errors import BudgetExceeded, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
 from .http import HttpFetcher, HttpResult
+from .policy import check_host_patterns
 
 MEMO_SIZE = 32
 """Converted documents a service keeps in memory (least recently used dropped first) for ``get_document``."""
@@ -295,13 +296,17 @@ class FetchService:
         return ref
 
     def _canonical(self, ref: str) -> str:
+        """Canonical URL of ``ref`` after the scheme and host-pattern checks (no DNS here)."""
         scheme = urlsplit(ref).scheme.lower()
         if scheme not in ("http", "https"):
             shown = ref if len(ref) <= 200 else ref[:199] + "…"
             raise FetchRefused(
                 f"refused {shown}: scheme {scheme or '(none)'}: is not supported (only http:// and https://)"
             )
-        return canonical_url(ref)
+        canon = canonical_url(ref)
+        # deny/allow patterns hold for every source of a URL (page cache, local corpus), not just the network
+        check_host_patterns(self.policy, urlsplit(canon).hostname or "")
+        return canon
 
     def _unknown_ref(self, ref: str) -> str:
         if self.local is None:
