@@ -71,6 +71,24 @@ def test_bm25_ranking(tiny: LocalCorpus) -> None:
     assert tiny.search("python tutorial", 1)[0].url == "https://docs.python.org/3/tutorial/index.html"
 
 
+def test_concurrent_searches_and_lookups(tiny: LocalCorpus) -> None:
+    import threading
+
+    expected = (tiny.search("koala eucalyptus", 3), tiny.get("python-tutorial"))
+    seen: list[tuple[object, object]] = []
+
+    def work() -> None:
+        for _ in range(20):
+            seen.append((tiny.search("koala eucalyptus", 3), tiny.get("python-tutorial")))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 120 and all(s == expected for s in seen)
+
+
 def test_snippet_is_the_relevant_passage(tiny: LocalCorpus) -> None:
     res = tiny.search("standard library interpreter", 1)
     assert res[0].snippet.startswith("… The interpreter and the standard library")

@@ -151,6 +151,8 @@ def test_serper_request_shape_and_parsing(serper: FakeSerper) -> None:
     ]
     assert results[0].date == "Mar 3, 2024" and results[1].date is None
     assert "k-123" not in repr(backend)
+    assert backend.name == f"serper@127.0.0.1:{serper.url.split(':')[2].split('/')[0]}"
+    assert SerperSearch("k").name == "serper"
     backend.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -22,17 +23,19 @@ NO_KEY = (
 _RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
+DEFAULT_URL = "https://google.serper.dev/search"
+
+
 class SerperSearch:
     """A :class:`~fte_shell.search.base.SearchBackend` over the Serper API (or anything speaking its
-    shape, e.g. a loopback test server)."""
-
-    name = "serper"
+    shape, e.g. a loopback test server). ``name`` is ``serper``, or ``serper@HOST:PORT`` for another
+    endpoint, so result caches of different endpoints never mix."""
 
     def __init__(
         self,
         api_key: str | None = None,
         *,
-        url: str = "https://google.serper.dev/search",
+        url: str = DEFAULT_URL,
         timeout_s: float = 20.0,
         max_retries: int = 3,
         backoff_s: float = 1.0,
@@ -42,6 +45,7 @@ class SerperSearch:
             raise SearchUnavailable(NO_KEY)
         self._key = key
         self.url = url
+        self.name = "serper" if url == DEFAULT_URL else f"serper@{urlsplit(url).netloc or url}"
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
