@@ -176,3 +176,25 @@ def test_helpers_in_the_container(sb: Sandbox) -> None:
     assert code == 2 and "gateway is not reachable" in out and out.strip().count("\n") == 0
     out, code = run(sb, "fetch ftp://example.com/file")
     assert code == 1 and out.strip().startswith("fetch: ")
+
+
+def test_web_search_key_stays_on_the_host(docker_ready: None, server: LoopbackServer,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from fte_shell.config import SearchConfig
+    from fte_shell.search import make_search
+    from tests.test_search import FakeSerper
+
+    fake = FakeSerper()
+    try:
+        monkeypatch.setenv("SERPER_API_KEY", SECRETS["SERPER_API_KEY"])
+        search = make_search(SearchConfig(serper_url=fake.url))
+        assert search is not None
+        with Sandbox(_config(server), search=search) as box:
+            out, code = run(box, "search beer hunter -n 2; env")
+        assert code == 0
+        assert out.startswith('2 results for "beer hunter":\n[1] First\n    https://a.example/1')
+        assert SECRETS["SERPER_API_KEY"] not in out and "SERPER_API_KEY" not in out
+        assert fake.requests[0]["headers"]["X-API-KEY"] == SECRETS["SERPER_API_KEY"]
+        assert fake.requests[0]["body"] == {"q": "beer hunter", "num": 2}
+    finally:
+        fake.close()
