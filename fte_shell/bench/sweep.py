@@ -50,6 +50,8 @@ RESULT = "result.json"
 FAILED = ("failed", "crashed")
 """Stop reasons of runs the harness could not finish (``crashed``: the runner recorded an unexpected
 exception; ``failed``: the sweep recorded one raised before or outside the loop)."""
+MANIFEST_EVERY_S = 5.0
+"""How often (at most) a running sweep refreshes the counts in ``sweep.json``."""
 GRACE_S = 10.0
 """Seconds an interrupted sweep waits for its in-flight runs before deleting them and returning."""
 
@@ -445,6 +447,14 @@ def run_sweep(
     for t in todo:
         work.put(t)
     failures_path = out / "failures.jsonl"
+    last_manifest = [time.monotonic()]
+
+    def checkpoint() -> None:
+        """Refresh sweep.json's counts now and then (call with ``lock`` held)."""
+        if time.monotonic() - last_manifest[0] >= MANIFEST_EVERY_S:
+            last_manifest[0] = time.monotonic()
+            stats.wall_s = time.monotonic() - t0
+            write_manifest(bench, dataset, shared.config, "running", stats, started)
 
     def emit(kind: str, t: Task) -> None:
         if on_event:
@@ -507,6 +517,7 @@ def run_sweep(
             stats.done += 1
             stats.answered += answer is not None
             in_flight.pop(t.run_dir, None)
+            checkpoint()
         emit("failed" if error else "done", t)
 
     def worker() -> None:

@@ -91,8 +91,8 @@ def register(app: typer.Typer) -> None:
                 raise _fail(e) from None
             try:
                 stats = _run_with_progress(bench, cfg, progress)
-            except KeyboardInterrupt:  # before the runs started (corpus build, image check)
-                _err.print("[yellow]interrupted[/yellow] before any run started")
+            except KeyboardInterrupt:  # outside the sweep's own handling (set-up, a second Ctrl-C)
+                _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
         _out.print(
             f"{stats.done} run(s) finished now ({stats.answered} answered, {stats.failed} failed), "
