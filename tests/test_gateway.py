@@ -341,3 +341,17 @@ def test_search_default_n_follows_the_backend(tmp_path: Path, server: LoopbackSe
     svc.close()
     assert one.stdout.startswith('1 result for "koala eucalyptus":')
     assert two.stdout.startswith('2 results for "koala eucalyptus":')
+
+
+def test_helper_output_into_a_closed_pipe_is_quiet(setup: Setup) -> None:
+    from datetime import UTC, datetime
+
+    from fte_shell.workspace import Document
+
+    for i in range(1500):  # a listing well over a pipe buffer
+        setup.ws.store(Document(source=f"doc-{i:04d}", kind="docid", title=f"Document number {i} " + "x" * 40,
+                                text="body", retrieved_at=datetime.now(UTC)))
+    r = subprocess.run(f"{sys.executable} {BIN / 'list_fetched'} | head -1", shell=True, check=False,
+                       env=setup.env, capture_output=True, text=True, timeout=60)
+    assert r.stdout.startswith("/work/doc-") and r.stdout.count("\n") == 1
+    assert r.stderr == ""
