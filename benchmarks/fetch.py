@@ -1,6 +1,6 @@
 """Fetch pipeline benchmark: one run, figures and ratios against baselines measured in the same run.
 
-    python3 benchmarks/fetch.py [--pages 60] [--refetch 500] [--concurrency 8]
+    python3 benchmarks/fetch.py [--pages 60] [--refetch 500] [--concurrency 8] [--js 10]
 
 Serves Debian's python3.11-doc HTML on a loopback server (tests/servers.py) and measures:
 
@@ -11,7 +11,8 @@ Serves Debian's python3.11-doc HTML on a loopback server (tests/servers.py) and 
    vs trafilatura; and end to end (download + convert) our FetchService vs crawl4ai's full
    ``AsyncWebCrawler`` (with its browserless AsyncHTTPCrawlerStrategy: no playwright browsers here);
    plus word precision/recall of our text vs crawl4ai's and vs the page's main content;
-3. pages per second with N concurrent fetches of distinct pages through one FetchService vs 1 at a time.
+3. pages per second with N concurrent fetches of distinct pages through one FetchService vs 1 at a time;
+4. (``--js N``) opt-in JavaScript rendering through chromium vs the plain pipeline.
 """
 
 from __future__ import annotations
@@ -242,11 +243,43 @@ def bench_concurrency(srv: LoopbackServer, pages: list[Path], n: int) -> None:
     )
 
 
+def bench_js(srv: LoopbackServer, pages: list[Path], n: int) -> None:
+    """Opt-in JS rendering (render_js) vs the plain pipeline on the same pages."""
+    from fte_shell.errors import ConfigError
+    from fte_shell.fetch import render
+
+    print(f"\n4. opt-in JavaScript rendering (chromium), {n} pages, one at a time")
+    try:
+        render.find_chromium()
+    except ConfigError as e:
+        print(f"  (skipped: {e})")
+        return
+    urls = [srv.url("/" + str(p.relative_to(PYDOCS))) for p in pages[:n]]
+    times: dict[str, list[float]] = {"plain": [], "render_js": []}
+    with tempfile.TemporaryDirectory() as d:
+        for mode in ("plain", "render_js"):
+            policy = FetchPolicy(
+                allow_private=[srv.host_port], render_js=mode == "render_js", max_fetches=10_000
+            )
+            svc = FetchService(Workspace(Path(d) / mode), policy)
+            svc.fetch(srv.url("/library/index.html"))  # start the browser outside the figures
+            for u in urls:
+                t = time.perf_counter()
+                svc.fetch(u)
+                times[mode].append(time.perf_counter() - t)
+            svc.close()
+    render.shutdown_renderer()
+    ratio = statistics.median(times["render_js"]) / statistics.median(times["plain"])
+    print(f"  plain pipeline:   {_ms(times['plain'])}")
+    print(f"  with render_js:   {_ms(times['render_js'])}   x{ratio:.1f} the plain time")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pages", type=int, default=60, help="Python-docs pages to use (sampled evenly)")
     ap.add_argument("--refetch", type=int, default=500, help="re-fetches of a held page")
     ap.add_argument("--concurrency", type=int, default=8, help="concurrent fetches for the throughput figure")
+    ap.add_argument("--js", type=int, default=0, help="also time opt-in JS rendering on this many pages")
     args = ap.parse_args(argv)
     if not (PYDOCS / "library" / "re.html").exists():
         raise SystemExit("python3.11-doc is not installed (apt-get install python3.11-doc)")
@@ -263,6 +296,8 @@ def main(argv: list[str] | None = None) -> None:
         bench_refetch(srv, args.refetch)
         bench_convert(srv, pages)
         bench_concurrency(srv, pages, args.concurrency)
+        if args.js:
+            bench_js(srv, pages, args.js)
     convert.shutdown_pool()
 
 
