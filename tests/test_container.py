@@ -275,6 +275,9 @@ def test_root_user_is_refused(docker_ready: None) -> None:
 # --- image and doctor ---------------------------------------------------------------------------------------
 def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     cfg = SandboxConfig()
+    C.ensure_image(cfg, force=False)
+    C._image_ok.clear()  # another process may change sandbox/bin meanwhile: check the files of now
+    C.ensure_image(cfg)
     ok, reason = C.image_status(cfg)
     assert ok, reason
     img = C.client().images.get(cfg.image)
@@ -284,6 +287,8 @@ def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
 
 
 def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
+    C._image_ok.clear()
+    C.ensure_image(SandboxConfig())
     checks = C.doctor(SandboxConfig())
     names = [c.name for c in checks]
     assert {"daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"} <= set(names)
