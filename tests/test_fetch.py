@@ -448,3 +448,20 @@ def test_deny_hosts_also_holds_for_cached_pages(tmp_path: Path, srv: LoopbackSer
     with pytest.raises(FetchRefused, match="deny_hosts"):
         svc.get_document(srv.url("/library/csv.html"))
     assert _files(svc) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_bytes", 0),
+        ("timeout_s", -1.0),
+        ("max_fetches", 0),
+        ("max_total_bytes", 0),
+        ("max_redirects", -1),
+    ],
+)
+def test_unusable_policy_is_a_config_error(tmp_path: Path, field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=f"fetch_policy.{field} must be"):
+        FetchService(Workspace(tmp_path), FetchPolicy(**{field: value}))
+    with pytest.raises(ConfigError, match="allow_private entry"):
+        FetchService(Workspace(tmp_path), FetchPolicy(allow_private=["http://127.0.0.1/"]))

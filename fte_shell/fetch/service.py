@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from ..config import FetchPolicy
-from ..errors import BudgetExceeded, FetchRefused
+from ..errors import BudgetExceeded, ConfigError, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
 from .http import HttpFetcher, HttpResult
@@ -99,6 +99,7 @@ class FetchService:
         local: PageSource | None = None,
         page_cache: PageCache | None = None,
     ):
+        _validate(policy)
         if policy.render_js:
             from .render import find_chromium
 
@@ -340,6 +341,18 @@ class FetchService:
             self._reserved -= 1
             if taken:
                 self._new_pages += 1
+
+
+def _validate(policy: FetchPolicy) -> None:
+    """Refuse a policy whose limits cannot work, naming the field (a user error, not a refusal)."""
+    for name in ("max_bytes", "timeout_s", "max_fetches", "max_total_bytes"):
+        if getattr(policy, name) <= 0:
+            raise ConfigError(f"fetch_policy.{name} must be greater than 0 (got {getattr(policy, name)})")
+    if policy.max_redirects < 0:
+        raise ConfigError(f"fetch_policy.max_redirects must be 0 or more (got {policy.max_redirects})")
+    for entry in policy.allow_private:
+        if not entry.strip() or "/" in entry:
+            raise ConfigError(f"fetch_policy.allow_private entry {entry!r} is not a host or host:port")
 
 
 def _check_declared_type(content_type: str | None, url: str) -> None:
