@@ -17,7 +17,7 @@ Responses: ``{"ok": true, …}`` or ``{"ok": false, "error": "<one line>"}``. ``
 "text": …}`` — ``text`` is :func:`fte_shell.search.format_results` / :meth:`Workspace.listing_text`.
 
 The gateway holds this question's FetchService, search backend and workspace only, so one socket reaches
-one question. API keys stay in this (host) process. Requests are bounded (64 KiB, 10 s to arrive, 16 at a
+one question. API keys stay in this (host) process. Requests are bounded (128 KiB, 10 s to arrive, 16 at a
 time); every failure is a one-line error, and no request can stop the server.
 """
 
@@ -39,8 +39,8 @@ from .errors import FteError, SearchUnavailable, ToolError
 from .search.base import SearchBackend, format_results
 from .workspace import FetchRecord, Workspace
 
-MAX_REQUEST_BYTES = 64 * 1024
-"""Largest request line accepted."""
+MAX_REQUEST_BYTES = 128 * 1024
+"""Largest request line accepted (room for MAX_URLS references of MAX_REF_CHARS each)."""
 
 REQUEST_TIMEOUT_S = 10.0
 """Time a client has to send its whole request line."""

@@ -180,13 +180,18 @@ def test_bad_requests_get_one_line_and_server_survives(setup: Setup) -> None:
     assert raw_request(path, b"\xff\xfe\n")["ok"] is False
     assert "unknown op 'rm'" in raw_request(path, b'{"op": "rm"}\n')["error"]
     assert "unknown op" in raw_request(path, b"[1, 2]\n")["error"]
-    big = json.dumps({"op": "search", "query": "x" * 100_000}).encode() + b"\n"
+    big = json.dumps({"op": "search", "query": "x" * 200_000}).encode() + b"\n"
     assert "request too large" in raw_request(path, big)["error"]
     assert "at most 20" in raw_request(path, json.dumps({"op": "fetch", "urls": ["a"] * 21}).encode() + b"\n")["error"]
     assert raw_request(path, b'{"op": "fetch", "urls": []}\n')["ok"] is False
     assert raw_request(path, b'{"op": "search", "query": "koala", "n": 0}\n')["ok"] is False
     assert raw_request(path, b'{"op": "search", "query": "koala", "n": true}\n')["ok"] is False
     assert raw_request(path, b'{"op": "search", "query": "   "}\n')["ok"] is False
+    # the largest well-formed fetch fits (a private address: refused by policy, no network involved)
+    most = {"op": "fetch", "urls": ["http://10.0.0.1/" + "a" * (gw_mod.MAX_REF_CHARS - 16)] * gw_mod.MAX_URLS}
+    answer = raw_request(path, json.dumps(most).encode() + b"\n")
+    assert answer["ok"] and len(answer["results"]) == gw_mod.MAX_URLS
+    assert all(not r["ok"] and "10.0.0.1" in r["error"] for r in answer["results"])
     long_ref = raw_request(path, json.dumps({"op": "fetch", "urls": ["https://x.org/" + "a" * 5000]}).encode() + b"\n")
     assert long_ref["ok"] and "too long" in long_ref["results"][0]["error"]
     # a client that connects and goes away without a word
@@ -355,3 +360,10 @@ def test_helper_output_into_a_closed_pipe_is_quiet(setup: Setup) -> None:
                        env=setup.env, capture_output=True, text=True, timeout=60)
     assert r.stdout.startswith("/work/doc-") and r.stdout.count("\n") == 1
     assert r.stderr == ""
+
+
+def test_oversized_fetch_request_gets_the_gateways_answer(setup: Setup) -> None:
+    urls = [f"https://example.org/{i}/" + "a" * 4000 for i in range(40)]  # ~160 KB > the 128 KiB cap
+    r = setup.helper("fetch", *urls)
+    assert r.returncode == 1
+    assert r.stderr.startswith("fetch: request too large")
