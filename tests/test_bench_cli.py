@@ -157,3 +157,20 @@ def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus
         s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=crashing)
         assert (s3.redone, s3.done, s3.failed) == (1, 1, 0)
         assert json.loads(res.read_text())["stop_reason"] == "answer"
+
+
+def test_cli_jsonl_dataset_with_a_local_corpus(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    rows = [json.loads(line) for line in (hotpotqa_dir / "dev.jsonl").read_text().splitlines()[:2]]
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps({"id": r["_id"], "question": r["question"], "answer": r["answer"]}) + "\n"
+                          for r in rows))
+    out = tmp_path / "sweep"
+    r = runner.invoke(app, ["bench", f"jsonl:{qs}", "--profiles", "fte", "--out", str(out), "--scripted",
+                            "--corpus", str(corpus_dir), "--search", "local", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "2 run(s) finished now (2 answered, 0 failed)" in r.output
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["dataset"]["kind"] == "jsonl"
+    assert manifest["config"]["search"]["cache_dir"] == str(out / "shared" / "search-cache")
+    assert any((out / "shared" / "search-cache").iterdir())
+    assert {p.parent.name for p in out.glob("runs/fte/*/r0")} == {r["_id"] for r in rows}

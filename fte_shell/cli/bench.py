@@ -57,6 +57,8 @@ def register(app: typer.Typer) -> None:
         api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
         max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls per question (default 300).")] = None,
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
+        corpus: Annotated[Path | None, typer.Option("--corpus", help="Other datasets: a local corpus index (search + fetch by docid).")] = None,
+        search: Annotated[str | None, typer.Option("--search", help="Other datasets: search backend auto, serper, local, none.")] = None,
         retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs recorded as failed.")] = False,
         retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
@@ -83,6 +85,7 @@ def register(app: typer.Typer) -> None:
                 "model": {"base_url": scripted_url or base_url, "model": "scripted" if scripted else model,
                           "api_key": "none" if scripted else api_key},
                 "agent": {"max_turns": max_turns},
+                "search": {"corpus": str(corpus) if corpus else None, "backend": search},
             }
             try:
                 cfg = load_config(config, flags)
