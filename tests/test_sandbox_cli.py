@@ -1,0 +1,50 @@
+"""``fte-shell shell`` (a person's terminal in a sandbox) and ``fte-shell sandbox doctor`` through the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pexpect
+import pytest
+
+from fte_shell import container as C
+
+pytestmark = pytest.mark.docker
+
+
+def _containers_of(pid: int) -> list[str]:
+    return [
+        c["Id"]
+        for c in C.client().api.containers(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})
+    ]
+
+
+def test_interactive_shell_runs_hardened_and_leaves_nothing(docker_ready: None) -> None:
+    child = pexpect.spawn(sys.executable, ["-m", "fte_shell", "shell"], timeout=120, encoding="utf-8")
+    try:
+        child.expect("type exit to leave")
+        child.expect(r"sandbox:/work\$ ")
+        assert _containers_of(child.pid), "the sandbox container is missing"
+        child.sendline("echo product=$((6*7)); id -u; touch /work/x")
+        child.expect("product=42")
+        child.expect("1000")
+        child.expect("Read-only file system")
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert _containers_of(child.pid) == []
+
+
+def test_doctor_command_prints_every_check(docker_ready: None) -> None:
+    C._image_ok.clear()
+    C.ensure_image(C.SandboxConfig())
+    out = subprocess.run(
+        [sys.executable, "-m", "fte_shell", "sandbox", "doctor"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    for name in ("daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"):
+        assert name in out.stdout
+    assert "FAIL" not in out.stdout
