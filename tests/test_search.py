@@ -288,6 +288,10 @@ def test_make_search_selection(monkeypatch: pytest.MonkeyPatch, serper: FakeSerp
     assert again.backend.get("d1") is not None
     assert make_page_source(SearchConfig(corpus=tiny_corpus)) is local.backend
     assert make_page_source(SearchConfig()) is None
+    # a rebuilt index is reopened, not served stale
+    build_corpus([CorpusDoc(docid="d9", title="Zeta", text="zeta eta theta")], tiny_corpus)
+    rebuilt = make_page_source(SearchConfig(corpus=tiny_corpus))
+    assert rebuilt is not None and rebuilt is not local.backend and rebuilt.get("d9") is not None
 
     web = make_search(SearchConfig(serper_api_key=SecretStr("cfg-key"), serper_url=serper.url, corpus=tiny_corpus))
     assert isinstance(web, CachedSearch) and isinstance(web.backend, SerperSearch)

@@ -27,18 +27,25 @@ __all__ = [
     "open_corpus",
 ]
 
-_corpora: dict[Path, LocalCorpus] = {}
+_corpora: dict[Path, tuple[int, LocalCorpus]] = {}
 _corpora_lock = threading.Lock()
 
 
 def open_corpus(index_dir: Path) -> LocalCorpus:
-    """The :class:`LocalCorpus` of ``index_dir``, opened once per process and shared (it is thread-safe)."""
+    """The :class:`LocalCorpus` of ``index_dir``, opened once per process and shared (it is thread-safe);
+    reopened when the index was rebuilt since (its ``meta.json`` changed)."""
+    from .corpus import META
+
     path = Path(index_dir).expanduser().resolve()
+    try:
+        stamp = (path / META).stat().st_mtime_ns
+    except OSError:
+        stamp = -1  # LocalCorpus raises the error that names the fix
     with _corpora_lock:
-        corpus = _corpora.get(path)
-        if corpus is None:
-            corpus = _corpora[path] = LocalCorpus(path)
-        return corpus
+        held = _corpora.get(path)
+        if held is None or held[0] != stamp:
+            held = _corpora[path] = (stamp, LocalCorpus(path))
+        return held[1]
 
 
 def _serper_key(cfg: SearchConfig) -> str | None:
