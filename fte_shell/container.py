@@ -388,6 +388,7 @@ def create(
         raise SandboxError("sandbox.user must not be root (uid 0)")
     ensure_image(cfg)
     install_cleanup_handlers()
+    _startup_sweep()
     kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
     c = client()
     try:
@@ -402,6 +403,22 @@ def create(
         remove(cont.id)
         raise SandboxError(f"could not start the sandbox container: {e}") from e
     return Handle(id=cont.id, name=kwargs["name"], run_id=run_id)
+
+
+_swept = False
+
+
+def _startup_sweep() -> None:
+    """Once per process, before the first container: gc what crashed harnesses left behind."""
+    global _swept
+    with _live_lock:
+        if _swept:
+            return
+        _swept = True
+    try:
+        gc()
+    except Exception:  # noqa: BLE001 - a failed sweep must not stop the run; `sandbox gc` reports
+        pass
 
 
 def is_running(container_id: str) -> bool:

@@ -160,6 +160,16 @@ def break_fork_bomb() -> None:
         time.sleep(0.01)
 
 
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main() -> None:
     ttl = float(sys.argv[1]) if len(sys.argv) > 1 else 6 * 3600.0
     sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
@@ -172,6 +182,8 @@ def main() -> None:
             return
         info = signal.sigtimedwait(sigs, min(left, 0.5))
         if info is None:
+            if os.getpid() == 1:  # no init in front of us: reap orphaned zombies
+                _reap()
             usage = _pids_usage()
             if usage is not None and usage[1] > 0 and usage[0] >= 0.9 * usage[1]:
                 pressure += 1
