@@ -77,7 +77,7 @@ def format_results(query: str, results: list[SearchResult]) -> str:
     """Render results compactly: a header line, then per result ``[rank] title``, the URL (or docid) to
     pass to ``fetch``, and the snippet (with the date in front when known); three lines at most per result::
 
-        3 results for "python json":
+        1 result for "python json":
         [1] json — JSON encoder and decoder
             https://docs.python.org/3/library/json.html
             2024-05-01 · Source code: Lib/json/__init__.py. JSON (JavaScript Object Notation) …
