@@ -306,3 +306,10 @@ def test_cli_gc_and_doctor(docker_ready: None) -> None:
         capture_output=True, text=True, env=env, timeout=600,
     )
     assert out.returncode == 0 and "up to date" in out.stdout
+
+
+def test_odd_run_ids_make_valid_container_names(docker_ready: None) -> None:
+    with Sandbox(SandboxConfig(), run_id="q/7 été: what?") as sb:
+        labels = C.client().api.inspect_container(sb.container_id)["Config"]["Labels"]
+        assert labels["fte-shell.run-id"] == "q/7 été: what?"
+        assert sb.run("echo ok").output == "ok\n"

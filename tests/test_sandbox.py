@@ -315,3 +315,19 @@ def test_closed_sandbox_refuses(docker_ready: None) -> None:
     with pytest.raises(SandboxError, match="closed"):
         box.run("true")
     box.close()  # idempotent
+
+
+def test_agent_shell_options_do_not_break_the_session(sb: Sandbox) -> None:
+    sb.run("cd /work")
+    assert sb.run("set -u; set -o pipefail; set -C; IFS=,; echo opts").output == "opts\n"
+    obs = sb.run("echo ok1; echo $undefined_var_x")
+    assert obs.output.startswith("ok1\n") and "unbound variable" in obs.output and obs.exit_code == 1
+    assert sb.run("set -x; echo traced").output.endswith("traced\n")
+    assert sb.run("set +x; exec >/dev/null; echo hidden").output.count("hidden") == 0
+    assert sb.run("echo visible").output == "visible\n"
+    assert sb.run("PATH=/nonexistent; echo still").output == "still\n"
+    obs = sb.run("read x < /dev/tty", timeout=1)  # a program that reads the terminal itself
+    assert obs.timed_out
+    assert sb.run("echo after-tty").output == "after-tty\n"
+    assert sb.run("exit").restarted  # back to a clean shell for the other tests
+    assert sb.run("echo $PATH").output.startswith("/opt/fte/bin:")
