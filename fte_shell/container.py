@@ -326,7 +326,7 @@ def _docker_size(text: str) -> str:
     return text.strip().lower()
 
 
-def _name_part(run_id: str) -> str:
+def name_part(run_id: str) -> str:
     """A docker-name-safe form of a run id (the label keeps the id as given)."""
     return re.sub(r"[^a-zA-Z0-9_.-]+", "-", run_id).strip("-.")[:48] or "run"
 
@@ -341,7 +341,7 @@ def container_kwargs(
     kwargs: dict[str, Any] = dict(
         image=cfg.image,
         command=["python3", WARDEN, str(ttl)],
-        name=f"fte-{_name_part(run_id)}-{uuid.uuid4().hex[:6]}",
+        name=f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
         detach=True,
         auto_remove=True,
         user=cfg.user,

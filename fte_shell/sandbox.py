@@ -87,7 +87,7 @@ class Sandbox:
 
     # --- directories -----------------------------------------------------------------------------------
     def _setup_dirs(self) -> None:
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{self.run_id}-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{_container.name_part(self.run_id)}-"))
         os.chmod(self._tmp, 0o755)
         if self.config.workspace_dir is not None:
             ws = Path(self.config.workspace_dir).resolve()
