@@ -249,8 +249,8 @@ def stale_reason(labels: dict[str, str], status: str, now: float | None = None) 
         return "unreadable labels"
     if created + ttl < now:
         return "its TTL has passed"
-    if status in ("exited", "dead", "created"):
-        return f"it is {status}"
+    if status in ("exited", "dead") or (status == "created" and now - created > 120):
+        return f"it is {status}"  # (a container is briefly "created" before it starts)
     if labels.get(f"{LABEL}.owner-host") == HOST and not _owner_alive(labels):
         return f"its owner process {labels.get(f'{LABEL}.owner-pid')} is gone"
     return None

@@ -166,6 +166,8 @@ def test_stale_reason_rules() -> None:
     assert C.stale_reason(me, "running", now) is None
     assert C.stale_reason(me, "running", now + 200) == "its TTL has passed"
     assert C.stale_reason(me, "exited", now) == "it is exited"
+    assert C.stale_reason(me, "created", now) is None  # about to start: never removed
+    assert C.stale_reason(me, "created", now + 90) is None
     dead = dict(me, **{"fte-shell.owner-pid": "999999999"})
     assert "is gone" in (C.stale_reason(dead, "running", now) or "")
     reused = dict(me, **{"fte-shell.owner-start": "1"})  # same pid, other process: pid reuse
