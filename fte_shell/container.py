@@ -14,6 +14,7 @@ Everything goes through the docker SDK (no ``docker`` CLI needed except for the 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import io
 import os
@@ -25,16 +26,16 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .config import SandboxConfig
 from .errors import DockerUnavailable, SandboxError
 
 if TYPE_CHECKING:  # pragma: no cover
     import docker
-    from docker.models.containers import Container
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = "Dockerfile.sandbox"
@@ -56,11 +57,11 @@ def _stderr_log(msg: str) -> None:
 
 
 # --- client ------------------------------------------------------------------------------------------
-_client: "docker.DockerClient | None" = None
+_client: docker.DockerClient | None = None
 _client_lock = threading.Lock()
 
 
-def client() -> "docker.DockerClient":
+def client() -> docker.DockerClient:
     """The process-wide docker client (thread-safe; a large connection pool for many sandboxes)."""
     global _client
     with _client_lock:
@@ -70,7 +71,7 @@ def client() -> "docker.DockerClient":
             try:
                 c = docker.from_env(timeout=120, max_pool_size=128)
                 c.ping()
-            except Exception as e:  # noqa: BLE001 - every failure means "no daemon"
+            except Exception as e:
                 raise DockerUnavailable(
                     f"no Docker daemon answers ({e.__class__.__name__}: {e}); {FIX_DAEMON}"
                 ) from e
@@ -280,10 +281,8 @@ def remove(container_id: str) -> None:
 def remove_all_live() -> None:
     """Remove every container this process created and has not removed yet."""
     for cid in list(_live):  # no lock: may run inside a signal handler
-        try:
+        with contextlib.suppress(Exception):  # best effort at exit
             remove(cid)
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
 
 
 def _signal_cleanup(signum: int, frame: Any) -> None:
@@ -338,36 +337,36 @@ def container_kwargs(
     ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
     env = dict(cfg.env)
     env["FTE_GATEWAY"] = GATEWAY_SOCKET
-    kwargs: dict[str, Any] = dict(
-        image=cfg.image,
-        command=["python3", WARDEN, str(ttl)],
-        name=f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
-        detach=True,
-        auto_remove=True,
-        user=cfg.user,
-        working_dir="/work",
-        hostname="sandbox",
-        read_only=cfg.read_only_root,
-        tmpfs={
+    kwargs: dict[str, Any] = {
+        "image": cfg.image,
+        "command": ["python3", WARDEN, str(ttl)],
+        "name": f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
+        "detach": True,
+        "auto_remove": True,
+        "user": cfg.user,
+        "working_dir": "/work",
+        "hostname": "sandbox",
+        "read_only": cfg.read_only_root,
+        "tmpfs": {
             "/tmp": f"rw,exec,nosuid,nodev,size={_docker_size(cfg.tmpfs_size)},mode=1777",
             RUN_MOUNT: f"rw,nosuid,nodev,noexec,size={_docker_size(cfg.output_buffer_size)},mode=1777",
         },
-        volumes={
+        "volumes": {
             str(workspace): {"bind": "/work", "mode": "ro"},
             str(gateway_dir): {"bind": GATEWAY_MOUNT, "mode": "ro"},
         },
-        network_mode=cfg.network_mode,
-        pids_limit=cfg.pids_limit,
-        mem_limit=cfg.memory,
-        memswap_limit=cfg.memory,
-        nano_cpus=int(cfg.cpus * 1e9),
-        init=cfg.init,
-        environment=env,
-        labels=owner_labels(run_id, ttl),
-        stop_signal="SIGTERM",
-        shm_size="16m",
-        ipc_mode="private",
-    )
+        "network_mode": cfg.network_mode,
+        "pids_limit": cfg.pids_limit,
+        "mem_limit": cfg.memory,
+        "memswap_limit": cfg.memory,
+        "nano_cpus": int(cfg.cpus * 1e9),
+        "init": cfg.init,
+        "environment": env,
+        "labels": owner_labels(run_id, ttl),
+        "stop_signal": "SIGTERM",
+        "shm_size": "16m",
+        "ipc_mode": "private",
+    }
     if cfg.cap_drop_all:
         kwargs["cap_drop"] = ["ALL"]
     if cfg.no_new_privileges:
@@ -421,10 +420,8 @@ def _startup_sweep() -> None:
         if _swept:
             return
         _swept = True
-    try:
+    with contextlib.suppress(Exception):  # a failed sweep must not stop the run; `sandbox gc` reports
         gc()
-    except Exception:  # noqa: BLE001 - a failed sweep must not stop the run; `sandbox gc` reports
-        pass
 
 
 def is_running(container_id: str) -> bool:
@@ -543,7 +540,7 @@ def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
         "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
         "test -S /var/run/docker.sock && echo docker-sock || echo no-docker-sock"
     )
-    code, out = exec_text(cid, ["bash", "-c", script], cfg.user)
+    _, out = exec_text(cid, ["bash", "-c", script], cfg.user)
     lines = out.splitlines() + [""] * 6
     attrs = client().api.inspect_container(cid)["HostConfig"]
     checks = [
@@ -565,9 +562,9 @@ def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
         Check("no docker socket", lines[5].strip() == "no-docker-sock", lines[5].strip(), "report a bug"),
         Check(
             "limits",
-            bool(attrs.get("PidsLimit")) and attrs.get("Memory") == attrs.get("MemorySwap") and bool(
-                attrs.get("NanoCpus")
-            ),
+            bool(attrs.get("PidsLimit"))
+            and attrs.get("Memory") == attrs.get("MemorySwap")
+            and bool(attrs.get("NanoCpus")),
             f"pids {attrs.get('PidsLimit')}, memory {attrs.get('Memory')}, "
             f"memswap {attrs.get('MemorySwap')}, nano_cpus {attrs.get('NanoCpus')}",
             "check sandbox.pids_limit / memory / cpus",

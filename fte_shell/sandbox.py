@@ -14,6 +14,7 @@ container, workspace (/work) and gateway directory. One sandbox runs one command
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -23,7 +24,7 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from . import container as _container
 from .config import SandboxConfig
@@ -36,17 +37,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Observation", "Sandbox"]
 
-_open_sandboxes: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+_open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
 @atexit.register
 def _close_open_sandboxes() -> None:
     """At interpreter exit (while the gateway threads still run), close what the program left open."""
     for sb in list(_open_sandboxes):
-        try:
+        with contextlib.suppress(Exception):  # best effort at exit
             sb.close()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
 
 
 class Sandbox:
@@ -56,9 +55,9 @@ class Sandbox:
         self,
         config: SandboxConfig | None = None,
         *,
-        search: "SearchBackend | None" = None,
-        page_source: "PageSource | None" = None,
-        page_cache: "PageCache | None" = None,
+        search: SearchBackend | None = None,
+        page_source: PageSource | None = None,
+        page_cache: PageCache | None = None,
         run_id: str | None = None,
     ):
         self.config = config or SandboxConfig()
@@ -195,21 +194,19 @@ class Sandbox:
         if errors:
             raise SandboxError("; ".join(errors))
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # last resort; close() is the contract
-        try:
-            if getattr(self, "_closed", True):
-                return
+        if getattr(self, "_closed", True):
+            return
+        with contextlib.suppress(Exception):
             if sys.is_finalizing():  # threads are gone: only the container can still be removed
                 self._closed = True
                 if self._handle is not None:
                     _container.remove(self._handle.id)
             else:
                 self.close()
-        except Exception:  # noqa: BLE001
-            pass

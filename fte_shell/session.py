@@ -31,6 +31,7 @@ Per command the host sends (in one write)::
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import shutil
@@ -145,7 +146,9 @@ class ShellSession:
         self._rest = bytearray()
         self._docker = shutil.which("docker")
         if self._docker is None:
-            raise SandboxError("the docker CLI is not on PATH (needed for the shell session); install docker.io")
+            raise SandboxError(
+                "the docker CLI is not on PATH (needed for the shell session); install docker.io"
+            )
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -153,20 +156,30 @@ class ShellSession:
         nonce = secrets.token_hex(8)
         child = pexpect.spawn(
             self._docker,
-            ["exec", "-it", "-u", self.cfg.user, self.container_id, "bash", "--norc", "--noprofile",
-             "--noediting"],
+            [
+                "exec",
+                "-it",
+                "-u",
+                self.cfg.user,
+                self.container_id,
+                "bash",
+                "--norc",
+                "--noprofile",
+                "--noediting",
+            ],
             echo=False,
             maxread=1 << 20,
             dimensions=(50, 200),
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root"),
-                 **({"DOCKER_HOST": os.environ["DOCKER_HOST"]} if "DOCKER_HOST" in os.environ else {}),
-                 **({"DOCKER_CONFIG": os.environ["DOCKER_CONFIG"]} if "DOCKER_CONFIG" in os.environ else {})},
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": os.environ.get("HOME", "/root"),
+                **({"DOCKER_HOST": os.environ["DOCKER_HOST"]} if "DOCKER_HOST" in os.environ else {}),
+                **({"DOCKER_CONFIG": os.environ["DOCKER_CONFIG"]} if "DOCKER_CONFIG" in os.environ else {}),
+            },
         )
         child.delaybeforesend = None
         self._child = child
-        init = (
-            _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
-        )
+        init = _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
         child.send(init.encode())
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
@@ -199,10 +212,8 @@ class ShellSession:
     def _kill_child(self) -> None:
         self._rest = bytearray()
         if self._child is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a dead pty
                 self._child.close(force=True)
-            except Exception:  # noqa: BLE001 - closing a dead pty
-                pass
             self._child = None
 
     @property
@@ -216,7 +227,8 @@ class ShellSession:
         if "\x00" in command:
             return Observation(
                 "the command contains a NUL character, which bash cannot hold; nothing was run",
-                exit_code=None, duration_s=0.0,
+                exit_code=None,
+                duration_s=0.0,
             )
         restarted = False
         if not self.alive:
@@ -231,7 +243,9 @@ class ShellSession:
         delim = f"__FTE_D_{secrets.token_hex(8)}"
         body = command if command.endswith("\n") else command + "\n"
         if _plain(command):
-            load = f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
+            load = (
+                f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
+            )
         else:
             enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
             load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
@@ -272,7 +286,7 @@ class ShellSession:
             note=note,
         )
 
-    def _render_output(self, res: "_End", cap: int, head: int, tail: int) -> tuple[str, bool, str]:
+    def _render_output(self, res: _End, cap: int, head: int, tail: int) -> tuple[str, bool, str]:
         note = ""
         if res.size < 0:
             text, truncated = cap_output(bytes(res.data), cap)
@@ -292,7 +306,7 @@ class ShellSession:
     # --- reading ---------------------------------------------------------------------------------------
     def _collect(
         self, nonce: str, deadline: float, *, stop_on_swept: bool = False, skip_end: bool = False
-    ) -> "_End | _Eof | str":
+    ) -> _End | _Eof | str:
         """Read until the END marker of ``nonce``; "timeout", "swept" or an _Eof otherwise.
 
         ``skip_end``: the END was already seen, wait only for SWEPT. Bytes after what was found stay in
@@ -349,10 +363,8 @@ class ShellSession:
         child = self._child
         if child is None:
             return None
-        try:
+        with contextlib.suppress(Exception):
             child.close(force=True)
-        except Exception:  # noqa: BLE001
-            pass
         self._child = None
         if child.exitstatus is not None:
             return child.exitstatus
@@ -360,7 +372,7 @@ class ShellSession:
             return 128 + child.signalstatus
         return None
 
-    def _after_timeout(self, nonce: str, post: str) -> "_End | _Eof | str":
+    def _after_timeout(self, nonce: str, post: str) -> _End | _Eof | str:
         """Kill the command's processes (via the warden), then collect its partial output.
 
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
@@ -387,10 +399,10 @@ class ShellSession:
         self._child.send(("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode())
         return self._collect(nonce, time.monotonic() + RESYNC_GRACE_S)
 
-    def _recover(self, nonce: str, post: str, code: int | None) -> "_End":
+    def _recover(self, nonce: str, post: str, code: int | None) -> _End:
         """In a fresh shell, collect what the dead command wrote to its output file."""
         assert self._child is not None
-        self._child.send(("{ __fte_st=%d __fte_f=; } 2>/dev/null; " % (code or 0) + post).encode())
+        self._child.send((f"{{ __fte_st={code or 0} __fte_f=; }} 2>/dev/null; " + post).encode())
         res = self._collect(nonce, time.monotonic() + START_TIMEOUT_S)
         if not isinstance(res, _End):
             return _End(b"", code, -1, self.cwd)
@@ -411,10 +423,8 @@ class ShellSession:
         pid = self.shell_pid
         self._kill_child()
         if pid:
-            try:
+            with contextlib.suppress(Exception):  # the container may be gone; _restart says so
                 _container.exec_text(self.container_id, ["kill", "-KILL", str(pid)], self.cfg.user)
-            except Exception:  # noqa: BLE001 - the container may be gone; _restart says so
-                pass
         self._restart()
 
 

@@ -138,7 +138,9 @@ _ORPHAN = textwrap.dedent(
 
 
 def _orphan(ttl: int) -> str:
-    proc = subprocess.run([sys.executable, "-c", _ORPHAN, str(ttl)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _ORPHAN, str(ttl)], check=False, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == -9, proc.stderr
     cid = proc.stdout.strip()
     assert _exists(cid)
@@ -246,10 +248,9 @@ def test_container_removed_when_the_harness_ends(docker_ready: None, how: str) -
 
 def test_exception_inside_with_removes_the_container(docker_ready: None) -> None:
     cid = ""
-    with pytest.raises(RuntimeError):
-        with Sandbox(SandboxConfig()) as sb:
-            cid = sb.container_id
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), Sandbox(SandboxConfig()) as sb:
+        cid = sb.container_id
+        raise RuntimeError("boom")
     assert cid and not _exists(cid)
 
 
@@ -293,19 +294,30 @@ def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
     C.ensure_image(SandboxConfig())
     checks = C.doctor(SandboxConfig())
     names = [c.name for c in checks]
-    assert {"daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"} <= set(names)
+    assert {"daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"} <= set(
+        names
+    )
     assert all(c.ok for c in checks), [(c.name, c.detail) for c in checks if not c.ok]
 
 
 def test_cli_gc_and_doctor(docker_ready: None) -> None:
     env = dict(os.environ)
     out = subprocess.run(
-        [sys.executable, "-m", "fte_shell", "sandbox", "gc"], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "fte_shell", "sandbox", "gc"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0 and "removed" in out.stdout
     out = subprocess.run(
         [sys.executable, "-m", "fte_shell", "sandbox", "build"],
-        capture_output=True, text=True, env=env, timeout=600,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert out.returncode == 0 and "up to date" in out.stdout
 

@@ -39,7 +39,7 @@ def omitted(text: str) -> int:
 def test_state_persists_cwd_exports_functions_aliases(sb: Sandbox) -> None:
     assert sb.run("mkdir -p /tmp/st/sub && cd /tmp/st/sub").exit_code == 0
     assert sb.run("export ST_VAR='a b'; ST_LOCAL=7").exit_code == 0
-    assert sb.run("st_fn() { echo \"fn:$1\"; }").exit_code == 0
+    assert sb.run('st_fn() { echo "fn:$1"; }').exit_code == 0
     assert sb.run("alias st_alias='echo aliased'").exit_code == 0
     obs = sb.run('pwd; echo "$ST_VAR|$ST_LOCAL"; st_fn x; st_alias; bash -c \'echo "child:$ST_VAR"\'')
     assert obs.output.splitlines() == ["/tmp/st/sub", "a b|7", "fn:x", "aliased", "child:a b"]
@@ -223,7 +223,9 @@ def test_100kb_heredoc_command(sb: Sandbox) -> None:
     lines = [f"line {i} " + "x" * 90 for i in range(1100)]
     body = "\n".join(lines) + "\n"
     assert len(body) > 100_000
-    obs = sb.run(f"cat > /tmp/big.txt <<'EOF_BIG'\n{body}EOF_BIG\nsha256sum < /tmp/big.txt; wc -l < /tmp/big.txt")
+    obs = sb.run(
+        f"cat > /tmp/big.txt <<'EOF_BIG'\n{body}EOF_BIG\nsha256sum < /tmp/big.txt; wc -l < /tmp/big.txt"
+    )
     digest = hashlib.sha256(body.encode()).hexdigest()
     assert obs.output.split() == [digest, "-", "1100"]
 
@@ -254,7 +256,7 @@ def test_nul_in_command_is_refused_clearly(sb: Sandbox) -> None:
 def _until_recovered(sb: Sandbox) -> None:
     """The warden breaks a fork bomb within seconds; poll until forks work and few processes remain."""
     for _ in range(60):
-        obs = sb.run("n=$(ps -e --no-headers | wc -l) && echo \"procs=$n\"", timeout=5)
+        obs = sb.run('n=$(ps -e --no-headers | wc -l) && echo "procs=$n"', timeout=5)
         m = re.search(r"procs=(\d+)", obs.output)
         if m and int(m.group(1)) < 20:
             return
@@ -289,7 +291,11 @@ def test_disk_fill_is_contained(sb: Sandbox) -> None:
 def test_observation_fields_and_render(sb: Sandbox) -> None:
     obs = sb.run("echo hi")
     assert (obs.output, obs.exit_code, obs.timed_out, obs.truncated, obs.restarted) == (
-        "hi\n", 0, False, False, False,
+        "hi\n",
+        0,
+        False,
+        False,
+        False,
     )
     assert obs.duration_s > 0
     assert obs.render() == "hi"

@@ -7,7 +7,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -25,7 +25,7 @@ sandbox_app = typer.Typer(
 )
 
 
-def _load(config: Path | None):  # noqa: ANN202 - RunConfig, imported lazily
+def _load(config: Path | None):
     from ..config import load_config
 
     return load_config(config)
@@ -37,7 +37,7 @@ def _fail(e: Exception) -> None:
 
 
 ConfigOpt = Annotated[
-    Optional[Path], typer.Option("--config", "-c", help="TOML config file ([sandbox] table).", exists=True)
+    Path | None, typer.Option("--config", "-c", help="TOML config file ([sandbox] table).", exists=True)
 ]
 
 
@@ -107,7 +107,7 @@ def doctor_cmd(config: ConfigOpt = None) -> None:
 def shell(
     config: ConfigOpt = None,
     workspace: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--workspace", "-w", help="Host directory to mount read-only at /work (kept)."),
     ] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace when leaving.")] = False,
@@ -143,8 +143,21 @@ def shell(
             prev = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the shell inside
             try:
                 subprocess.call(
-                    [docker, "exec", "-it", "-u", scfg.user, "-e", "PS1=sandbox:\\w\\$ ", "-e", "TERM=xterm",
-                     sb.container_id, "bash", "--norc", "-i"]
+                    [
+                        docker,
+                        "exec",
+                        "-it",
+                        "-u",
+                        scfg.user,
+                        "-e",
+                        "PS1=sandbox:\\w\\$ ",
+                        "-e",
+                        "TERM=xterm",
+                        sb.container_id,
+                        "bash",
+                        "--norc",
+                        "-i",
+                    ]
                 )
             finally:
                 signal.signal(signal.SIGINT, prev)

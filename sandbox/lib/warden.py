@@ -25,6 +25,8 @@ import time
 
 STATE = "/opt/fte/run/state"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
 def _read_state() -> tuple[int, str, str, float] | None:
     try:
         with open(STATE, encoding="ascii", errors="replace") as f:
