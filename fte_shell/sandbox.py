@@ -13,6 +13,7 @@ container, workspace (/work) and gateway directory. One sandbox runs one command
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -167,6 +168,10 @@ class Sandbox:
         if note and obs.timed_out:
             obs.note = (obs.note + "; " if obs.note else "") + note
         return obs
+
+    async def arun(self, command: str, timeout: float | None = None) -> Observation:
+        """``run`` for asyncio code: runs in a worker thread, so many sandboxes proceed concurrently."""
+        return await asyncio.to_thread(self.run, command, timeout)
 
     def close(self) -> None:
         """Remove the container, stop the gateway, delete the temporary workspace (unless kept)."""

@@ -327,3 +327,21 @@ def test_odd_run_ids_make_valid_container_names(docker_ready: None) -> None:
         labels = C.client().api.inspect_container(sb.container_id)["Config"]["Labels"]
         assert labels["fte-shell.run-id"] == "q/7 été: what?"
         assert sb.run("echo ok").output == "ok\n"
+
+
+def test_asyncio_sandboxes_run_concurrently(docker_ready: None) -> None:
+    import asyncio
+
+    async def one(i: int) -> str:
+        box = await asyncio.to_thread(Sandbox, SandboxConfig())
+        try:
+            (box.workspace / f"a{i}.txt").write_text(str(i))
+            obs = await box.arun("sleep 1; cat /work/*.txt")
+            return obs.output
+        finally:
+            await asyncio.to_thread(box.close)
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(one(i) for i in range(3)))
+
+    assert asyncio.run(main()) == ["0", "1", "2"]
