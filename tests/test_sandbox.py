@@ -337,3 +337,17 @@ def test_agent_shell_options_do_not_break_the_session(sb: Sandbox) -> None:
     assert sb.run("echo after-tty").output == "after-tty\n"
     assert sb.run("exit").restarted  # back to a clean shell for the other tests
     assert sb.run("echo $PATH").output.startswith("/opt/fte/bin:")
+
+
+def test_writes_to_the_terminal_itself_are_bounded_noise(sb: Sandbox) -> None:
+    obs = sb.run("yes > /dev/tty", timeout=1)
+    assert obs.timed_out and obs.output == ""
+    obs = sb.run("head -c 200000 /dev/urandom > /dev/tty; echo done")
+    assert obs.output == "done\n"
+    assert sb.run("echo ok").output == "ok\n"
+
+
+def test_exec_of_a_new_shell_restarts_cleanly(sb: Sandbox) -> None:
+    obs = sb.run("exec bash")
+    assert obs.restarted
+    assert sb.run("echo ok").output == "ok\n"
