@@ -261,6 +261,7 @@ def stale_reason(labels: dict[str, str], status: str, now: float | None = None) 
 _live: dict[str, str] = {}  # container id -> name
 _live_lock = threading.Lock()
 _handlers_installed = False
+_atexit_installed = False
 
 
 def remove(container_id: str) -> None:
@@ -301,14 +302,16 @@ _previous: dict[int, Any] = {}
 
 
 def install_cleanup_handlers() -> None:
-    """atexit + SIGINT/SIGTERM handlers (chained to the previous ones); once, main thread only."""
-    global _handlers_installed
-    if _handlers_installed:
+    """atexit (once) + SIGINT/SIGTERM handlers chained to the previous ones. Signal handlers can only be
+    set from the main thread: a call from another thread installs atexit only, and a later call from the
+    main thread installs the signal handlers."""
+    global _handlers_installed, _atexit_installed
+    if not _atexit_installed:
+        _atexit_installed = True
+        atexit.register(remove_all_live)
+    if _handlers_installed or threading.current_thread() is not threading.main_thread():
         return
     _handlers_installed = True
-    atexit.register(remove_all_live)
-    if threading.current_thread() is not threading.main_thread():
-        return
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             prev = signal.getsignal(sig)
@@ -316,7 +319,7 @@ def install_cleanup_handlers() -> None:
                 continue
             _previous[sig] = prev
             signal.signal(sig, _signal_cleanup)
-        except (ValueError, OSError):  # not the main thread of the main interpreter
+        except (ValueError, OSError):  # not the main interpreter
             pass
 
 

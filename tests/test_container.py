@@ -215,10 +215,15 @@ def test_concurrent_sandboxes_each_see_only_their_own_work(docker_ready: None) -
 # --- cleanup on signals and exit ----------------------------------------------------------------------------
 _HOLDER = textwrap.dedent(
     """
-    import sys, time
+    import sys, threading, time
     from fte_shell import Sandbox, SandboxConfig
-    sb = Sandbox(SandboxConfig())
-    print(sb.container_id, flush=True)
+    boxes = []
+    if sys.argv[1] == "thread-first":  # the first sandbox of the process comes from a worker thread
+        t = threading.Thread(target=lambda: boxes.append(Sandbox(SandboxConfig())))
+        t.start()
+        t.join()
+    boxes.append(Sandbox(SandboxConfig()))
+    print(" ".join(b.container_id for b in boxes), flush=True)
     if sys.argv[1] == "exit":
         sys.exit(0)          # no close(): atexit must remove it
     time.sleep(300)
@@ -226,20 +231,21 @@ _HOLDER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "exit"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "exit", "thread-first"])
 def test_container_removed_when_the_harness_ends(docker_ready: None, how: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
-        cid = proc.stdout.readline().strip()
-        assert cid, proc.stderr.read() if proc.stderr else ""
+        cids = proc.stdout.readline().split()
+        assert cids, proc.stderr.read() if proc.stderr else ""
         if how != "exit":
-            assert _exists(cid)
-            proc.send_signal(getattr(signal, how))
+            assert all(_exists(c) for c in cids)
+            proc.send_signal(signal.SIGINT if how == "SIGINT" else signal.SIGTERM)
         proc.wait(60)
-        assert not _exists(cid) or _wait_gone(cid, 10)
+        for cid in cids:
+            assert not _exists(cid) or _wait_gone(cid, 10)
     finally:
         if proc.poll() is None:
             proc.kill()
