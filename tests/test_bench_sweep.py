@@ -55,7 +55,8 @@ def our_containers(pids: list[int]) -> list[str]:
     c = docker.from_env()
     out = []
     for pid in pids:
-        out += [x.id for x in c.containers.list(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})]
+        # the low-level listing: one call, no per-container inspect that races a removal
+        out += [x["Id"] for x in c.api.containers(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})]
     return out
 
 
