@@ -60,8 +60,25 @@ def split_cap(cap: int) -> tuple[int, int]:
     return head, max(cap - head, 0)
 
 
+def align_to_lines(head: bytes, tail: bytes, omitted: int) -> tuple[bytes, bytes, int]:
+    """Cut the head after its last newline and start the tail after its first one, when that loses at
+    most a quarter of each, so the truncation line sits between whole lines. Returns the new head, tail
+    and omitted count (which grows by what was cut)."""
+    i = head.rfind(b"\n")
+    if i >= 0 and len(head) - (i + 1) <= len(head) // 4:
+        omitted += len(head) - (i + 1)
+        head = head[: i + 1]
+    j = tail.find(b"\n")
+    if 0 <= j < len(tail) - 1 and j + 1 <= len(tail) // 4:
+        omitted += j + 1
+        tail = tail[j + 1 :]
+    return head, tail, omitted
+
+
 def join_head_tail(head: bytes, tail: bytes, omitted: int, note: str = "") -> str:
-    """Clean a head and a tail and join them with the truncation line."""
+    """Clean a head and a tail (aligned to whole lines when cheap) and join them with the truncation
+    line."""
+    head, tail, omitted = align_to_lines(head, tail, omitted)
     h = clean_text(head)
     t = clean_text(tail)
     if h and not h.endswith("\n"):

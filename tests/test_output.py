@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import re
 
-from fte_shell.output import cap_output, clean_text, join_head_tail, split_cap, truncation_line
+from fte_shell.output import (
+    align_to_lines,
+    cap_output,
+    clean_text,
+    join_head_tail,
+    truncation_line,
+)
 
 
 def test_clean_text_strips_ansi_and_controls_keeps_newline_and_tab() -> None:
@@ -29,12 +35,21 @@ def test_cap_output_head_tail_and_exact_omitted_count() -> None:
     data = b"".join(b"%d\n" % i for i in range(1, 100_001))
     text, truncated = cap_output(data, 1000)
     assert truncated
-    head, tail = split_cap(1000)
-    m = re.search(r"\[\.\.\. output truncated: ([\d,]+) bytes omitted \.\.\.\]", text)
+    m = re.search(r"\n\[\.\.\. output truncated: ([\d,]+) bytes omitted \.\.\.\]\n", text)
     assert m is not None
-    assert int(m.group(1).replace(",", "")) == len(data) - head - tail
-    assert text.startswith("1\n2\n3\n")
+    head, tail = text[: m.start() + 1], text[m.end() :]
+    # every byte is either shown or counted, and the cut falls between whole lines
+    assert len(head) + len(tail) + int(m.group(1).replace(",", "")) == len(data)
+    assert len(head) + len(tail) <= 1000
+    assert text.startswith("1\n2\n3\n") and head.endswith("\n")
     assert text.endswith("99999\n100000\n")
+    assert data.startswith(head.encode()) and data.endswith(tail.encode())
+    assert tail.split("\n")[0] in {str(i) for i in range(90_000, 100_001)}
+
+
+def test_align_to_lines_only_when_cheap() -> None:
+    assert align_to_lines(b"ab\ncd", b"ef\ngh", 10) == (b"ab\ncd", b"ef\ngh", 10)  # would lose half
+    assert align_to_lines(b"abcdefg\nh", b"x\nabcdefg", 10) == (b"abcdefg\n", b"abcdefg", 13)
 
 
 def test_cap_output_binary_has_no_control_characters() -> None:
