@@ -51,3 +51,16 @@ def test_doctor_command_prints_every_check(docker_ready: None) -> None:
     for name in ("daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"):
         assert name in out.stdout
     assert "FAIL" not in out.stdout
+
+
+def test_shell_reads_commands_from_a_pipe(docker_ready: None) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "fte_shell", "shell"],
+        input="echo piped-$((2+3)); id -u\n",
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "piped-5\n1000\n" in out.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -146,7 +147,7 @@ def shell(
                     [
                         docker,
                         "exec",
-                        "-it",
+                        "-it" if sys.stdin.isatty() else "-i",
                         "-u",
                         scfg.user,
                         "-e",
