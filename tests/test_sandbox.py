@@ -352,3 +352,22 @@ def test_exec_of_a_new_shell_restarts_cleanly(sb: Sandbox) -> None:
     obs = sb.run("exec bash")
     assert obs.restarted
     assert sb.run("echo ok").output == "ok\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ('echo "abc', "unexpected EOF"),
+        ("if true; then", "syntax error"),
+        ("fi", "syntax error near unexpected token"),
+    ],
+)
+def test_syntax_errors_are_reported_and_do_not_wedge(sb: Sandbox, command: str, message: str) -> None:
+    obs = sb.run(command)
+    assert obs.exit_code == 2 and message in obs.output and not obs.restarted
+    assert sb.run("echo ok").output == "ok\n"
+
+
+def test_empty_and_comment_only_commands(sb: Sandbox) -> None:
+    assert sb.run("").exit_code == 0
+    assert sb.run("# only a comment").render() == "(no output)"
