@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,13 +153,32 @@ def results(out: Path) -> dict[Path, Path]:
     return {p.parent: p for p in out.glob("runs/*/*/r0/result.json")}
 
 
-def test_interrupt_kill_and_resume(tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Subprocesses a test starts; any still running when it ends (a failed assertion) are stopped with
+    SIGTERM (the sweep then removes its containers), then SIGKILL."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_interrupt_kill_and_resume(
+    tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with ScriptedServer(policy=delayed_policy()) as srv:
         cmd = bench_cmd(out, hotpotqa_dir, corpus_dir, srv.base_url)
         # 1. SIGTERM: the sweep stops, removes its containers, discards the runs in flight, says so
         p1 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append(p1)
         wait_for(lambda: len(results(out)) >= 2 and our_containers([p1.pid]), p1, "two runs and a live container")
         p1.send_signal(signal.SIGTERM)
         _, err1 = p1.communicate(timeout=60)
@@ -173,6 +193,7 @@ def test_interrupt_kill_and_resume(tmp_path: Path, docker_ready: None, hotpotqa_
 
         # 2. SIGKILL: nothing can clean up; containers and partial runs stay behind
         p2 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(p2)
         wait_for(lambda: len(results(out)) >= n1 + 3 and our_containers([p2.pid]), p2, "progress and a live container")
         p2.send_signal(signal.SIGKILL)
         p2.wait()
