@@ -144,6 +144,7 @@ class ShellSession:
         self._child: pexpect.spawn | None = None
         self._seq = 0
         self._rest = bytearray()
+        self._swept_seen = False
         self._docker = shutil.which("docker")
         if self._docker is None:
             raise SandboxError(
@@ -323,7 +324,10 @@ class ShellSession:
             if stop_on_swept:
                 w = buf.find(swept_m)
                 b = buf.find(begin_m) if (begin < 0 and not skip_end) else -1
-                if w >= 0 and (b < 0 or w < b):
+                if w >= 0 and begin >= 0:  # the warden wrote while the output was streaming
+                    del buf[w : w + len(swept_m)]
+                    self._swept_seen = True
+                elif w >= 0 and (b < 0 or w < b):
                     self._rest = buf[w + len(swept_m) :]
                     return "swept"
             if begin < 0 and not skip_end:
@@ -383,11 +387,13 @@ class ShellSession:
             return "wedged"
         end: _End | None = None
         swept = False
+        self._swept_seen = False
         deadline = time.monotonic() + SWEEP_GRACE_S
         while not swept:
             res = self._collect(nonce, deadline, stop_on_swept=True, skip_end=end is not None)
             if isinstance(res, _End):
                 end = res
+                swept = self._swept_seen
             elif res == "swept":
                 swept = True
             else:  # EOF or no answer from the warden
