@@ -227,24 +227,17 @@ class Shared:
 
 def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: Callable[[str], None] | None = None) -> Shared:
     """Pick the search backend (HotpotQA: its local corpus) with the sweep's result cache."""
-    from ..search import CachedSearch, make_page_source, make_search, open_corpus
+    from ..search import make_page_source, make_search
 
     out = Path(bench.out)
     cfg = config.model_copy(deep=True)
-    cache_dir = out / "shared" / "search-cache"
     if dataset.kind == "hotpotqa":
-        corpus_dir = ensure_hotpotqa_corpus(Path(dataset.source), bench.corpus_dir, log)
         cfg.search.backend = "local"
-        cfg.search.corpus = corpus_dir
-        cfg.search.cache_dir = cache_dir
-        corpus = open_corpus(corpus_dir)
-        search: SearchBackend | None = CachedSearch(corpus, cache_dir)
-        page_source: PageSource | None = corpus
-    else:
-        if cfg.search.cache_dir is None:
-            cfg.search.cache_dir = cache_dir
-        search = make_search(cfg.search)
-        page_source = make_page_source(cfg.search)
+        cfg.search.corpus = ensure_hotpotqa_corpus(Path(dataset.source), bench.corpus_dir, log)
+    if cfg.search.cache_dir is None or dataset.kind == "hotpotqa":
+        cfg.search.cache_dir = out / "shared" / "search-cache"
+    search = make_search(cfg.search)
+    page_source = make_page_source(cfg.search)
     return Shared(config=cfg, search=search, page_source=page_source, page_cache=_page_cache(out / "shared" / "page-cache"))
 
 
