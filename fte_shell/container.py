@@ -260,6 +260,17 @@ def stale_reason(labels: dict[str, str], status: str, now: float | None = None) 
 # --- live registry and cleanup ------------------------------------------------------------------------
 _live: dict[str, str] = {}  # container id -> name
 _live_lock = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    """A forked child (e.g. a process-pool worker) owns none of its parent's containers: it must not
+    remove them at its exit or on a signal."""
+    global _live_lock
+    _live.clear()
+    _live_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 _handlers_installed = False
 _atexit_installed = False
 

@@ -41,6 +41,9 @@ __all__ = ["Observation", "Sandbox"]
 _open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
+os.register_at_fork(after_in_child=_open_sandboxes.clear)  # a forked child owns none of them
+
+
 @atexit.register
 def _close_open_sandboxes() -> None:
     """At interpreter exit (while the gateway threads still run), close what the program left open."""
@@ -74,6 +77,7 @@ class Sandbox:
         self._session: ShellSession | None = None
         self._closed = False
         self._spent_s = 0.0
+        self._owner_pid = os.getpid()
         _open_sandboxes.add(self)
         try:
             self._setup_dirs()
@@ -178,6 +182,8 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._owner_pid:  # a forked child: the container belongs to the parent
+            return
         errors: list[str] = []
         if self._session is not None:
             self._session.close()
@@ -206,7 +212,7 @@ class Sandbox:
         self.close()
 
     def __del__(self) -> None:  # last resort; close() is the contract
-        if getattr(self, "_closed", True):
+        if getattr(self, "_closed", True) or os.getpid() != getattr(self, "_owner_pid", None):
             return
         with contextlib.suppress(Exception):
             if sys.is_finalizing():  # threads are gone: only the container can still be removed

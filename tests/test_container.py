@@ -353,3 +353,19 @@ def test_asyncio_sandboxes_run_concurrently(docker_ready: None) -> None:
         return await asyncio.gather(*(one(i) for i in range(3)))
 
     assert asyncio.run(main()) == ["0", "1", "2"]
+
+
+def test_a_forked_child_does_not_remove_the_parents_containers(hardened: Sandbox) -> None:
+    pid = os.fork()
+    if pid == 0:  # child: what its exit paths would do (atexit, signal handler, __del__/close)
+        try:
+            C.remove_all_live()
+            from fte_shell import sandbox as S
+
+            S._close_open_sandboxes()
+            hardened.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert C.is_running(hardened.container_id)
+    assert hardened.run("echo ok").output == "ok\n"
