@@ -6,10 +6,12 @@
    process limit for a second, it kills every process except the session shell, PID 1 and itself (a
    fork bomb left running in the background would otherwise make every later command fail to fork).
 3. Timeout enforcer: on SIGUSR1 (sent by the host with ``docker kill --signal USR1``; no new process has
-   to be created inside the container, so this works even when a fork bomb holds every pid) it kills every
-   process that started after the current command began, except the session shell, PID 1 and itself; then
-   interrupts the shell if the command is still running (a loop of shell builtins), and writes a
-   ``SWEPT`` line to the session's terminal so the host knows the sweep is over.
+   to be created inside the container, so this works even when a fork bomb holds every pid) it freezes
+   every process that started after the current command began (all but the session shell, PID 1 and
+   itself), kills those that ignore SIGINT, sends SIGINT to the rest and to the shell together (like
+   Ctrl-C: the shell abandons the rest of the command), kills whatever is left, interrupts a builtin
+   loop in the shell, and writes a ``SWEPT`` line to the session's terminal so the host knows the sweep
+   is over.
 
 The session shell describes the running command in ``/opt/fte/run/state``: ``SHELL_PID TTY`` on the first
 line (written once per shell), ``run UPTIME`` or ``idle UPTIME`` on the second (written before and after
