@@ -374,7 +374,7 @@ def container_kwargs(
         "mem_limit": cfg.memory,
         "memswap_limit": cfg.memory,
         "nano_cpus": int(cfg.cpus * 1e9),
-        "init": cfg.init,
+        "init": cfg.init and not cfg.protect_warden,
         "environment": env,
         "labels": owner_labels(run_id, ttl),
         "stop_signal": "SIGTERM",

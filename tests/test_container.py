@@ -103,7 +103,7 @@ def test_no_docker_socket_and_limits(hardened: Sandbox) -> None:
     assert host["PidsLimit"] == cfg.pids_limit
     assert host["Memory"] == host["MemorySwap"] == 1 << 30
     assert host["NanoCpus"] == int(cfg.cpus * 1e9)
-    assert host["Init"] is True
+    assert not host["Init"]  # the warden itself is PID 1 (protect_warden)
     binds = {b.split(":")[1]: b for b in host["Binds"]}
     assert binds["/work"].endswith(":ro") and binds["/run/fte"].endswith(":ro")
 
@@ -369,3 +369,33 @@ def test_a_forked_child_does_not_remove_the_parents_containers(hardened: Sandbox
     os.waitpid(pid, 0)
     assert C.is_running(hardened.container_id)
     assert hardened.run("echo ok").output == "ok\n"
+
+
+def test_the_agent_cannot_kill_the_warden(hardened: Sandbox) -> None:
+    obs = hardened.run(
+        "pkill python3; pkill -9 python3; kill -TERM 1; kill -INT 1; kill -USR1 1; kill -9 -1; echo done"
+    )
+    assert obs.output.endswith("done\n") and not obs.restarted
+    assert C.is_running(hardened.container_id)
+    assert hardened.run("ps -o pid=,args= -p 1").output.split()[:3] == [
+        "1",
+        "python3",
+        "/opt/fte/lib/warden.py",
+    ]
+    assert hardened.run("sleep 30", timeout=1).timed_out  # the warden still enforces timeouts
+    assert hardened.run("echo alive").output == "alive\n"
+
+
+def test_orphaned_zombies_are_reaped(hardened: Sandbox) -> None:
+    hardened.run("for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 0.6")
+    assert hardened.run("ps -eo stat= | grep -c '^Z' || true").output == "0\n"
+
+
+def test_docker_init_when_the_warden_is_not_protected(docker_ready: None) -> None:
+    with Sandbox(SandboxConfig(protect_warden=False)) as sb:
+        host = C.client().api.inspect_container(sb.container_id)["HostConfig"]
+        assert host["Init"] is True
+        assert "docker-init" in sb.run("ps -o args= -p 1").output
+        obs = sb.run("echo a; sleep 30; echo b", timeout=1)
+        assert obs.timed_out and obs.output == "a\n"
+        assert sb.run("echo ok").output == "ok\n"

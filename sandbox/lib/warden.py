@@ -1,4 +1,8 @@
-"""fte-shell warden: the sandbox container's main process (under docker's init).
+"""fte-shell warden: the sandbox container's main process.
+
+By default it is PID 1 (``SandboxConfig.protect_warden``): the kernel drops signals sent to a namespace's
+PID 1 from inside the namespace unless it handles them, so nothing the agent runs can stop it, and it
+reaps the zombies re-parented to it. Only the host reaches it (``docker kill``).
 
 1. Dead-man timer: exits after TTL seconds, so the container stops (and is auto-removed) even when the
    harness that started it was SIGKILLed.
@@ -176,7 +180,7 @@ def _reap() -> None:
 
 def main() -> None:
     ttl = float(sys.argv[1]) if len(sys.argv) > 1 else 6 * 3600.0
-    sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+    sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
     signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     deadline = time.monotonic() + ttl
     pressure = 0
@@ -197,8 +201,13 @@ def main() -> None:
             else:
                 pressure = 0
             continue
-        if info.si_signo == signal.SIGUSR1:
+        if info.si_signo == signal.SIGCHLD:
+            _reap()  # orphans are re-parented to us when we are PID 1
+        elif os.getpid() == 1 and info.si_pid != 0:
+            continue  # sent from inside the container (e.g. `pkill python3`): only the host may stop us
+        elif info.si_signo == signal.SIGUSR1:
             sweep()
+            _reap()
         else:
             return
 
