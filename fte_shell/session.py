@@ -85,6 +85,16 @@ __fte_f=; __fte_st=0
 """
 
 
+_DOCKER_VARS = ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
+
+
+def _cli_env() -> dict[str, str]:
+    """The docker CLI's environment: how to reach the daemon, nothing else (the container gets none)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root")}
+    env.update({k: os.environ[k] for k in _DOCKER_VARS if k in os.environ})
+    return env
+
+
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
 
@@ -171,12 +181,7 @@ class ShellSession:
             echo=False,
             maxread=1 << 20,
             dimensions=(50, 200),
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": os.environ.get("HOME", "/root"),
-                **({"DOCKER_HOST": os.environ["DOCKER_HOST"]} if "DOCKER_HOST" in os.environ else {}),
-                **({"DOCKER_CONFIG": os.environ["DOCKER_CONFIG"]} if "DOCKER_CONFIG" in os.environ else {}),
-            },
+            env=_cli_env(),
         )
         child.delaybeforesend = None
         self._child = child
