@@ -96,7 +96,10 @@ def sweep() -> None:
     state = _read_state()
     if state is None:
         return
-    shell_pid, tty, _phase, t0 = state
+    shell_pid, tty, phase, t0 = state
+    if phase != "run":  # no command is running (it ended just now): background jobs are left alone
+        _report_swept(tty)
+        return
     protect = {1, os.getpid(), os.getppid(), shell_pid}
     pids = _targets(t0, protect)
     running = _still_running(t0)
@@ -127,6 +130,11 @@ def sweep() -> None:
     time.sleep(0.03)
     if _still_running(t0):  # SIGINT was caught or came too early: once more
         _signal_all([shell_pid], signal.SIGINT)
+    _report_swept(tty)
+
+
+def _report_swept(tty: str) -> None:
+    """Tell the host, on the session's terminal, that the sweep is over."""
     try:
         fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY)
         try:
