@@ -64,16 +64,17 @@ __fte_pre() {
 }
 __fte_post() {
   \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-  \builtin local LC_ALL=C __fte_d= __fte_sz=-1
+  __fte_sz=-1
   \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
   if [[ -s $2 ]]; then
-    if IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
+    if LC_ALL=C IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
       __fte_sz=$(/usr/bin/wc -c <"$2")
       /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
       /usr/bin/rm -f -- "$2"
     else
       \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
     fi
+    __fte_d=
   fi
   \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
   if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
