@@ -44,4 +44,6 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
 fi
 log "building the sandbox image (cached when up to date)"
 "$PY" -m fte_shell sandbox build
+# containers left behind by crashed runs (owner gone or TTL passed); live runs are never touched
+"$PY" -m fte_shell sandbox gc >/dev/null || true
 log "ready"
