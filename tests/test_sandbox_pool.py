@@ -1,0 +1,65 @@
+"""SandboxPool: sandboxes started ahead of need, handed out ready, refilled in the background."""
+
+from __future__ import annotations
+
+import pytest
+
+from fte_shell import SandboxConfig
+from fte_shell import container as C
+from fte_shell.errors import SandboxError
+from fte_shell.sandbox import SandboxPool
+
+pytestmark = pytest.mark.docker
+
+
+def _exists(cid: str) -> bool:
+    import docker.errors
+
+    try:
+        C.client().api.inspect_container(cid)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def test_pool_hands_out_ready_isolated_sandboxes_and_refills(docker_ready: None) -> None:
+    with SandboxPool(SandboxConfig(), size=2) as pool:
+        assert pool.wait_ready()
+        waiting = [sb.container_id for _, sb in pool._ready]
+        a = pool.acquire(run_id="question-a")
+        b = pool.acquire(run_id="question-b")
+        assert {a.container_id, b.container_id} == set(waiting)
+        assert a.run_id == "question-a" and a.gateway is not None
+        assert a.run("test -S /run/fte/gw.sock && echo socket").output == "socket\n"
+        (a.workspace / "only-a.txt").write_text("a")
+        assert a.run("ls /work; pwd").output == "only-a.txt\n/work\n"
+        assert b.run("ls /work").output == ""
+        assert a.workspace != b.workspace
+        assert pool.wait_ready()  # the filler started replacements
+        a.close()
+        b.close()
+        assert not _exists(a.container_id) and not _exists(b.container_id)
+        left = [sb.container_id for _, sb in pool._ready]
+    for cid in left:  # closing the pool removes what was not handed out
+        assert not _exists(cid)
+
+
+def test_pool_starts_one_at_once_when_none_is_waiting(docker_ready: None) -> None:
+    with SandboxPool(SandboxConfig(), size=1) as pool:
+        first = pool.acquire()
+        second = pool.acquire()  # the filler may not have a replacement yet: started here then
+        try:
+            assert first.container_id != second.container_id
+            assert second.run("echo ok").output == "ok\n"
+        finally:
+            first.close()
+            second.close()
+    with pytest.raises(SandboxError, match="closed"):
+        pool.acquire()
+
+
+def test_pool_refuses_a_fixed_workspace(tmp_path) -> None:
+    with pytest.raises(SandboxError, match="workspace_dir"):
+        SandboxPool(SandboxConfig(workspace_dir=tmp_path))
+    with pytest.raises(SandboxError, match="at least 1"):
+        SandboxPool(SandboxConfig(), size=0)
