@@ -306,9 +306,8 @@ def _signal_cleanup(signum: int, frame: Any) -> None:
         prev(signum, frame)
     elif prev == signal.SIG_IGN:
         return
-    else:  # SIG_DFL (or unknown): die of the signal as if no handler had been installed
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+    else:  # SIG_DFL (or unknown): exit, but through atexit and `finally` (temporary dirs, logs)
+        raise SystemExit(128 + signum)
 
 
 _previous: dict[int, Any] = {}
@@ -464,6 +463,37 @@ def signal_warden(container_id: str) -> None:
 class GcResult:
     removed: list[tuple[str, str]]  # (name, reason)
     kept: int
+    dirs: int = 0  # temporary sandbox directories of dead owners removed
+
+
+OWNER_FILE = ".fte-owner"
+"""Written into each sandbox's temporary directory: ``PID START HOST KEEP`` (KEEP 1 = never gc it)."""
+
+
+def write_owner_file(tmp_dir: Path, keep: bool) -> None:
+    """Mark a sandbox's temporary directory as this process's (so gc can remove it if we die)."""
+    (tmp_dir / OWNER_FILE).write_text(f"{os.getpid()} {_proc_start(os.getpid()) or '-'} {HOST} {int(keep)}\n")
+
+
+def gc_dirs(root: Path | None = None) -> int:
+    """Remove temporary sandbox directories (``fte-*`` with an owner file) whose owner on this host is
+    gone and that were not meant to be kept; returns how many."""
+    import shutil
+    import tempfile
+
+    base = Path(root or tempfile.gettempdir())
+    removed = 0
+    for d in base.glob("fte-*"):
+        try:
+            pid, start, host, keep = (d / OWNER_FILE).read_text().split()
+        except (OSError, ValueError):
+            continue
+        labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start}
+        if keep == "1" or host != HOST or _owner_alive(labels):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 def gc(*, log: Log | None = None) -> GcResult:
@@ -487,7 +517,10 @@ def gc(*, log: Log | None = None) -> GcResult:
         removed.append((name, reason))
         if log:
             log(f"removed {name}: {reason}")
-    return GcResult(removed=removed, kept=kept)
+    dirs = gc_dirs()
+    if log and dirs:
+        log(f"removed {dirs} temporary sandbox director{'y' if dirs == 1 else 'ies'} of dead processes")
+    return GcResult(removed=removed, kept=kept, dirs=dirs)
 
 
 # --- doctor ------------------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ class Sandbox:
     def _setup_dirs(self) -> None:
         self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{_container.name_part(self.run_id)}-"))
         os.chmod(self._tmp, 0o755)
+        keep = self.config.keep_workspace and self.config.workspace_dir is None
+        _container.write_owner_file(self._tmp, keep)
         if self.config.workspace_dir is not None:
             ws = Path(self.config.workspace_dir).resolve()
             ws.mkdir(parents=True, exist_ok=True)
@@ -209,6 +211,7 @@ class Sandbox:
             keep_ws = self.config.keep_workspace and self.config.workspace_dir is None
             if keep_ws:
                 shutil.rmtree(self._tmp / "gw", ignore_errors=True)
+                (self._tmp / _container.OWNER_FILE).unlink(missing_ok=True)
             else:
                 shutil.rmtree(self._tmp, ignore_errors=True)
         if errors:

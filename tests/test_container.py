@@ -225,7 +225,7 @@ _HOLDER = textwrap.dedent(
         t.start()
         t.join()
     boxes.append(Sandbox(SandboxConfig()))
-    print(" ".join(b.container_id for b in boxes), flush=True)
+    print(" ".join(f"{b.container_id}|{b.workspace.parent}" for b in boxes), flush=True)
     if sys.argv[1] == "exit":
         sys.exit(0)          # no close(): atexit must remove it
     time.sleep(300)
@@ -240,14 +240,18 @@ def test_container_removed_when_the_harness_ends(docker_ready: None, how: str) -
     )
     try:
         assert proc.stdout is not None
-        cids = proc.stdout.readline().split()
-        assert cids, proc.stderr.read() if proc.stderr else ""
+        pairs = [p.split("|") for p in proc.stdout.readline().split()]
+        assert pairs, proc.stderr.read() if proc.stderr else ""
+        cids = [c for c, _ in pairs]
+        tmps = [Path(t) for _, t in pairs]
+        assert all((t / C.OWNER_FILE).exists() for t in tmps)
         if how != "exit":
             assert all(_exists(c) for c in cids)
             proc.send_signal(signal.SIGINT if how == "SIGINT" else signal.SIGTERM)
         proc.wait(60)
         for cid in cids:
             assert not _exists(cid) or _wait_gone(cid, 10)
+        assert not any(t.exists() for t in tmps)  # the temporary directories went too
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -399,3 +403,34 @@ def test_docker_init_when_the_warden_is_not_protected(docker_ready: None) -> Non
         obs = sb.run("echo a; sleep 30; echo b", timeout=1)
         assert obs.timed_out and obs.output == "a\n"
         assert sb.run("echo ok").output == "ok\n"
+
+
+def test_gc_dirs_removes_only_dead_owners_unkept_dirs(tmp_path: Path) -> None:
+    def make(name: str, owner: str) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "work").mkdir()
+        (d / C.OWNER_FILE).write_text(owner)
+        return d
+
+    me = f"{os.getpid()} {C._proc_start(os.getpid())} {C.HOST}"
+    dead = make("fte-dead-1", f"999999999 1 {C.HOST} 0\n")
+    kept = make("fte-kept-1", f"999999999 1 {C.HOST} 1\n")
+    live = make("fte-live-1", f"{me} 0\n")
+    other = make("fte-other-1", "999999999 1 elsewhere 0\n")
+    foreign = tmp_path / "fte-foreign"  # no owner file: not ours to judge
+    foreign.mkdir()
+    unrelated = make("other-dead", f"999999999 1 {C.HOST} 0\n")
+    assert C.gc_dirs(tmp_path) == 1
+    assert not dead.exists()
+    assert kept.exists() and live.exists() and other.exists() and foreign.exists() and unrelated.exists()
+
+
+def test_kept_workspace_is_not_marked_for_gc(docker_ready: None) -> None:
+    import shutil
+
+    with Sandbox(SandboxConfig(keep_workspace=True)) as sb:
+        owner = (sb.workspace.parent / C.OWNER_FILE).read_text().split()
+        assert owner[0] == str(os.getpid()) and owner[3] == "1"
+    assert sb.workspace.is_dir() and not (sb.workspace.parent / C.OWNER_FILE).exists()
+    shutil.rmtree(sb.workspace.parent)

@@ -72,7 +72,8 @@ def rebuild(config: ConfigOpt = None) -> None:
 
 @sandbox_app.command("gc")
 def gc_cmd() -> None:
-    """Remove fte-shell containers whose owning process is gone or whose TTL has passed."""
+    """Remove fte-shell containers (and temporary sandbox directories) whose owning process is gone or
+    whose TTL has passed."""
     from ..container import gc
 
     try:
@@ -80,7 +81,10 @@ def gc_cmd() -> None:
     except FteError as e:
         _fail(e)
         return
-    _out.print(f"removed {len(res.removed)} container(s); {res.kept} still owned by live processes")
+    _out.print(
+        f"removed {len(res.removed)} container(s) and {res.dirs} temporary director(ies); "
+        f"{res.kept} container(s) still owned by live processes"
+    )
 
 
 @sandbox_app.command("doctor")
