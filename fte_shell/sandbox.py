@@ -178,6 +178,10 @@ class Sandbox:
             t0 = time.monotonic()
             try:
                 obs = self._session.run(command, limit)
+            except Exception as e:
+                if self._closed:  # close() from another thread pulled the terminal away
+                    raise SandboxError("the sandbox was closed while the command ran") from e
+                raise
             finally:
                 self._spent_s += time.monotonic() - t0
         if note and obs.timed_out:

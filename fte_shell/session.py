@@ -366,7 +366,7 @@ class ShellSession:
                 buf += child.read_nonblocking(1 << 20, timeout=min(left, 3600))
             except pexpect.TIMEOUT:
                 continue
-            except pexpect.EOF:
+            except (pexpect.EOF, OSError):  # OSError: the terminal was closed under us
                 return _Eof(self._exit_code())
 
     def _exit_code(self) -> int | None:

@@ -434,3 +434,29 @@ def test_kept_workspace_is_not_marked_for_gc(docker_ready: None) -> None:
         assert owner[0] == str(os.getpid()) and owner[3] == "1"
     assert sb.workspace.is_dir() and not (sb.workspace.parent / C.OWNER_FILE).exists()
     shutil.rmtree(sb.workspace.parent)
+
+
+def test_close_while_a_command_runs(docker_ready: None) -> None:
+    from fte_shell.errors import SandboxError
+
+    sb = Sandbox(SandboxConfig())
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def worker() -> None:
+        started.set()
+        try:
+            sb.run("sleep 30", timeout=60)
+        except SandboxError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    started.wait()
+    time.sleep(0.5)  # let the command start (no assertion depends on this)
+    cid = sb.container_id
+    sb.close()
+    t.join(60)
+    assert not t.is_alive()
+    assert errors and "closed" in str(errors[0])
+    assert not _exists(cid)
