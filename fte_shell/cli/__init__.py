@@ -26,6 +26,15 @@ for _mod in (_run, _sandbox, _corpus, _bench):
     _mod.register(app)
 
 
+@app.command("config")
+def config_reference() -> None:
+    """Print every configuration option with its default and meaning, as a TOML file that --config
+    accepts (save it, then edit what you need: `fte-shell config > fte.toml`)."""
+    from ..config import reference_toml
+
+    typer.echo(reference_toml(), nl=False)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,17 @@
+"""Regenerate docs/config.md from the config models: python3 docs/gen_config_md.py (from the repo root)."""
+from fte_shell.config import reference_toml
+head = """# Configuration reference
+
+One TOML file, given with `--config FILE`, whose tables mirror the pydantic models in
+`fte_shell/config.py` (`[model]` ModelConfig, `[agent]` AgentConfig, `[sandbox]` SandboxConfig,
+`[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig). Precedence: defaults < the file <
+environment (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`, `SERPER_API_KEY`) < command-line flags.
+Unknown keys are an error that names the key. In Python: `fte_shell.load_config(path, overrides)` or build
+the models directly (`RunConfig(sandbox=SandboxConfig(memory="2g"))`).
+
+This page is the output of `fte-shell config` (a test keeps the two identical); every option with its
+default:
+
+```toml
+"""
+open("docs/config.md", "w").write(head + reference_toml() + "```\n")
