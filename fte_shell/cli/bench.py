@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     ) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
-        directory OUT/runs/<profile>/<qid>/r<k>/. Rerunning the same command resumes: finished runs are
+        directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
         skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
         from ..bench.sweep import BenchConfig
         from ..config import load_config
