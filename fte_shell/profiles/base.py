@@ -169,14 +169,15 @@ def format_validation_error(tool: Tool, err: ValidationError) -> str:
 class ToolProfile:
     """Base class of the built-in profiles: typed tools, schemas from ``tools.toml``, safe dispatch.
 
-    Subclasses set :attr:`name` and implement :meth:`_make_tools` (and :meth:`close` if they hold
-    resources).
+    Subclasses set :attr:`name` and implement :meth:`_make_tools` (and extend :meth:`close` if they
+    hold resources of their own). Profiles that read pages use :attr:`fetcher`.
     """
 
     name: ClassVar[str] = ""
 
     def __init__(self, ctx: QuestionContext):
         self.ctx = ctx
+        self._fetcher: FetchService | None = None
         self.agent_cfg = ctx.config.agent
         self._descriptions = ToolDescriptions.load(self.agent_cfg.tool_descriptions_file, PROFILES)
         self._tools: dict[str, Tool] = {t.name: t for t in self._make_tools()}
@@ -187,7 +188,17 @@ class ToolProfile:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Release held resources (nothing by default)."""
+        """Release held resources (the fetch pipeline, if one was opened)."""
+        fetcher, self._fetcher = self._fetcher, None
+        if fetcher is not None:
+            fetcher.close()
+
+    @property
+    def fetcher(self) -> FetchService:
+        """The question's fetch pipeline (:func:`make_fetch_service`), created on first use."""
+        if self._fetcher is None:
+            self._fetcher = make_fetch_service(self.ctx)
+        return self._fetcher
 
     # --- Profile -------------------------------------------------------------------------------------
     def system_addendum(self) -> str:

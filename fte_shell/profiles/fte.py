@@ -23,7 +23,6 @@ import posixpath
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import regex
 
@@ -35,13 +34,9 @@ from .base import (
     ToolArgs,
     ToolProfile,
     ToolResult,
-    make_fetch_service,
     one_line,
     search_tool,
 )
-
-if TYPE_CHECKING:
-    from ..fetch import FetchService
 
 
 class FetchArgs(ToolArgs):
@@ -222,7 +217,6 @@ class FteProfile(ToolProfile):
 
     def __init__(self, ctx: QuestionContext):
         self.workspace = Workspace(ctx.workspace_dir)
-        self._fetcher: FetchService | None = None
         super().__init__(ctx)
 
     def _make_tools(self) -> list[Tool]:
@@ -234,17 +228,7 @@ class FteProfile(ToolProfile):
             Tool("list_fetched", NoArgs, self.list_fetched),
         ]
 
-    def close(self) -> None:
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close()
 
-    @property
-    def fetcher(self) -> FetchService:
-        """The fetch pipeline (created on first use)."""
-        if self._fetcher is None:
-            self._fetcher = make_fetch_service(self.ctx)
-        return self._fetcher
 
     # --- tools ---------------------------------------------------------------------------------------
     def fetch(self, args: FetchArgs) -> ToolResult:

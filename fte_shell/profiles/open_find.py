@@ -17,15 +17,12 @@ nothing is written to the workspace) and is laid out exactly as a workspace file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ..errors import FetchRefused, ToolError
 from ..workspace import canonical_url, render
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_fetch_service, search_tool
+from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, search_tool
 from .fte import Matcher, _Budget, excerpt, split_lines
-
-if TYPE_CHECKING:
-    from ..fetch import FetchService
 
 
 class OpenArgs(ToolArgs):
@@ -71,7 +68,6 @@ class OpenFindProfile(ToolProfile):
     name = "open-find"
 
     def __init__(self, ctx: QuestionContext):
-        self._fetcher: FetchService | None = None
         self.page: _Page | None = None
         super().__init__(ctx)
 
@@ -83,17 +79,10 @@ class OpenFindProfile(ToolProfile):
             Tool("find", FindArgs, self.find),
         ]
 
-    @property
-    def fetcher(self) -> FetchService:
-        if self._fetcher is None:
-            self._fetcher = make_fetch_service(self.ctx)
-        return self._fetcher
 
     def close(self) -> None:
         self.page = None
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close()
+        super().close()
 
     # --- helpers -------------------------------------------------------------------------------------
     def _is_open(self, ref: str) -> bool:

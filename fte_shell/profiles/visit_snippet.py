@@ -21,14 +21,10 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from ..errors import ToolError
 from ..workspace import Document, render
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_fetch_service, search_tool
-
-if TYPE_CHECKING:
-    from ..fetch import FetchService
+from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, search_tool
 
 _WORD = re.compile(r"\w+")
 
@@ -118,22 +114,12 @@ class VisitSnippetProfile(ToolProfile):
     name = "visit-snippet"
 
     def __init__(self, ctx: QuestionContext):
-        self._fetcher: FetchService | None = None
         super().__init__(ctx)
 
     def _make_tools(self) -> list[Tool]:
         return [*search_tool(self.ctx), Tool("visit", VisitArgs, self.visit)]
 
-    @property
-    def fetcher(self) -> FetchService:
-        if self._fetcher is None:
-            self._fetcher = make_fetch_service(self.ctx)
-        return self._fetcher
 
-    def close(self) -> None:
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close()
 
     def visit(self, args: VisitArgs) -> ToolResult:
         ref, goal = args.url.strip(), args.goal.strip()

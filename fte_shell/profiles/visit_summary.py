@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, ModelError, ToolError
 from ..prompts import summary_instructions
 from ..workspace import render
-from .base import QuestionContext, Tool, ToolProfile, ToolResult, make_fetch_service, search_tool
+from .base import QuestionContext, Tool, ToolProfile, ToolResult, search_tool
 from .visit_snippet import VisitArgs, header_lines
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
-    from ..fetch import FetchService
     from ..model import ModelClient
 
 
@@ -53,7 +52,6 @@ class VisitSummaryProfile(ToolProfile):
     name = "visit-summary"
 
     def __init__(self, ctx: QuestionContext):
-        self._fetcher: FetchService | None = None
         self._own_reader = False
         reader_cfg = ctx.config.agent.summary_model
         if reader_cfg is not None:
@@ -73,16 +71,7 @@ class VisitSummaryProfile(ToolProfile):
     def _make_tools(self) -> list[Tool]:
         return [*search_tool(self.ctx), Tool("visit", VisitArgs, self.visit)]
 
-    @property
-    def fetcher(self) -> FetchService:
-        if self._fetcher is None:
-            self._fetcher = make_fetch_service(self.ctx)
-        return self._fetcher
 
-    def close(self) -> None:
-        fetcher, self._fetcher = self._fetcher, None
-        if fetcher is not None:
-            fetcher.close()
         if self._own_reader:
             self._own_reader = False
             self.reader.close()
