@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import json
 import os
 import random
 import re
@@ -20,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
+from ..jsonl import iter_jsonl
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -119,27 +119,20 @@ def load_browsecomp(path: Path) -> list[Question]:
 def load_jsonl(path: Path) -> list[Question]:
     """Read ``{id?, question, answer?, ...}`` one object a line; other keys go to ``meta``."""
     out: list[Question] = []
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{i}: not valid JSON ({e.msg})") from e
-            if not isinstance(row, dict) or not isinstance(row.get("question"), str):
-                raise ConfigError(f"{path}:{i}: each line needs a string field 'question'")
-            qid = row.get("id", row.get("_id"))
-            answer = row.get("answer")
-            meta = {k: v for k, v in row.items() if k not in ("id", "_id", "question", "answer")}
-            out.append(
-                Question(
-                    id=safe_id(qid) if qid not in (None, "") else question_id(row["question"]),
-                    question=row["question"],
-                    answer=None if answer is None else str(answer),
-                    meta=meta,
-                )
+    for i, row in iter_jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+            raise ConfigError(f"{path}:{i}: each line needs a string field 'question'")
+        qid = row.get("id", row.get("_id"))
+        answer = row.get("answer")
+        meta = {k: v for k, v in row.items() if k not in ("id", "_id", "question", "answer")}
+        out.append(
+            Question(
+                id=safe_id(qid) if qid not in (None, "") else question_id(row["question"]),
+                question=row["question"],
+                answer=None if answer is None else str(answer),
+                meta=meta,
             )
+        )
     return out
 
 
@@ -158,24 +151,15 @@ def load_hotpotqa(data_dir: Path, split: str = "dev") -> list[Question]:
     path = Path(data_dir) / f"{split}.jsonl"
     if not path.exists():
         raise ConfigError(f"HotpotQA split '{split}' not found: {path} (splits: dev, test)")
-    out: list[Question] = []
-    with path.open(encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path}:{i}: not valid JSON ({e.msg})") from e
-            out.append(
-                Question(
-                    id=safe_id(row["_id"]),
-                    question=row["question"],
-                    answer=row.get("answer"),
-                    meta={k: row[k] for k in ("type", "level") if k in row},
-                )
-            )
-    return out
+    return [
+        Question(
+            id=safe_id(row["_id"]),
+            question=row["question"],
+            answer=row.get("answer"),
+            meta={k: row[k] for k in ("type", "level") if k in row},
+        )
+        for _, row in iter_jsonl(path)
+    ]
 
 
 # --- selection and dispatch ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import FteError
+from ..jsonl import iter_jsonl
 
 FORMAT = 1
 """Version of the index directory layout (``meta.json``'s ``format``)."""
@@ -96,27 +97,14 @@ def read_jsonl(path: Path) -> Iterator[CorpusDoc]:
     """Yield the documents of a corpus JSONL; a bad line raises :class:`CorpusError` naming its number.
     Blank lines are skipped."""
     path = Path(path)
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as e:
-        raise CorpusError(f"cannot read corpus file {path}: {e.strerror or e}") from e
-    with fh:
-        for no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CorpusError(f"{path}:{no}: not valid JSON ({e.msg})") from e
-            try:
-                yield CorpusDoc.model_validate(obj)
-            except ValidationError as e:
-                err = e.errors()[0]
-                loc = ".".join(str(p) for p in err["loc"]) or "line"
-                what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-                raise CorpusError(
-                    f"{path}:{no}: {loc}: {what} (expected {{docid, title, text, url?}})"
-                ) from e
+    for no, obj in iter_jsonl(path, CorpusError):
+        try:
+            yield CorpusDoc.model_validate(obj)
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"]) or "line"
+            what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+            raise CorpusError(f"{path}:{no}: {loc}: {what} (expected {{docid, title, text, url?}})") from e
 
 
 def write_jsonl(docs: Iterable[CorpusDoc], out_path: Path) -> int:
