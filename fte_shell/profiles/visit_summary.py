@@ -71,7 +71,9 @@ class VisitSummaryProfile(ToolProfile):
     def _make_tools(self) -> list[Tool]:
         return [*search_tool(self.ctx), Tool("visit", VisitArgs, self.visit)]
 
-
+    def close(self) -> None:
+        """Close the fetch pipeline and the reader model's client when this profile made it."""
+        super().close()
         if self._own_reader:
             self._own_reader = False
             self.reader.close()
