@@ -63,6 +63,10 @@ MAX_RESULTS = 50
 FETCH_WORKERS = 4
 """References of one ``fetch`` request fetched concurrently."""
 
+MAX_EVENTS = 10_000
+"""Events kept between drains; beyond that the oldest are dropped and counted in ``events_dropped``, so a
+client flooding the socket cannot grow the host's memory without bound."""
+
 
 class Fetcher(Protocol):
     """What the gateway needs of :class:`fte_shell.fetch.FetchService`."""
@@ -94,6 +98,27 @@ class GatewayEvent:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split()) or "unknown error"
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """True if a decoded request holds a string with an unpaired surrogate (``"\\udcff"``: e.g. a
+    non-UTF-8 command-line argument), which no answer or file could carry."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    return False
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -148,7 +173,8 @@ class _Handler(socketserver.BaseRequestHandler):
         return line
 
     def _send(self, response: dict[str, Any]) -> None:
-        data = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8")
+        # "replace": a stray surrogate in a message must not cost the client its answer
+        data = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8", "replace")
         try:
             self.request.settimeout(REQUEST_TIMEOUT_S)
             self.request.sendall(data)
@@ -185,6 +211,8 @@ class Gateway:
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
         self._events: list[GatewayEvent] = []
         self._events_lock = threading.Lock()
+        self.events_dropped = 0
+        """Events dropped because more than :data:`MAX_EVENTS` piled up between drains."""
 
     def __repr__(self) -> str:
         return f"Gateway({str(self.socket_path)!r}, running={self._server is not None})"
@@ -257,23 +285,35 @@ class Gateway:
     def _record(self, event: GatewayEvent) -> None:
         with self._events_lock:
             self._events.append(event)
+            if len(self._events) > MAX_EVENTS:
+                drop = len(self._events) - MAX_EVENTS
+                del self._events[:drop]
+                self.events_dropped += drop
 
     # --- requests --------------------------------------------------------------------------------------
     def handle_line(self, raw: bytes) -> dict[str, Any]:
         """Answer one request line (the socket protocol without the socket). Never raises."""
         t0 = time.time()
         start = time.monotonic()
+        err: str | None = None
+        req: Any = None
         try:
             req = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, ValueError):  # ValueError: also an integer of over 4,300 digits
             err = "bad request: not a JSON object line"
+        except RecursionError:  # e.g. 100,000 "[": the parser gives up cleanly, the answer is one line
+            err = "bad request: JSON nested too deeply"
+        else:
+            if _has_lone_surrogate(req):
+                err = "bad request: text that is not valid Unicode (an argument that is not UTF-8?)"
+        if err is not None:
             self._record(GatewayEvent("invalid", t0, time.monotonic() - start, False, error=err))
             return {"ok": False, "error": err}
         op = req.get("op") if isinstance(req, dict) else None
         handler = {"fetch": self._op_fetch, "search": self._op_search, "list": self._op_list,
                    "ping": self._op_ping}.get(op if isinstance(op, str) else "")
         if handler is None:
-            err = f"bad request: unknown op {op!r} (expected fetch, search, list or ping)"
+            err = f"bad request: unknown op {_short(op)} (expected fetch, search, list or ping)"
             self._record(GatewayEvent("invalid", t0, time.monotonic() - start, False, error=err))
             return {"ok": False, "error": err}
         args: dict[str, Any] = {}

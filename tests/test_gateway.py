@@ -367,3 +367,36 @@ def test_oversized_fetch_request_gets_the_gateways_answer(setup: Setup) -> None:
     r = setup.helper("fetch", *urls)
     assert r.returncode == 1
     assert r.stderr.startswith("fetch: request too large")
+
+
+def test_hostile_request_lines_get_one_line_each(setup: Setup) -> None:
+    """Review R2: request lines that used to kill the handler thread (no answer, a traceback on the host)."""
+    path = setup.gw.socket_path
+    deep = raw_request(path, b"[" * 100_000 + b"\n")  # the JSON parser's recursion
+    assert deep == {"ok": False, "error": "bad request: JSON nested too deeply"}
+    huge_int = raw_request(path, b'{"op": "search", "query": "q", "n": ' + b"9" * 5000 + b"}\n")
+    assert huge_int == {"ok": False, "error": "bad request: not a JSON object line"}
+    surrogate = raw_request(path, b'{"op": "fetch", "urls": ["\\udcff"]}\n')  # could not be encoded back
+    assert not surrogate["ok"] and "not valid Unicode" in surrogate["error"]
+    assert "not valid Unicode" in raw_request(path, b'{"op": "search", "query": "\\ud800x"}\n')["error"]
+    long_op = raw_request(path, json.dumps({"op": "x" * 100_000}).encode() + b"\n")
+    assert "unknown op" in long_op["error"] and len(long_op["error"]) < 200  # not echoed whole
+    assert raw_request(path, b'{"op": "ping"}\n') == {"ok": True, "text": "pong"}
+    assert [e.op for e in setup.gw.events()].count("invalid") == 5
+
+
+def test_non_utf8_argument_is_one_line_from_the_helper(setup: Setup) -> None:
+    r = subprocess.run([sys.executable, str(BIN / "fetch"), b"http://x.org/\xff"], check=False, env=setup.env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == b""
+    assert r.stderr.count(b"\n") == 1 and b"not valid Unicode" in r.stderr
+    assert list(setup.ws.root.iterdir()) == []
+
+
+def test_event_log_is_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client flooding the socket cannot grow the host's memory: old events are dropped and counted."""
+    monkeypatch.setattr(gw_mod, "MAX_EVENTS", 5)
+    for _ in range(12):
+        assert raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"]
+    assert len(setup.gw.events()) == 5 and setup.gw.events_dropped == 7
+    assert len(setup.gw.drain_events()) == 5 and setup.gw.events() == []
