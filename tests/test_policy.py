@@ -101,6 +101,18 @@ def test_public_addresses_pass(addr: str) -> None:
         ("http://10.0.0.1/", "private"),
         ("http://host.invalid/", "cannot resolve host"),
         ("http://a\nb/", "control characters"),
+        # review R2: more spellings of loopback/unspecified/link-local
+        ("http://0/", "unspecified"),
+        ("http://[::]/", "unspecified"),
+        ("http://[fe80::1%25lo]/", "scoped (link-local)"),
+        ("http://[::1%25lo]/", "scoped"),
+        ("http://allowed@127.0.0.1/", "loopback"),
+        ("http://allowed.example:80@127.0.0.1/", "loopback"),
+        ("http://127.0.0.1#@allowed.example/", "loopback"),
+        ("http://１２７.０.０.１/", "loopback"),
+        ("http://localhost。/", "loopback"),
+        ("http://[0:0:0:0:0:ffff:127.0.0.1]/", "loopback"),
+        ("http://127.0.0.1:99999/", "invalid URL"),
     ],
 )
 def test_refusals_are_one_clear_line(url: str, reason: str) -> None:
@@ -171,3 +183,86 @@ def test_transport_connects_only_to_checked_addresses() -> None:
         finally:
             fetcher.close()
         assert srv.count("/who") == 1
+
+
+class ScriptedResolver:
+    """A name service for tests: answers from a list of answers, one per lookup (the last one repeats),
+    and counts lookups."""
+
+    def __init__(self, *answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.calls: list[str] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.calls.append(host)
+        return self.answers[min(len(self.calls), len(self.answers)) - 1]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://evil.example。/",  # ideographic full stop: IDNA makes it "evil.example."
+        "http://EVIL.example../",
+        "http://evil．example/",  # fullwidth full stop
+        "http://www.evil.example./x",
+        "http://0x7f000001/",  # numeric spellings of a denied address
+        "http://2130706433/",
+        "http://0177.1/",
+    ],
+)
+def test_deny_hosts_holds_for_every_spelling(url: str) -> None:
+    """Review R2: ``evil.example。`` passed deny_hosts (only "." was trimmed before IDNA mapped "。" to
+    "."), and numeric forms of a denied address were not matched."""
+    policy = FetchPolicy(deny_hosts=["*.evil.example", "127.0.0.1"], allow_private=["127.0.0.1"])
+    with pytest.raises(FetchRefused, match="deny_hosts"):
+        check_url(url, policy, resolver=ScriptedResolver(["8.8.8.8"]))
+
+
+def test_dns_rebinding_is_checked_on_every_lookup() -> None:
+    """A name that first resolves to a public address and then to a private one: the second check refuses
+    (and the transport only ever connects to what a check returned, see below)."""
+    rebind = ScriptedResolver(["8.8.8.8"], ["127.0.0.1"])
+    policy = FetchPolicy(timeout_s=5)
+    assert check_url("http://rebind.test/", policy, resolver=rebind).addresses == ("8.8.8.8",)
+    with pytest.raises(FetchRefused, match="rebind.test resolves to 127.0.0.1, which is a loopback"):
+        check_url("http://rebind.test/", policy, resolver=rebind)
+    with pytest.raises(FetchRefused, match="10.0.0.1, which is a private"):  # every address must pass
+        check_url("http://mixed.test/", policy, resolver=ScriptedResolver(["8.8.8.8", "10.0.0.1"]))
+    with pytest.raises(FetchRefused, match="resolves to fe80::1%eth0, which is a scoped"):
+        check_url("http://scoped.test/", policy, resolver=ScriptedResolver(["fe80::1%eth0"]))
+    with pytest.raises(FetchRefused, match="not an address"):
+        check_url("http://junk.test/", policy, resolver=ScriptedResolver(["not-an-ip"]))
+
+
+def test_hung_resolver_times_out_in_one_line() -> None:
+    import threading
+
+    release = threading.Event()
+
+    def hung(host: str, port: int) -> list[str]:
+        release.wait(30)
+        return ["8.8.8.8"]
+
+    try:
+        with pytest.raises(FetchRefused, match="DNS lookup timed out"):
+            check_url("http://slow.test/", FetchPolicy(), timeout_s=0.2, resolver=hung)
+    finally:
+        release.set()
+
+
+def test_fetcher_looks_each_hop_up_once_and_accepts_trailing_dots() -> None:
+    """The transport connects to what the policy's lookup returned and makes no lookup of its own (the
+    system cannot resolve ``rebind.test`` at all); ``host.`` (trailing dot) is the same pinned host
+    (it used to fail with "address … was not checked")."""
+    with LoopbackServer() as srv:
+        srv.route("/a", status=302, headers={"Location": "/b"}, body=b"")
+        srv.route("/b", body="second hop", content_type="text/plain")
+        resolver = ScriptedResolver(["127.0.0.1"])
+        fetcher = HttpFetcher(FetchPolicy(allow_private=[f"rebind.test:{srv.port}"]), resolver=resolver)
+        try:
+            assert fetcher.get(f"http://rebind.test:{srv.port}/a").body == b"second hop"
+            assert resolver.calls == ["rebind.test", "rebind.test"]  # one per hop, none by the connection
+            assert fetcher.get(f"http://REBIND.test.:{srv.port}/b").body == b"second hop"
+            assert srv.requests[-1].headers["Host"] == f"rebind.test.:{srv.port}"
+        finally:
+            fetcher.close()

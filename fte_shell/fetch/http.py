@@ -30,7 +30,7 @@ import httpx
 
 from ..config import FetchPolicy
 from ..errors import BudgetExceeded, FetchRefused
-from .policy import Target, ascii_host, check_url
+from .policy import Resolver, Target, check_url, normal_host
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "text/html,application/xhtml+xml,application/pdf,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5"
@@ -104,7 +104,7 @@ class _PinnedBackend(httpcore.NetworkBackend):
 
     def pin(self, target: Target) -> None:
         with self._lock:
-            self._pins[(ascii_host(target.host), target.port)] = target.addresses
+            self._pins[(normal_host(target.host), target.port)] = target.addresses
 
     def connect_tcp(
         self,
@@ -115,7 +115,7 @@ class _PinnedBackend(httpcore.NetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         with self._lock:
-            addrs = self._pins.get((host.lower().strip("[]"), port))
+            addrs = self._pins.get((host.lower().strip("[]").rstrip("."), port))  # "example.com." too
         if not addrs:
             raise httpcore.ConnectError(f"address of {host}:{port} was not checked by the fetch policy")
         last: Exception | None = None
@@ -205,8 +205,11 @@ def _fmt_bytes(n: int) -> str:
 class HttpFetcher:
     """Downloads URLs under one :class:`FetchPolicy`. Thread-safe; one connection pool."""
 
-    def __init__(self, policy: FetchPolicy) -> None:
+    def __init__(self, policy: FetchPolicy, *, resolver: Resolver | None = None) -> None:
         self.policy = policy
+        self.resolver = resolver
+        """Name service for the policy checks (None: the system resolver); the connection never asks
+        another one."""
         self._backend = _PinnedBackend()
         self._client = httpx.Client(
             transport=_PinnedTransport(self._backend, _shared_ssl_context()),
@@ -252,7 +255,7 @@ class HttpFetcher:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {url}")
-            target = check_url(current, policy, timeout_s=remaining)
+            target = check_url(current, policy, timeout_s=remaining, resolver=self.resolver)
             self._backend.pin(target)
             try:
                 request = self._client.build_request(

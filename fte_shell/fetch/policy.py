@@ -9,6 +9,11 @@ including IPv4-mapped/-compatible, 6to4, Teredo and NAT64 forms of such addresse
 resolves to must pass. A host (or ``host:port``) listed in ``allow_private`` skips the address check.
 
 The result, :class:`Target`, carries the checked addresses; the HTTP layer connects only to those.
+
+Host names are compared in ONE normal form (:func:`normal_host`: lower-case, IDNA, trailing dots
+dropped — ``EVIL.com。`` is ``evil.com``), and a numeric host also matches host patterns in its dotted
+form (``0x7f000001`` matches a pattern ``127.0.0.1``), so no spelling of a name slips past
+``deny_hosts``. The name service is a seam (:class:`Resolver`); tests inject one to play DNS rebinding.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import ipaddress
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..config import FetchPolicy
@@ -45,6 +52,26 @@ _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 _resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fte-resolve")
 
 
+class Resolver(Protocol):
+    """Looks up the addresses of a host name (the system resolver by default; tests inject one)."""
+
+    def __call__(self, host: str, port: int) -> Sequence[str]:
+        """Addresses of ``host`` (IDNA form) as strings (IPv6 may carry ``%scope``); raise ``OSError``
+        (e.g. ``socket.gaierror``) when the name cannot be resolved."""
+        ...
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """``getaddrinfo`` for TCP; IPv6 scope ids kept as ``addr%scope``."""
+    out: list[str] = []
+    for _family, _type, _proto, _canon, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        a = str(sockaddr[0])
+        if len(sockaddr) >= 4 and sockaddr[3] and "%" not in a:
+            a = f"{a}%{sockaddr[3]}"
+        out.append(a)
+    return out
+
+
 @dataclass(frozen=True)
 class Target:
     """A URL that passed the policy, with the addresses the connection may use."""
@@ -54,7 +81,8 @@ class Target:
     scheme: str
     """``http`` or ``https``."""
     host: str
-    """Host name as in the URL, lower-cased, IPv6 without brackets (used for Host, SNI and the cert)."""
+    """Host name in its normal form (:func:`normal_host`; IPv6 without brackets): the key the transport's
+    address pins use."""
     port: int
     """Port (the scheme's default if the URL has none)."""
     addresses: tuple[str, ...]
@@ -159,7 +187,7 @@ def _allowed_private(policy: FetchPolicy, host: str, port: int) -> bool:
     return any(entry.strip().lower() in forms for entry in policy.allow_private)
 
 
-def _resolve(host: str, port: int, timeout_s: float) -> list[IPAddress]:
+def _resolve(host: str, port: int, timeout_s: float, resolver: Resolver | None = None) -> list[IPAddress]:
     numeric = parse_numeric_ipv4(host)
     if numeric is not None:
         return [numeric]
@@ -167,7 +195,7 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[IPAddress]:
         return [ipaddress.ip_address(host)]
     except ValueError:
         pass
-    fut = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    fut = _resolver.submit(resolver or system_resolver, host, port)
     try:
         infos = fut.result(timeout=max(0.05, timeout_s))
     except FutureTimeout:
@@ -177,10 +205,11 @@ def _resolve(host: str, port: int, timeout_s: float) -> list[IPAddress]:
     except (socket.gaierror, UnicodeError, OSError) as e:
         raise FetchRefused(f"cannot resolve host {host}: {getattr(e, 'strerror', None) or e}") from None
     out: list[IPAddress] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        a = ipaddress.ip_address(sockaddr[0].split("%", 1)[0])
-        if isinstance(a, ipaddress.IPv6Address) and len(sockaddr) >= 4 and sockaddr[3]:
-            a = ipaddress.IPv6Address(f"{a}%{sockaddr[3]}")
+    for text in infos:
+        try:
+            a = ipaddress.ip_address(text)
+        except ValueError:
+            raise FetchRefused(f"cannot resolve host {host}: the resolver gave {text!r}, not an address") from None
         if a not in out:
             out.append(a)
     if not out:
@@ -210,10 +239,33 @@ def ascii_host(host: str) -> str:
             return host.lower()
 
 
+def normal_host(host: str) -> str:
+    """The one form host names are compared in: lower-case, IDNA (``xn--…``), without brackets and
+    without trailing dots (``EVIL.com。`` → ``evil.com``)."""
+    return ascii_host(host.strip("[]")).rstrip(".")
+
+
+def host_forms(host: str) -> set[str]:
+    """Every spelling a host pattern is matched against: as written (lower-case, no trailing dot), the
+    normal form, and for a numeric host its canonical address (``0x7f000001`` → ``127.0.0.1``)."""
+    written = host.lower().strip("[]").rstrip(".")
+    norm = normal_host(host)
+    forms = {written, norm}
+    numeric: IPAddress | None = parse_numeric_ipv4(norm)
+    if numeric is None:
+        try:
+            numeric = ipaddress.ip_address(norm)
+        except ValueError:
+            numeric = None
+    if numeric is not None:
+        forms.add(str(numeric))
+    return forms
+
+
 def check_host_patterns(policy: FetchPolicy, host: str) -> None:
-    """Apply ``deny_hosts`` then ``allow_hosts`` (to the name as written and its IDNA form); raises
+    """Apply ``deny_hosts`` then ``allow_hosts`` (to every spelling in :func:`host_forms`); raises
     :class:`FetchRefused`."""
-    forms = {host, ascii_host(host)}
+    forms = host_forms(host)
     for pat in policy.deny_hosts:
         if any(_host_matches(h, pat) for h in forms):
             raise FetchRefused(f"refused host {host}: matches deny_hosts pattern {pat!r}")
@@ -221,8 +273,11 @@ def check_host_patterns(policy: FetchPolicy, host: str) -> None:
         raise FetchRefused(f"refused host {host}: not in allow_hosts")
 
 
-def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) -> Target:
-    """Check ``url`` against ``policy`` and resolve it; raises :class:`FetchRefused` with one line."""
+def check_url(
+    url: str, policy: FetchPolicy, *, timeout_s: float | None = None, resolver: Resolver | None = None
+) -> Target:
+    """Check ``url`` against ``policy`` and resolve it (with ``resolver``, the system's by default);
+    raises :class:`FetchRefused` with one line."""
     raw = url.strip()
     shown = raw if len(raw) <= 200 else raw[:199] + "…"
     if any(c in raw for c in "\r\n\t\x00"):
@@ -237,12 +292,13 @@ def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) 
         what = f"scheme {scheme}:" if scheme else "no scheme"
         raise FetchRefused(f"refused {shown}: {what} is not supported (only http:// and https://)")
     host = (parts.hostname or "").lower().rstrip(".") if parts.hostname else ""
-    if not host:
+    wire = normal_host(host) if host else ""
+    if not host or not wire:
         raise FetchRefused(f"refused {shown}: no host")
     port = port_given if port_given is not None else (443 if scheme == "https" else 80)
     check_host_patterns(policy, host)
-    allowed = _allowed_private(policy, host, port) or _allowed_private(policy, ascii_host(host), port)
-    addrs = _resolve(ascii_host(host), port, policy.timeout_s if timeout_s is None else timeout_s)
+    allowed = any(_allowed_private(policy, h, port) for h in {host, wire})
+    addrs = _resolve(wire, port, policy.timeout_s if timeout_s is None else timeout_s, resolver)
     if not allowed:
         for a in addrs:
             why = address_problem(a)
@@ -253,7 +309,7 @@ def check_url(url: str, policy: FetchPolicy, *, timeout_s: float | None = None) 
     return Target(
         url=raw,
         scheme=scheme,
-        host=host,
+        host=wire,
         port=port,
         addresses=tuple(str(a) for a in addrs),
         allowed_private=allowed,
