@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .config import RunConfig
 from .errors import ModelError, ToolError
+from .profiles import Profile, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import Completion, ModelClient
-    from .profiles import Profile, ToolResult
     from .recorder import Recorder
 
 StopReason = Literal["answer", "max_turns", "time_budget", "errors", "model_error", "interrupted", "crashed"]
@@ -38,6 +38,21 @@ NUDGE = (
     "or give your final answer inside <answer></answer>."
 )
 
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+TOOL_USAGE_META = "summary_usage"
+"""Key of a tool result's ``meta`` under which a tool that calls a model of its own (visit-summary's
+reader) reports that call's token usage; the loop sums it into :attr:`RunResult.summary_usage`."""
+
+
+def _add_usage(total: dict[str, int], usage: Any) -> None:
+    """Add the token counts of ``usage`` (a usage dict, or anything else = nothing) to ``total``."""
+    if isinstance(usage, dict):
+        for k in USAGE_KEYS:
+            v = usage.get(k)
+            if isinstance(v, int):
+                total[k] += v
+
 
 def extract_answer(text: str | None) -> str | None:
     """The text of the last ``<answer>…</answer>`` in ``text`` (stripped), or None."""
@@ -48,7 +63,8 @@ def extract_answer(text: str | None) -> str | None:
 
 
 class RunResult(BaseModel):
-    """What one question's run produced (``result.json`` holds the same and a little more)."""
+    """What one question's run produced. ``result.json`` is this model without ``run_dir`` (fields in
+    this order), plus ``started_at`` and ``meta``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,17 +74,29 @@ class RunResult(BaseModel):
     answer: str | None
     """The final answer (text inside the last ``<answer>`` tags), or None when the run ended without one."""
 
-    stop_reason: StopReason
-    """Why the loop stopped."""
+    profile: str = ""
+    """Profile name."""
+
+    model: str | None = None
+    """Model name."""
 
     turns: int
     """Model calls made (successful or not)."""
+
+    stop_reason: StopReason
+    """Why the loop stopped."""
 
     tool_calls: dict[str, int] = Field(default_factory=dict)
     """Tool calls by tool name (malformed and unknown calls included, under the name the model gave)."""
 
     usage: dict[str, int] = Field(default_factory=dict)
-    """Summed token usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``."""
+    """The agent model's summed token usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``
+    (the sum of the ``model_call`` events)."""
+
+    summary_usage: dict[str, int] = Field(default_factory=dict)
+    """Tokens spent by models that tools call on their own (visit-summary's reader model), summed from the
+    tool calls' ``meta.summary_usage``; same keys as :attr:`usage`, NOT included in it (so ``usage``
+    stays comparable across profiles). All zero for the other profiles."""
 
     wall_s: float
     """Wall-clock seconds of the loop."""
@@ -77,18 +105,7 @@ class RunResult(BaseModel):
     """Identifier of this run (also in ``result.json``)."""
 
     run_dir: Path | None = None
-    """The run directory, when there is one."""
-
-    profile: str = ""
-    """Profile name."""
-
-    model: str | None = None
-    """Model name."""
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Alias of :attr:`tool_calls` (the name docs/ARCHITECTURE.md's runner contract uses)."""
-        return self.tool_calls
+    """The run directory, when there is one (not in ``result.json``)."""
 
 
 class Agent:
@@ -113,7 +130,8 @@ class Agent:
         self.messages: list[dict[str, Any]] = []
         self.turns = 0
         self.tool_counts: dict[str, int] = {}
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        self.usage = dict.fromkeys(USAGE_KEYS, 0)
+        self.summary_usage = dict.fromkeys(USAGE_KEYS, 0)
 
     # --- the loop ---------------------------------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -154,54 +172,41 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - recorded, then re-raised below
             stop, pending = "crashed", e
             rec.event("error", turn=self.turns, message=f"{e.__class__.__name__}: {e}")
-        wall = time.monotonic() - t0
         result = RunResult(
             question=question,
             answer=answer,
-            stop_reason=stop,
-            turns=self.turns,
-            tool_calls=dict(self.tool_counts),
-            usage=dict(self.usage),
-            wall_s=round(wall, 3),
-            run_id=self.run_id,
-            run_dir=rec.run_dir,
             profile=self.profile.name,
             model=self.config.model.model,
+            turns=self.turns,
+            stop_reason=stop,
+            tool_calls=dict(self.tool_counts),
+            usage=dict(self.usage),
+            summary_usage=dict(self.summary_usage),
+            wall_s=round(time.monotonic() - t0, 3),
+            run_id=self.run_id,
+            run_dir=rec.run_dir,
         )
         rec.event("end", stop_reason=stop, answer=answer, turns=self.turns, wall_s=result.wall_s)
         rec.write_result(
-            {
-                "question": question,
-                "answer": answer,
-                "profile": self.profile.name,
-                "model": self.config.model.model,
-                "turns": self.turns,
-                "stop_reason": stop,
-                "tool_calls": result.tool_calls,
-                "usage": result.usage,
-                "wall_s": result.wall_s,
-                "run_id": self.run_id,
-                "started_at": started_at,
-                "meta": self.meta,
-            }
+            {**result.model_dump(mode="json", exclude={"run_dir"}), "started_at": started_at, "meta": self.meta}
         )
         if pending is not None:
             raise pending
         return result
-
-    def _over_budget(self, t0: float) -> bool:
-        budget = self.config.agent.time_budget_s
-        return budget is not None and time.monotonic() - t0 >= budget
 
     def _loop(self, tools: list[dict[str, Any]], t0: float) -> tuple[StopReason, str | None]:
         cfg = self.config.agent
         names = {t.get("function", {}).get("name") for t in tools}
         failed_turns = 0
         deadline = t0 + cfg.time_budget_s if cfg.time_budget_s is not None else None
+
+        def over_budget() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
         while True:
             if self.turns >= cfg.max_turns:
                 return "max_turns", None
-            if self._over_budget(t0):
+            if over_budget():
                 return "time_budget", None
             self.turns += 1
             turn = self.turns
@@ -209,7 +214,7 @@ class Agent:
                 c = self.model.complete(self.messages, tools or None, deadline=deadline)
             except ModelError as e:
                 self.recorder.event("error", turn=turn, message=str(e))
-                return ("time_budget" if self._over_budget(t0) else "model_error"), None
+                return ("time_budget" if over_budget() else "model_error"), None
             self._record_completion(turn, c)
             msg = c.message
             self.messages.append(msg)
@@ -233,8 +238,7 @@ class Agent:
                 return "errors", None
 
     def _record_completion(self, turn: int, c: Completion) -> None:
-        for k in self.usage:
-            self.usage[k] += int(c.usage.get(k, 0))
+        _add_usage(self.usage, c.usage)
         fields: dict[str, Any] = {
             "turn": turn,
             "latency_s": round(c.latency_s, 4),
@@ -248,8 +252,6 @@ class Agent:
         self.recorder.event("model_call", **fields)
 
     def _execute(self, turn: int, call: dict[str, Any], names: set[str | None]) -> ToolResult:
-        from .profiles import ToolResult
-
         fn = call.get("function") or {}
         name = str(fn.get("name") or "")
         raw = fn.get("arguments")
@@ -269,6 +271,7 @@ class Agent:
                 args = parsed
                 res = self._call_profile(name, parsed or {})
         duration = time.monotonic() - t
+        _add_usage(self.summary_usage, res.meta.get(TOOL_USAGE_META))
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
         self.recorder.event(
             "tool_call",
@@ -285,8 +288,6 @@ class Agent:
         return res
 
     def _call_profile(self, name: str, args: dict[str, Any]) -> ToolResult:
-        from .profiles import ToolResult
-
         try:
             return self.profile.execute(name, args)
         except ToolError as e:

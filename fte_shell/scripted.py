@@ -53,6 +53,10 @@ class ScriptTurn(BaseModel):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     """Tool calls, in order."""
 
+    raw_tool_calls: list[Any] | None = None
+    """Tool calls sent verbatim instead of :attr:`tool_calls`, to mimic servers that bend the OpenAI shape
+    (a null id, an object or a number as ``arguments``)."""
+
     status: int = 200
     """HTTP status; anything but 200 sends an OpenAI-style error body instead of a message."""
 
@@ -162,7 +166,9 @@ class ScriptedServer:
 
     def _response(self, n: int, body: dict[str, Any], turn: ScriptTurn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content}
-        if turn.tool_calls:
+        if turn.raw_tool_calls is not None:
+            message["tool_calls"] = turn.raw_tool_calls
+        elif turn.tool_calls:
             message["tool_calls"] = [
                 {
                     "id": tc.id if tc.id is not None else f"call_{n}_{i}",
@@ -187,7 +193,7 @@ class ScriptedServer:
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop"),
+                    "finish_reason": turn.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop"),
                 }
             ],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},

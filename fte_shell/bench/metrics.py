@@ -170,6 +170,10 @@ class RunMetrics(_M):
     total_tokens: int = 0
     """Summed total tokens."""
 
+    summary_tokens: int = 0
+    """Total tokens of models that tools called on their own (visit-summary's reader model); not in
+    ``total_tokens``."""
+
     wall_s: float = 0.0
     """Wall-clock seconds of the run."""
 
@@ -359,6 +363,17 @@ def ngrams(seq: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
 
 
 # --- one run ------------------------------------------------------------------------------------------
+def _summed(usages: Iterable[Any]) -> dict[str, int]:
+    """Key-wise sum of the integer counts of several usage dicts (non-dicts are skipped)."""
+    total: dict[str, int] = {}
+    for u in usages:
+        if isinstance(u, dict):
+            for k, v in u.items():
+                if isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+    return total
+
+
 def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
@@ -371,14 +386,13 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
     materialized = set(files) | set(fetched)
     rev = revisited_docs(actions, materialized)
     correct, f1 = judged(read_json(run_dir / "judgement.json"))
-    usage = (result or {}).get("usage") or {}
-    if not usage:
-        usage = {}
-        for e in events:
-            if e.get("type") == "model_call":
-                for k, v in (e.get("usage") or {}).items():
-                    if isinstance(v, int):
-                        usage[k] = usage.get(k, 0) + v
+    usage = (result or {}).get("usage") or _summed(e.get("usage") for e in events if e.get("type") == "model_call")
+    summary_usage = (result or {}).get("summary_usage")
+    if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
+        summary_usage = _summed(
+            (e.get("meta") or {}).get("summary_usage") for e in events
+            if e.get("type") == "tool_call" and isinstance(e.get("meta"), dict)
+        )
     counts = Counter(a.op for a in actions)
     cats = Counter(CATEGORY[a.op] for a in actions)
     stop = (result or {}).get("stop_reason") or "incomplete"
@@ -415,6 +429,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         prompt_tokens=int(usage.get("prompt_tokens") or 0),
         completion_tokens=int(usage.get("completion_tokens") or 0),
         total_tokens=int(usage.get("total_tokens") or 0),
+        summary_tokens=int(summary_usage.get("total_tokens") or 0),
         wall_s=float(wall),
         ops=[a.op for a in actions],
     )
@@ -521,6 +536,10 @@ class ProfileSummary(_M):
     completion_tokens: float | None
     """Mean completion tokens per question."""
 
+    summary_tokens: float | None = None
+    """Mean reader-model tokens per question (visit-summary's ``visit``; 0 for other profiles), not
+    included in ``tokens``."""
+
     wall_s: float | None
     """Mean wall-clock seconds per question."""
 
@@ -581,6 +600,7 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
         tokens=m("total_tokens"),
         prompt_tokens=m("prompt_tokens"),
         completion_tokens=m("completion_tokens"),
+        summary_tokens=m("summary_tokens"),
         wall_s=m("wall_s"),
         distribution={k: v / n_ops for k, v in sorted(ops.items())} if n_ops else {},
         bigrams=[("→".join(k), v) for k, v in bi.most_common(top)],

@@ -83,11 +83,18 @@ def base_profile(label: str) -> str:
 Table = tuple[list[str], list[list[str]]]
 
 
+def has_reader_tokens(ps: Sequence[ProfileSummary]) -> bool:
+    """Whether any profile spent reader-model tokens (visit-summary): only then are they shown."""
+    return any(p.summary_tokens for p in ps)
+
+
 def main_table(ps: Sequence[ProfileSummary]) -> Table:
+    reader = has_reader_tokens(ps)
     head = ["Profile", "Runs", "Failed", "Judged", "Accuracy", "F1", "Answered", "#Search", "#Select",
-            "#Extract", "Calls", "Tokens", "Wall s"]
+            "#Extract", "Calls", "Tokens", *(["Reader tokens"] if reader else []), "Wall s"]
     rows = [[p.profile, str(p.runs), str(p.failed), str(p.judged), pct(p.accuracy), num(p.f1), pct(p.answered),
-             num(p.search), num(p.select), num(p.extract), num(p.calls), integer(p.tokens), num(p.wall_s, 1)]
+             num(p.search), num(p.select), num(p.extract), num(p.calls), integer(p.tokens),
+             *([integer(p.summary_tokens)] if reader else []), num(p.wall_s, 1)]
             for p in ps]
     return head, rows
 
@@ -202,8 +209,12 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     comp = [(p.completion_tokens or 0) / 1000 for p in ps]
     ax.bar(xs, prompt, color=[COLORS.get(base_profile(p.profile), "#666666") for p in ps], label="prompt")
     ax.bar(xs, comp, bottom=prompt, color="#333333", label="completion")
-    for x, a, b in zip(xs, prompt, comp):
-        ax.annotate(f"{a + b:,.1f}k", (x, a + b), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
+    reader = [(p.summary_tokens or 0) / 1000 for p in ps]
+    if any(reader):
+        ax.bar(xs, reader, bottom=[a + b for a, b in zip(prompt, comp)], color="#bbbbbb", hatch="//",
+               label="reader model (visit)")
+    for x, a, b, r in zip(xs, prompt, comp, reader):
+        ax.annotate(f"{a + b + r:,.1f}k", (x, a + b + r), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
                     textcoords="offset points")
     ax.set_xticks(list(xs), [p.profile for p in ps], rotation=20, ha="right")
     ax.set_ylabel("thousand tokens per question")
@@ -223,6 +234,10 @@ img{max-width:100%;margin:.5em 0}code{background:#f3f3f3;padding:0 3px}.note{col
 NOTES = [
     "Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match).",
     "Counts are means per question; failed/incomplete runs are counted but left out of the means.",
+    (
+        "Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are "
+        "counted apart (Reader tokens, shown when any run spent some)."
+    ),
     (
         "#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands "
         "with document operands). Revisit rate: share of materialized documents extracted from again "

@@ -130,9 +130,12 @@ def _print_result(result: Any, run_dir: Path) -> None:
         _out.print(f"[yellow]No answer: the run stopped with '{result.stop_reason}'.[/yellow]")
     u = result.usage
     calls = ", ".join(f"{k} {v}" for k, v in sorted(result.tool_calls.items())) or "none"
+    reader = result.summary_usage.get("total_tokens", 0)
+    reader_note = f" · reader model tokens {reader:,} (apart)" if reader else ""
     _out.print(
         f"[dim]{result.turns} turn(s) · tool calls: {calls} · tokens {u.get('total_tokens', 0):,} "
-        f"({u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out) · {result.wall_s:.1f} s[/dim]"
+        f"({u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out){reader_note} · "
+        f"{result.wall_s:.1f} s[/dim]"
     )
     ws = run_dir / "workspace"
     n = len(list(ws.glob("*.txt"))) if ws.is_dir() else 0
