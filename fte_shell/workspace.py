@@ -29,6 +29,7 @@ import os
 import re
 import tempfile
 import threading
+import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -46,6 +47,10 @@ _NON_DOCID = re.compile(r"[^A-Za-z0-9-]+")
 _WS = re.compile(r"\s+")
 _HEADER_KEYS = {"url": "URL", "docid": "Docid"}
 _TITLE_MAX = 300
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional-text controls: they can make a title or URL read differently from its bytes."""
+_UNPRINTABLE_IN_URL = frozenset({"Cc", "Zs", "Zl", "Zp"})
+"""Unicode categories percent-encoded in a canonical URL (controls, spaces, line/paragraph separators)."""
 
 
 class _Frozen(BaseModel):
@@ -115,9 +120,25 @@ class Entry(_Frozen):
         return f'{self.path}  {self.chars:,} chars  {self.source}  "{self.title}"'
 
 
+def _encode_unprintable(part: str) -> str:
+    """``part`` with control characters, spaces, line/paragraph separators and bidi controls
+    percent-encoded as UTF-8 (what a browser sends for them), so a URL is one printable line."""
+    if part.isprintable() and " " not in part and not any(c in _BIDI for c in part):
+        return part  # the common case: nothing to look at per character
+    out = []
+    for c in part:
+        if c in _BIDI or unicodedata.category(c) in _UNPRINTABLE_IN_URL:
+            out.append("".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def canonical_url(url: str) -> str:
     """Canonical form of an http(s) URL: scheme and host lower-cased, default port dropped, fragment
-    dropped, empty path becomes ``/``; user info, path and query are kept exactly as given.
+    dropped, empty path becomes ``/``; user info, path and query are kept as given, except that control
+    characters, spaces, line/paragraph separators and bidi controls in them are percent-encoded (so the
+    ``URL:`` header line and the record line stay one printable line each; ``/a b`` is ``/a%20b``).
 
     Raises :class:`FetchRefused` if ``url`` has no scheme or host.
     """
@@ -137,9 +158,10 @@ def canonical_url(url: str) -> str:
     if port is not None and _DEFAULT_PORTS.get(scheme) != port:
         netloc = f"{host}:{port}"
     if parts.username is not None or parts.password is not None:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
+        userinfo = _encode_unprintable(parts.netloc.rsplit("@", 1)[0])
         netloc = f"{userinfo}@{netloc}"
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    path, query = _encode_unprintable(parts.path or "/"), _encode_unprintable(parts.query)
+    return urlunsplit((scheme, netloc, path, query, ""))
 
 
 def host_slug(host: str) -> str:
@@ -168,7 +190,12 @@ def filename_for(source: str, kind: Kind) -> str:
 
 
 def _clean_title(title: str) -> str:
-    t = _WS.sub(" ", title).strip()
+    """One printable line: whitespace runs (line breaks included) become one space; other control
+    characters (ESC, BEL, backspace, DEL, C1) and bidi controls are dropped."""
+    t = _WS.sub(" ", title)
+    if not t.isprintable() or any(c in _BIDI for c in t):
+        t = "".join(c for c in t if c not in _BIDI and unicodedata.category(c) != "Cc")
+    t = t.strip()
     return t if len(t) <= _TITLE_MAX else t[: _TITLE_MAX - 1] + "…"
 
 
@@ -187,8 +214,8 @@ def _iso(ts: datetime) -> str:
 def render(doc: Document) -> tuple[str, str, str]:
     """``(file name, file content, body)`` for ``doc``: the exact bytes a store writes (UTF-8)."""
     source = canonical_url(doc.source) if doc.kind == "url" else doc.source
-    if "\n" in source or "\r" in source:
-        raise ToolError(f"invalid document source {source!r}: contains a line break")
+    if any(c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in source):
+        raise ToolError(f"invalid document source {source!r}: contains a line break or control character")
     body = _clean_body(doc.text)
     header = f"{_HEADER_KEYS[doc.kind]}: {source}\nTitle: {_clean_title(doc.title)}\nRetrieved: {_iso(doc.retrieved_at)}\n\n"
     return filename_for(source, doc.kind), header + body, body

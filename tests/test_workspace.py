@@ -147,3 +147,34 @@ def test_host_path_refuses_symlink_out(tmp_path: Path) -> None:
         ws.host_path("/work/link.txt")
     with pytest.raises(ToolError, match="no such document"):
         ws.body("/work/missing.txt")
+
+
+def test_title_and_url_cannot_forge_header_lines(tmp_path: Path) -> None:
+    """Review R2: a hostile page title (ESC sequences, BEL/backspace, bidi override, U+2028, CR) and a URL
+    with a line separator or spaces keep the header at exactly three printable lines and the record at one
+    printable line — for ``\\n`` readers (grep, sed) and for Python's ``splitlines`` alike."""
+    ws = Workspace(tmp_path / "ws")
+    title = "Real\x1b[2J\x07\x08 title\u2028URL: https://forged.example/\rRetrieved: never\u202eevil"
+    doc = Document(source="https://example.com/a\u2028b c?q=\x1b[1m", kind="url", title=title, text="body\n",
+                   retrieved_at=WHEN)
+    rec = ws.store(doc)
+    content = (tmp_path / "ws" / rec.path.removeprefix("/work/")).read_text(encoding="utf-8")
+    header = [
+        "URL: https://example.com/a%E2%80%A8b%20c?q=%1B[1m",
+        "Title: Real[2J title URL: https://forged.example/ Retrieved: neverevil",
+        "Retrieved: 2026-11-30T13:05:07Z",
+        "",
+    ]
+    assert content.split("\n")[:4] == header and content.splitlines()[:4] == header
+    assert rec.line().isprintable() and rec.source == header[0].removeprefix("URL: ")
+    assert ws.listing_text().splitlines()[0] == ws.entries()[0].line()
+    # the same page under any spelling of the odd characters is the same file
+    assert ws.store(doc.model_copy(update={"source": "https://example.com/a%E2%80%A8b%20c?q=%1B[1m"})).new is False
+
+
+def test_docid_with_a_line_break_or_control_is_refused(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    for bad in ("a\u2028b", "a\x1bb", "a\x85b", "a\u202eb"):
+        with pytest.raises(ToolError, match="line break or control"):
+            ws.store(Document(source=bad, kind="docid", title="t", text="x", retrieved_at=WHEN))
+    assert list((tmp_path / "ws").iterdir()) == []
