@@ -271,7 +271,7 @@ def run_state(run_dir: Path) -> str:
 
 
 def write_manifest(bench: BenchConfig, dataset: Dataset, cfg: RunConfig, status: str, stats: SweepStats | None, started: str) -> None:
-    """``OUT/sweep.json`` (secrets masked) and ``OUT/questions.jsonl`` (merged with earlier selections)."""
+    """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
     out = Path(bench.out)
     manifest = {
         "dataset": {k: v for k, v in dataset.model_dump(mode="json").items() if k != "questions"},
