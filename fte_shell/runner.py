@@ -76,13 +76,13 @@ def run_question(
     every trajectory event as it is written. ``qid`` becomes the run id (default: timestamp + slug).
     Raises :class:`~fte_shell.errors.ModelError` at once when no model endpoint is configured, and
     re-raises KeyboardInterrupt after recording it (SIGTERM counts as one in the main thread)."""
-    from .profiles import PROFILES, QuestionContext, make_profile
+    from .profiles import QuestionContext, make_profile
+    from .profiles.base import check_profile_name
     from .search import make_page_source, make_search
 
     if not question.strip():
         raise ConfigError("the question is empty")
-    if config.agent.profile not in PROFILES:
-        raise ConfigError(f"unknown profile {config.agent.profile!r} (choose one of: {', '.join(PROFILES)})")
+    check_profile_name(config.agent.profile)
     own_model = model is None
     client = model if model is not None else ModelClient(config.model)  # fails fast without an endpoint
     own_search = search is None

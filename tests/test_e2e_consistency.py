@@ -34,12 +34,10 @@ from fte_shell.search import LocalCorpus, SearchResult
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-HARBOUR = "\n".join(
-    [
-        "The Tern Quay harbour was dredged in 1887 by the engineer Lio Brand.",
-        "Its breakwater is 640 metres long.",
-        "Ferries leave for the outer islands every morning.",
-    ]
+HARBOUR = (
+    "The Tern Quay harbour was dredged in 1887 by the engineer Lio Brand.\n"
+    "Its breakwater is 640 metres long.\n"
+    "Ferries leave for the outer islands every morning."
 )
 WIDE_LINE = "wide " * 200  # 1,000 characters
 

@@ -13,6 +13,7 @@ a bad config) are raised.
 
 from __future__ import annotations
 
+import importlib
 import re
 import types
 import typing
@@ -32,7 +33,17 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or o
     from ..model import ModelClient
     from ..search import SearchBackend
 
-PROFILES: tuple[str, ...] = ("shell", "fte", "snippet-only", "visit-snippet", "visit-summary", "open-find")
+_IMPLEMENTATIONS: dict[str, str] = {
+    "shell": "shell:ShellProfile",
+    "fte": "fte:FteProfile",
+    "snippet-only": "snippet_only:SnippetOnlyProfile",
+    "visit-snippet": "visit_snippet:VisitSnippetProfile",
+    "visit-summary": "visit_summary:VisitSummaryProfile",
+    "open-find": "open_find:OpenFindProfile",
+}
+"""Profile name -> ``module:class`` under ``fte_shell.profiles`` (imported on first use)."""
+
+PROFILES: tuple[str, ...] = tuple(_IMPLEMENTATIONS)
 """Names accepted by :func:`make_profile` (and ``agent.profile`` / ``--profile``)."""
 
 
@@ -271,8 +282,7 @@ class ToolProfile:
             props[pname] = prop
             if field.is_required():
                 required.append(pname)
-        params: dict[str, Any] = {"type": "object", "properties": props, "required": required}
-        params["additionalProperties"] = False
+        params = {"type": "object", "properties": props, "required": required, "additionalProperties": False}
         return {
             "type": "function",
             "function": {"name": tool.name, "description": text.description, "parameters": params},
@@ -341,30 +351,15 @@ def one_line(text: str, limit: int = 300) -> str:
     return t if len(t) <= limit else t[: limit - 1] + "…"
 
 
+def check_profile_name(name: str) -> None:
+    """Raise :class:`ConfigError` naming the choices when ``name`` is not a profile."""
+    if name not in _IMPLEMENTATIONS:
+        raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)})")
+
+
 def make_profile(name: str, ctx: QuestionContext) -> Profile:
     """The profile called ``name`` for one question. Raises :class:`ConfigError` for an unknown name."""
-    if name == "shell":
-        from .shell import ShellProfile
-
-        return ShellProfile(ctx)
-    if name == "fte":
-        from .fte import FteProfile
-
-        return FteProfile(ctx)
-    if name == "snippet-only":
-        from .snippet_only import SnippetOnlyProfile
-
-        return SnippetOnlyProfile(ctx)
-    if name == "visit-snippet":
-        from .visit_snippet import VisitSnippetProfile
-
-        return VisitSnippetProfile(ctx)
-    if name == "visit-summary":
-        from .visit_summary import VisitSummaryProfile
-
-        return VisitSummaryProfile(ctx)
-    if name == "open-find":
-        from .open_find import OpenFindProfile
-
-        return OpenFindProfile(ctx)
-    raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)})")
+    check_profile_name(name)
+    module, cls = _IMPLEMENTATIONS[name].split(":")
+    profile: Profile = getattr(importlib.import_module(f"{__package__}.{module}"), cls)(ctx)
+    return profile
