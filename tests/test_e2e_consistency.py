@@ -358,3 +358,22 @@ def test_run_prints_reader_tokens_apart(tmp_path: Path, corpus_dir: Path) -> Non
     reader = srv.responses[1]["usage"]["total_tokens"]
     agent = srv.responses[0]["usage"]["total_tokens"] + srv.responses[2]["usage"]["total_tokens"]
     assert f"tokens {agent:,} (" in res.output and f"reader model tokens {reader:,} (apart)" in res.output
+
+
+@pytest.mark.parametrize(
+    ("backend", "said", "error"),
+    [
+        ("serper", "search: Serper was asked for, but no SERPER_API_KEY is set", "Serper search needs an API key"),
+        ("local", "search: a local corpus was asked for, but none is configured", "search backend 'local' needs a corpus"),
+    ],
+)
+def test_run_with_an_unusable_search_backend_says_why_and_creates_nothing(
+    tmp_path: Path, backend: str, said: str, error: str
+) -> None:
+    with ScriptedServer(["<answer>x</answer>"]) as srv:
+        res = CliRunner().invoke(
+            app, ["run", "Q?", "--profile", "fte", "--search", backend, "--out", str(tmp_path / "run")],
+            env={**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m"},
+        )
+    assert res.exit_code == 1 and said in res.output and f"error: {error}" in res.output
+    assert srv.requests == [] and not (tmp_path / "run").exists()

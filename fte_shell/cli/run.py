@@ -113,10 +113,12 @@ def describe_search(cfg: Any) -> str:
     if s.backend == "none":
         return "search: none (backend = none): the agent can only fetch URLs it already knows"
     if s.backend == "serper" or (s.backend == "auto" and has_key):
-        return "search: Serper (web)"
+        return "search: Serper (web)" if has_key else "search: Serper was asked for, but no SERPER_API_KEY is set"
     if s.corpus is not None:
         why = "" if s.backend == "local" else " — no SERPER_API_KEY is set, so the configured local corpus is used"
         return f"search: local corpus {s.corpus}{why}"
+    if s.backend == "local":
+        return "search: a local corpus was asked for, but none is configured (--corpus DIR)"
     return (
         "search: none — no SERPER_API_KEY and no local corpus configured (set SERPER_API_KEY, or --corpus DIR "
         "built by `fte-shell corpus build`); the agent can only fetch URLs it already knows"
