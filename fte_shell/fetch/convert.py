@@ -118,7 +118,8 @@ def classify(content_type: str | None, body_head: bytes, url: str = "") -> Kind:
             return "html"
         if ct == "" and body_head and b"\x00" not in body_head[:8192]:
             return "text"
-    where = f" from {url}" if url else ""
+    where = f" from {url if len(url) <= 200 else url[:199] + '…'}" if url else ""
+    ct = ct if len(ct) <= 100 else ct[:99] + "…"  # the server's header, quoted back in one short line
     raise FetchRefused(
         f"unsupported content type {ct or '(none, binary body)'}{where} (only HTML, PDF, text, JSON and XML are converted)"
     )

@@ -185,7 +185,7 @@ class _Inflater:
         elif encoding == "deflate":
             self._d = None  # zlib-wrapped or raw: decided on the first bytes
         else:
-            raise FetchRefused(f"unsupported content encoding {encoding!r}")
+            raise FetchRefused(f"unsupported content encoding {shown_url(encoding)!r}")
 
     def feed(self, data: bytes, room: int) -> bytes:
         """Decompress ``data``, returning at most ``room + 1`` bytes (one more = over the limit)."""
@@ -196,6 +196,15 @@ class _Inflater:
         except zlib.error as e:
             raise FetchRefused(f"corrupt {self.encoding} body: {e}") from None
         return out
+
+
+SHOWN_URL_CHARS = 200
+"""A URL in an error message is cut to this many characters (a 12 KB redirect target stays one short line)."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` as error messages show it: at most :data:`SHOWN_URL_CHARS` characters, a cut marked ``…``."""
+    return url if len(url) <= SHOWN_URL_CHARS else url[: SHOWN_URL_CHARS - 1] + "…"
 
 
 def _fmt_bytes(n: int) -> str:
@@ -254,7 +263,7 @@ class HttpFetcher:
         for hop in range(policy.max_redirects + 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {url}")
+                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {shown_url(url)}")
             target = check_url(current, policy, timeout_s=remaining, resolver=self.resolver)
             self._backend.pin(target)
             try:
@@ -263,7 +272,7 @@ class HttpFetcher:
                 )
                 response = self._client.send(request, stream=True)
             except httpx.TimeoutException:
-                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {current}") from None
+                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {shown_url(current)}") from None
             except httpx.HTTPError as e:
                 raise FetchRefused(_network_error(current, e)) from None
             try:
@@ -273,14 +282,14 @@ class HttpFetcher:
                     nxt = urljoin(current, location.strip())
                     if hop == policy.max_redirects:
                         raise FetchRefused(
-                            f"too many redirects (more than {policy.max_redirects}) fetching {url}"
+                            f"too many redirects (more than {policy.max_redirects}) fetching {shown_url(url)}"
                         )
                     current = nxt
                     continue
                 if not 200 <= response.status_code < 300:
-                    reason = response.reason_phrase or ""
+                    reason = (response.reason_phrase or "")[:100]
                     raise FetchRefused(
-                        f"HTTP {response.status_code}{' ' + reason if reason else ''} from {current}"
+                        f"HTTP {response.status_code}{' ' + reason if reason else ''} from {shown_url(current)}"
                     )
                 ctype, charset = _parse_content_type(response.headers.get("content-type"))
                 if accept_type is not None:
@@ -297,7 +306,7 @@ class HttpFetcher:
                 )
             finally:
                 response.close()
-        raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {url}")
+        raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {shown_url(url)}")
 
     def _read_body(
         self, response: httpx.Response, url: str, deadline: float, budget: int | None, spent: int
@@ -310,17 +319,18 @@ class HttpFetcher:
         ]
         encodings = [e for e in encodings if e != "identity"]
         if len(encodings) > 1:
-            raise FetchRefused(f"unsupported content encoding {', '.join(encodings)!r} from {url}")
+            chain = shown_url(", ".join(encodings))
+            raise FetchRefused(f"unsupported content encoding {chain!r} from {shown_url(url)}")
         inflater = _Inflater(encodings[0]) if encodings else None
         if declared and declared.isdigit():
             n = int(declared)
             if inflater is None and n > limit:
                 raise FetchRefused(
-                    f"response too large: {_fmt_bytes(n)} declared, limit {_fmt_bytes(limit)} (max_bytes) from {url}"
+                    f"response too large: {_fmt_bytes(n)} declared, limit {_fmt_bytes(limit)} (max_bytes) from {shown_url(url)}"
                 )
             if budget is not None and spent + n > budget:
                 raise BudgetExceeded(
-                    f"byte budget spent: {url} needs {_fmt_bytes(n)}, {_fmt_bytes(max(0, budget - spent))} left of max_total_bytes"
+                    f"byte budget spent: {shown_url(url)} needs {_fmt_bytes(n)}, {_fmt_bytes(max(0, budget - spent))} left of max_total_bytes"
                 )
         parts: list[bytes] = []
         size = 0
@@ -329,13 +339,13 @@ class HttpFetcher:
             for raw in response.iter_raw(_CHUNK):
                 wire += len(raw)
                 if budget is not None and spent + wire > budget:
-                    raise BudgetExceeded(f"byte budget spent while downloading {url} (max_total_bytes)")
+                    raise BudgetExceeded(f"byte budget spent while downloading {shown_url(url)} (max_total_bytes)")
                 data = inflater.feed(raw, limit - size) if inflater is not None else raw
                 size += len(data)
                 if size > limit:
                     what = "decompressed body" if inflater is not None else "response"
                     raise FetchRefused(
-                        f"{what} too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}"
+                        f"{what} too large: more than {_fmt_bytes(limit)} (max_bytes) from {shown_url(url)}"
                     )
                 parts.append(data)
                 if inflater is not None:
@@ -343,12 +353,12 @@ class HttpFetcher:
                         size = sum(len(p) for p in parts)
                         if size > limit:
                             raise FetchRefused(
-                                f"decompressed body too large: more than {_fmt_bytes(limit)} (max_bytes) from {url}"
+                                f"decompressed body too large: more than {_fmt_bytes(limit)} (max_bytes) from {shown_url(url)}"
                             )
                 if time.monotonic() > deadline:
-                    raise FetchRefused(f"timed out after {policy.timeout_s:g} s reading {url}")
+                    raise FetchRefused(f"timed out after {policy.timeout_s:g} s reading {shown_url(url)}")
         except httpx.TimeoutException:
-            raise FetchRefused(f"timed out after {policy.timeout_s:g} s reading {url}") from None
+            raise FetchRefused(f"timed out after {policy.timeout_s:g} s reading {shown_url(url)}") from None
         except httpx.HTTPError as e:
             raise FetchRefused(_network_error(url, e)) from None
         return b"".join(parts), wire
@@ -383,10 +393,12 @@ _TLS_HINT = re.compile(r"ssl|tls|certificate|handshake", re.IGNORECASE)
 
 def _network_error(url: str, e: Exception) -> str:
     msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+    if len(msg) > SHOWN_URL_CHARS:  # e.g. h11 quoting a 2 MB header line back
+        msg = msg[: SHOWN_URL_CHARS - 1] + "…"
     if _TLS_HINT.search(msg):
-        return f"TLS error fetching {url}: {msg}"
+        return f"TLS error fetching {shown_url(url)}: {msg}"
     if isinstance(e, httpx.ConnectError):
-        return f"cannot connect to {url}: {msg}"
+        return f"cannot connect to {shown_url(url)}: {msg}"
     if isinstance(e, httpx.RemoteProtocolError):
-        return f"protocol error from {url}: {msg}"
-    return f"network error fetching {url}: {msg}"
+        return f"protocol error from {shown_url(url)}: {msg}"
+    return f"network error fetching {shown_url(url)}: {msg}"

@@ -34,8 +34,11 @@ from ..config import FetchPolicy
 from ..errors import BudgetExceeded, ConfigError, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
-from .http import HttpFetcher, HttpResult
+from .http import HttpFetcher, HttpResult, shown_url
 from .policy import check_host_patterns
+
+MAX_REF_CHARS = 4096
+"""Longest URL or docid accepted (the gateway has the same cap); a longer one is refused in one line."""
 
 MEMO_SIZE = 32
 """Converted documents a service keeps in memory (least recently used dropped first) for ``get_document``."""
@@ -219,8 +222,9 @@ class FetchService:
                 )
             except FetchRefused as e:
                 if ref != canon and not isinstance(e, BudgetExceeded):
+                    shown_canon, shown_ref = shown_url(canon), shown_url(ref)
                     raise FetchRefused(
-                        e.message.replace(canon, ref, 1) if canon in e.message else e.message
+                        e.message.replace(shown_canon, shown_ref, 1) if shown_canon in e.message else e.message
                     ) from None
                 raise
             with self._guard:
@@ -292,6 +296,10 @@ class FetchService:
                 "nothing to fetch: give an http(s) URL" + (" or a document id" if self.local else "")
             )
         ref = ref.strip()
+        if len(ref) > MAX_REF_CHARS:
+            raise FetchRefused(
+                f"refused {ref[:80]!r}…: URL too long ({len(ref):,} characters; at most {MAX_REF_CHARS:,})"
+            )
         if any(c in ref for c in "\r\n\x00"):
             raise FetchRefused(f"refused {ref[:80]!r}: control characters in the reference")
         return ref
