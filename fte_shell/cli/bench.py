@@ -161,7 +161,8 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         head, rows = main_table(r.profiles)
-        keep = [head.index(c) for c in ("Profile", "Runs", "Accuracy", "#Search", "#Select", "#Extract", "Tokens")]
+        shown = ("Profile", "Runs", "Accuracy", "#Search", "#Select", "#Extract", "Tokens", "Reader tokens")
+        keep = [head.index(c) for c in shown if c in head]  # Reader tokens: only when some run spent them
         t = Table(*[head[i] for i in keep])
         for row in rows:
             t.add_row(*[row[i] for i in keep])
