@@ -252,6 +252,9 @@ class Agent:
         self.recorder.event("model_call", **fields)
 
     def _execute(self, turn: int, call: dict[str, Any], names: set[str | None]) -> ToolResult:
+        """Run one tool call and record it. A call the profile crashed on (or an interrupt during it) is
+        recorded too, as an error, before the exception goes on: the trajectory and the tool-call counts
+        of ``result.json`` always agree."""
         fn = call.get("function") or {}
         name = str(fn.get("name") or "")
         raw = fn.get("arguments")
@@ -264,15 +267,24 @@ class Agent:
             avail = ", ".join(sorted(n for n in names if n)) or "none"
             res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
         else:
-            parsed, problem = _parse_arguments(raw)
-            if problem is not None:
+            args, problem = _parse_arguments(raw)
+            if args is None:
                 res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; call it again with a JSON object.", error=True)
             else:
-                args = parsed
-                res = self._call_profile(name, parsed or {})
-        duration = time.monotonic() - t
+                try:
+                    res = self._call_profile(name, args)
+                except BaseException as e:
+                    what = "call was interrupted" if isinstance(e, KeyboardInterrupt) else f"crashed: {e.__class__.__name__}: {e}"
+                    self._record_call(turn, call_id, name, args, raw_s, t, ToolResult(output=f"(the tool {what})", error=True))
+                    raise
         _add_usage(self.summary_usage, res.meta.get(TOOL_USAGE_META))
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
+        self._record_call(turn, call_id, name, args, raw_s, t, res)
+        return res
+
+    def _record_call(
+        self, turn: int, call_id: str, name: str, args: dict[str, Any] | None, raw_s: str, t: float, res: ToolResult
+    ) -> None:
         self.recorder.event(
             "tool_call",
             turn=turn,
@@ -282,10 +294,9 @@ class Agent:
             raw_arguments=raw_s,
             observation=res.output,
             error=bool(res.error),
-            duration_s=round(duration, 4),
+            duration_s=round(time.monotonic() - t, 4),
             meta=res.meta,
         )
-        return res
 
     def _call_profile(self, name: str, args: dict[str, Any]) -> ToolResult:
         try:

@@ -245,6 +245,10 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
     events = read_trajectory(tmp_path / "run")
     assert events[-1]["type"] == "end" and events[-1]["stop_reason"] == "interrupted"
     assert result_json(tmp_path)["stop_reason"] == "interrupted"
+    # the interrupted call is recorded, so the trajectory agrees with result.json's tool-call counts
+    assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
+    assert events[2]["observation"] == "(the tool call was interrupted)" and events[2]["error"] is True
+    assert result_json(tmp_path)["tool_calls"] == {"show": 1}
 
 
 def test_extract_answer() -> None:

@@ -253,8 +253,12 @@ def test_profile_crash_in_a_sweep_is_recorded_and_the_sweep_goes_on(tmp_path: Pa
         crashed = json.loads((out / "runs" / "fte" / q / "r0" / "result.json").read_text())
         assert crashed["stop_reason"] == "crashed" and crashed["tool_calls"] == {"search": 1}
         events = read_trajectory(out / "runs" / "fte" / q / "r0")
-        assert events[-2] == {**events[-2], "type": "error", "message": "RuntimeError: index file truncated"}
-        assert events[-1]["type"] == "end"
+        assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
+        # the crashed call is in the trajectory too, so the trajectory and result.json's counts agree
+        assert events[2]["name"] == "search" and events[2]["error"] is True
+        assert events[2]["observation"] == "(the tool crashed: RuntimeError: index file truncated)"
+        assert events[3]["message"] == "RuntimeError: index file truncated"
+        assert run_metrics(out / "runs" / "fte" / q / "r0").calls == 1
         ok = json.loads((out / "runs" / "snippet-only" / q / "r0" / "result.json").read_text())
         assert ok["stop_reason"] == "answer"
     failures = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
