@@ -263,3 +263,28 @@ def test_enormous_url_is_refused_in_one_short_line(tmp_path: Path, raw: RawServe
     svc = _service(tmp_path, raw)
     _refused(svc, raw.url("/" + "a" * 1_000_000), "URL too long")
     assert raw.paths.count("/" + "a" * 1_000_000) == 0
+
+
+# --- amplification ------------------------------------------------------------------------------------
+def test_a_page_cannot_convert_to_a_text_beyond_max_bytes(tmp_path: Path, raw: RawServer) -> None:
+    """Nested lists indent every line: ~60 KB of HTML converts to ~1.3 MB of text. The text is capped at
+    ``max_bytes`` characters like the download (refused in one line, nothing written)."""
+    html = ("<html><body>" + "<ul><li>a" * 60 + "<li>x</li>" * 6000 + "</body></html>").encode()
+    raw.replies["/amplify"] = ok(html, ctype="text/html; charset=utf-8")
+    _refused(_service(tmp_path, raw, max_bytes=200_000), raw.url("/amplify"), "converted text too large",
+             "at most 200,000")
+    rec = _service(tmp_path / "big", raw, max_bytes=10_000_000).fetch(raw.url("/amplify"))
+    assert rec.new and rec.chars > 200_000
+
+
+def test_deeply_nested_json_is_kept_compact_instead_of_exploding(tmp_path: Path, raw: RawServer) -> None:
+    """Pretty-printing indents by depth: 40 KB of JSON 500 levels deep would become ~20 MB. It is stored
+    as sent instead (still greppable); shallow JSON is still pretty-printed one value per line."""
+    deep = ("[" * 500 + ",".join(["1"] * 20_000) + "]" * 500).encode()
+    raw.replies["/deep.json"] = ok(deep, ctype="application/json")
+    svc = _service(tmp_path, raw, max_bytes=1_000_000)
+    rec = svc.fetch(raw.url("/deep.json"))
+    assert rec.chars == len(deep) + 1  # + the final newline
+    raw.replies["/flat.json"] = ok(b'{"a": [1, 2], "b": "text"}', ctype="application/json")
+    flat = svc.workspace.body(svc.fetch(raw.url("/flat.json")).path)
+    assert flat == '{\n "a": [\n  1,\n  2\n ],\n "b": "text"\n}\n'

@@ -284,22 +284,58 @@ def _title_from_url(url: str) -> str:
     return last
 
 
+def _pretty_size(value: Any) -> int:
+    """Characters of indentation ``json.dumps(value, indent=1)`` adds (one per nesting level per line)."""
+    total, stack = 0, [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        total += depth + 2
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v)
+    return total
+
+
+def _pretty_json(text: str, max_chars: int | None) -> str:
+    """JSON pretty-printed one value per line (so it greps line by line), unless it is not JSON or the
+    indentation would blow it past ``max_chars`` (deeply nested arrays: indentation grows with depth)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if max_chars is not None and len(text) + _pretty_size(value) > max_chars:
+        return text
+    return json.dumps(value, indent=1, ensure_ascii=False)
+
+
 def convert_bytes(
-    kind: Kind, body: bytes, charset: str | None, url: str, content_type: str | None = None
+    kind: Kind,
+    body: bytes,
+    charset: str | None,
+    url: str,
+    content_type: str | None = None,
+    max_chars: int | None = None,
 ) -> tuple[str, str]:
-    """``(title, text)`` of a downloaded body, in this process."""
+    """``(title, text)`` of a downloaded body, in this process. ``max_chars``: a text longer than this is
+    refused (nested lists indent every line, so a small page can convert to a huge text)."""
     if kind == "pdf":
-        return pdf_to_text(body)
-    text = decode_text(body, charset, html=kind == "html")
-    if kind == "html":
-        return html_to_text(text, url)
-    ct = (content_type or "").lower()
-    if ct == "application/json" or ct.endswith("+json"):
-        try:
-            text = json.dumps(json.loads(text), indent=1, ensure_ascii=False)
-        except ValueError:
-            pass
-    return _title_from_url(url), text
+        title, text = pdf_to_text(body)
+    else:
+        text = decode_text(body, charset, html=kind == "html")
+        if kind == "html":
+            title, text = html_to_text(text, url)
+        else:
+            ct = (content_type or "").lower()
+            if ct == "application/json" or ct.endswith("+json"):
+                text = _pretty_json(text, max_chars)
+            title = _title_from_url(url)
+    if max_chars is not None and len(text) > max_chars:
+        raise FetchRefused(
+            f"converted text too large: {len(text):,} characters from a {len(body):,}-byte body "
+            f"(at most {max_chars:,}, max_bytes)"
+        )
+    return title, text
 
 
 _env_ready = False
@@ -390,15 +426,17 @@ def convert(
     content_type: str | None = None,
     *,
     timeout_s: float = 60.0,
+    max_chars: int | None = None,
 ) -> tuple[str, str]:
     """``(title, text)`` of a downloaded body, converted in the process pool.
 
-    Raises :class:`FetchRefused` if conversion fails or takes longer than ``timeout_s``.
+    Raises :class:`FetchRefused` if conversion fails, takes longer than ``timeout_s`` or gives more than
+    ``max_chars`` characters.
     """
     for attempt in (1, 2):
         pool = _get_pool()
         try:
-            fut = pool.submit(convert_bytes, kind, body, charset, url, content_type)
+            fut = pool.submit(convert_bytes, kind, body, charset, url, content_type, max_chars)
             return fut.result(timeout=max(0.0001, timeout_s))
         except FetchRefused:
             raise

@@ -241,6 +241,7 @@ class FetchService:
                 result.url,
                 result.content_type,
                 timeout_s=max(30.0, self.policy.timeout_s),
+                max_chars=self.policy.max_bytes,  # a converter may not amplify a page past the download cap
             )
             doc = Document(source=canon, kind="url", title=title, text=text, retrieved_at=datetime.now(UTC))
         except BaseException:
