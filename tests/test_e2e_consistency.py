@@ -183,12 +183,16 @@ def test_huge_document_read_stays_under_the_structured_caps(tmp_path: Path, corp
     with ScriptedServer([tc("fetch", url="wide-page"), "<answer>x</answer>"]) as srv:
         run_question("Q?", config(srv.base_url, "fte"), tmp_path / "a", search=corpus, page_source=corpus)
     path = next(e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call")["observation"].split()[0]
-    script = [tc("read", path=path), tc("read", path=path, offset=150, limit=500), "<answer>x</answer>"]
+    script = [tc("read", path=path), tc("read", path=path, offset=150, limit=500), tc("grep", pattern="wide", context=10),
+              "<answer>x</answer>"]
     with ScriptedServer(script) as srv:
         cfg = config(srv.base_url, "fte")
         run_question("Q?", cfg, tmp_path / "a", search=corpus, page_source=corpus)  # same workspace
-    reads = [e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call"]
+    *reads, grep = [e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call"]
     cap = cfg.agent.read_max_bytes
+    # grep: 402 matching lines (the two header lines too), 20 shown, each cut to grep_line_chars
+    assert len(grep["observation"].encode()) <= cap and (grep["meta"]["matches"], grep["meta"]["shown"]) == (402, 20)
+    assert all(len(line) <= cfg.agent.grep_line_chars + 12 for line in grep["observation"].splitlines()[:-1])
     for ev in reads:
         assert not ev["error"]
         assert len(ev["observation"].encode()) <= cap
