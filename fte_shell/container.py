@@ -64,6 +64,8 @@ _client_lock = threading.Lock()
 def client() -> docker.DockerClient:
     """The process-wide docker client (thread-safe; a large connection pool for many sandboxes)."""
     global _client
+    if _client is not None:  # no lock once made: cleanup calls this from signal handlers
+        return _client
     with _client_lock:
         if _client is None:
             import docker
@@ -215,7 +217,6 @@ def _proc_start(pid: int) -> str:
 
 
 HOST = socket.gethostname()
-OWNER_PID = os.getpid()
 
 
 def owner_labels(run_id: str, ttl_s: int) -> dict[str, str]:
@@ -242,34 +243,46 @@ def _owner_alive(labels: dict[str, str]) -> bool:
     return not want or _proc_start(pid) == want
 
 
+START_GRACE_S = 300.0
+"""How long gc gives a container to get from its ``created`` label to running: docker create + start
+can take minutes on a loaded host. A container still ``created`` after this never started; a TTL counts
+from its start, which gc cannot see, so gc adds this grace to the TTL (the warden itself stops the
+container at its TTL)."""
+
+
 def stale_reason(labels: dict[str, str], status: str, now: float | None = None) -> str | None:
-    """Why a labelled container may be removed by gc (None = it is still owned and alive)."""
+    """Why a labelled container may be removed by gc (None = it is still owned and alive).
+
+    A live owner's container is never removed while it may still be starting (``created``) or running
+    within its TTL: only its owner removes it then."""
     now = time.time() if now is None else now
     try:
         created = float(labels.get(f"{LABEL}.created", "0"))
         ttl = float(labels.get(f"{LABEL}.ttl", "0"))
     except ValueError:
         return "unreadable labels"
-    if created + ttl < now:
-        return "its TTL has passed"
-    if status in ("exited", "dead") or (status == "created" and now - created > 120):
-        return f"it is {status}"  # (a container is briefly "created" before it starts)
     if labels.get(f"{LABEL}.owner-host") == HOST and not _owner_alive(labels):
         return f"its owner process {labels.get(f'{LABEL}.owner-pid')} is gone"
+    if now - created > ttl + START_GRACE_S:
+        return "its TTL has passed"
+    if status in ("exited", "dead"):  # its warden ended (auto_remove deletes it too)
+        return f"it is {status}"
+    if status == "created" and now - created > START_GRACE_S:
+        return "it was created but never started"
     return None
 
 
 # --- live registry and cleanup ------------------------------------------------------------------------
-_live: dict[str, str] = {}  # container id -> name
-_live_lock = threading.Lock()
+_live: dict[str, str] = {}
+"""Container id -> name of every container this process created and has not removed. No lock: single
+dict operations are atomic, and the signal handlers that read it must never wait for a lock that the
+interrupted main thread holds."""
 
 
 def _forget_in_child() -> None:
     """A forked child (e.g. a process-pool worker) owns none of its parent's containers: it must not
     remove them at its exit or on a signal."""
-    global _live_lock
     _live.clear()
-    _live_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -281,8 +294,7 @@ def remove(container_id: str) -> None:
     """Force-remove a container; a container that is already gone is not an error."""
     import docker.errors
 
-    with _live_lock:
-        _live.pop(container_id, None)
+    _live.pop(container_id, None)
     try:
         client().api.remove_container(container_id, force=True, v=True)
     except docker.errors.NotFound:
@@ -294,7 +306,7 @@ def remove(container_id: str) -> None:
 
 def remove_all_live() -> None:
     """Remove every container this process created and has not removed yet."""
-    for cid in list(_live):  # no lock: may run inside a signal handler
+    for cid in list(_live):
         with contextlib.suppress(Exception):  # best effort at exit
             remove(cid)
 
@@ -348,7 +360,7 @@ def name_part(run_id: str) -> str:
 def container_kwargs(
     cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
 ) -> dict[str, Any]:
-    """The keyword arguments of ``containers.run`` for a hardened sandbox (exposed for doctor and tests)."""
+    """The keyword arguments of ``containers.create`` for a hardened sandbox (exposed for tests)."""
     ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
     env = dict(cfg.env)
     env["FTE_GATEWAY"] = GATEWAY_SOCKET
@@ -356,7 +368,6 @@ def container_kwargs(
         "image": cfg.image,
         "command": ["python3", WARDEN, str(ttl)],
         "name": f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
-        "detach": True,
         "auto_remove": True,
         "user": cfg.user,
         "working_dir": "/work",
@@ -412,11 +423,10 @@ def create(
     kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
     c = client()
     try:
-        cont = c.containers.create(**{k: v for k, v in kwargs.items() if k != "detach"})
+        cont = c.containers.create(**kwargs)
     except docker.errors.APIError as e:
         raise SandboxError(f"could not create the sandbox container: {e}") from e
-    with _live_lock:
-        _live[cont.id] = kwargs["name"]
+    _live[cont.id] = kwargs["name"]
     try:
         cont.start()
     except docker.errors.APIError as e:
@@ -431,10 +441,9 @@ _swept = False
 def _startup_sweep() -> None:
     """Once per process, before the first container: gc what crashed harnesses left behind."""
     global _swept
-    with _live_lock:
-        if _swept:
-            return
-        _swept = True
+    if _swept:
+        return
+    _swept = True  # (two threads may both get here: gc twice is harmless)
     with contextlib.suppress(Exception):  # a failed sweep must not stop the run; `sandbox gc` reports
         gc()
 

@@ -167,17 +167,39 @@ def test_gc_keeps_containers_of_live_owners(hardened: Sandbox) -> None:
 def test_stale_reason_rules() -> None:
     now = time.time()
     me = C.owner_labels("r", 100)
+    grace = C.START_GRACE_S
     assert C.stale_reason(me, "running", now) is None
-    assert C.stale_reason(me, "running", now + 200) == "its TTL has passed"
+    # the TTL counts from the start, which may come up to the start grace after the label
+    assert C.stale_reason(me, "running", now + 100 + grace / 2) is None
+    assert C.stale_reason(me, "running", now + 100 + grace + 1) == "its TTL has passed"
     assert C.stale_reason(me, "exited", now) == "it is exited"
-    assert C.stale_reason(me, "created", now) is None  # about to start: never removed
-    assert C.stale_reason(me, "created", now + 90) is None
+    # a live owner's container that is being created or started is left alone for the grace period,
+    # even past a short TTL (a loaded host can take longer to start it than the TTL)
+    assert C.stale_reason(me, "created", now) is None
+    assert C.stale_reason(me, "created", now + 200) is None
+    long = C.owner_labels("r", 3600)
+    assert C.stale_reason(long, "created", now + grace - 1) is None
+    assert C.stale_reason(long, "created", now + grace + 1) == "it was created but never started"
     dead = dict(me, **{"fte-shell.owner-pid": "999999999"})
     assert "is gone" in (C.stale_reason(dead, "running", now) or "")
+    assert "is gone" in (C.stale_reason(dead, "created", now) or "")  # a dead owner never starts it
     reused = dict(me, **{"fte-shell.owner-start": "1"})  # same pid, other process: pid reuse
     assert "is gone" in (C.stale_reason(reused, "running", now) or "")
     other_host = dict(dead, **{"fte-shell.owner-host": "elsewhere"})
     assert C.stale_reason(other_host, "running", now) is None
+
+
+def test_gc_leaves_a_live_owners_starting_container_alone(docker_ready: None, tmp_path: Path) -> None:
+    kwargs = C.container_kwargs(SandboxConfig(), tmp_path, tmp_path, "starting", ttl_s=1)
+    kwargs["labels"][f"{C.LABEL}.created"] = f"{time.time() - 30:.3f}"  # a slow start, past a short TTL
+    cid = C.client().containers.create(**kwargs).id  # "created": this process is about to start it
+    try:
+        res = C.gc()
+        assert _exists(cid)
+        assert kwargs["name"] not in [name for name, _ in res.removed]
+    finally:
+        C.remove(cid)
+    assert not _exists(cid)
 
 
 def test_dead_man_ttl_stops_an_orphaned_container(docker_ready: None) -> None:

@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 STATE = "/opt/fte/run/state"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -48,10 +49,9 @@ def _started_at(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-    except OSError:
+        return int(data[data.rfind(b")") + 2 :].split()[19]) / CLK_TCK
+    except (OSError, ValueError, IndexError):  # gone, or exiting while we read
         return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    return int(fields[19]) / CLK_TCK
 
 
 def _ignores_sigint(pid: int) -> bool:
@@ -93,13 +93,20 @@ def _still_running(t0: float) -> bool:
 
 
 def sweep() -> None:
+    """Kill the running command's processes, then report ``SWEPT`` on the session's terminal (also when
+    the kill failed half-way: the host must never wait for a report that does not come)."""
     state = _read_state()
     if state is None:
         return
     shell_pid, tty, phase, t0 = state
-    if phase != "run":  # no command is running (it ended just now): background jobs are left alone
+    try:
+        if phase == "run":  # else no command runs (it ended just now): background jobs are left alone
+            _kill_command(shell_pid, t0)
+    finally:
         _report_swept(tty)
-        return
+
+
+def _kill_command(shell_pid: int, t0: float) -> None:
     protect = {1, os.getpid(), os.getppid(), shell_pid}
     pids = _targets(t0, protect)
     running = _still_running(t0)
@@ -130,7 +137,6 @@ def sweep() -> None:
     time.sleep(0.03)
     if _still_running(t0):  # SIGINT was caught or came too early: once more
         _signal_all([shell_pid], signal.SIGINT)
-    _report_swept(tty)
 
 
 def _report_swept(tty: str) -> None:
@@ -186,6 +192,15 @@ def _reap() -> None:
             return
 
 
+def _guarded(action: Callable[[], None]) -> None:
+    """Run a sweep; an error in it is logged, never fatal: the warden's exit would end the container (and
+    with it the question) while the session is still in use."""
+    try:
+        action()
+    except Exception as e:  # noqa: BLE001
+        print(f"fte-shell warden: {action.__name__} failed: {e!r}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ttl = float(sys.argv[1]) if len(sys.argv) > 1 else 6 * 3600.0
     sigs = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
@@ -204,7 +219,7 @@ def main() -> None:
             if usage is not None and usage[1] > 0 and usage[0] >= 0.9 * usage[1]:
                 pressure += 1
                 if pressure >= 2:
-                    break_fork_bomb()
+                    _guarded(break_fork_bomb)
                     pressure = 0
             else:
                 pressure = 0
@@ -214,7 +229,7 @@ def main() -> None:
         elif os.getpid() == 1 and info.si_pid != 0:
             continue  # sent from inside the container (e.g. `pkill python3`): only the host may stop us
         elif info.si_signo == signal.SIGUSR1:
-            sweep()
+            _guarded(sweep)
             _reap()
         else:
             return
