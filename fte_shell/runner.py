@@ -83,44 +83,36 @@ def run_question(
     if not question.strip():
         raise ConfigError("the question is empty")
     check_profile_name(config.agent.profile)
-    own_model = model is None
-    client = model if model is not None else ModelClient(config.model)  # fails fast without an endpoint
-    own_search = search is None
-    if search is None:
-        search = make_search(config.search)
-    if page_source is None:
-        page_source = make_page_source(config.search)
-    run_id = qid or new_run_id(question)
-    recorder = Recorder(Path(out_dir), listener=log)
-    profile = None
-    with sigterm_as_interrupt():  # kept through the clean-up, so a SIGTERM cannot skip the close
+    with contextlib.ExitStack() as cleanup:  # undone in reverse order, even on exceptions or Ctrl-C
+        if model is None:
+            model = ModelClient(config.model)  # fails fast without an endpoint
+            cleanup.callback(model.close)
+        if search is None:
+            search = make_search(config.search)
+            if search is not None:
+                cleanup.callback(_close_search, search)
+        if page_source is None:
+            page_source = make_page_source(config.search)
+        run_id = qid or new_run_id(question)
+        cleanup.enter_context(sigterm_as_interrupt())  # kept through the closes below, so SIGTERM cannot skip them
+        recorder = cleanup.enter_context(Recorder(Path(out_dir), listener=log))
+        ctx = QuestionContext(
+            config=config,
+            workspace_dir=recorder.workspace_dir,
+            search=search,
+            page_source=page_source,
+            page_cache=page_cache,
+            run_id=run_id,
+            model=model,
+        )
         try:
-            ctx = QuestionContext(
-                config=config,
-                workspace_dir=recorder.workspace_dir,
-                search=search,
-                page_source=page_source,
-                page_cache=page_cache,
-                run_id=run_id,
-                model=client,
-            )
-            try:
-                profile = make_profile(config.agent.profile, ctx)
-            except Exception as e:
-                recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
-                raise
-            agent = Agent(config, client, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **(meta or {})})
-            return agent.run(question)
-        finally:
-            try:
-                if profile is not None:
-                    _close_quietly(profile)
-            finally:
-                recorder.close()
-                if own_model:
-                    client.close()
-                if own_search and search is not None:
-                    _close_search(search)
+            profile = make_profile(config.agent.profile, ctx)
+        except Exception as e:
+            recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
+            raise
+        cleanup.callback(_close_quietly, profile)
+        agent = Agent(config, model, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **(meta or {})})
+        return agent.run(question)
 
 
 def _close_search(search: Any) -> None:
