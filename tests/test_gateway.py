@@ -400,3 +400,40 @@ def test_event_log_is_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> 
         assert raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"]
     assert len(setup.gw.events()) == 5 and setup.gw.events_dropped == 7
     assert len(setup.gw.drain_events()) == 5 and setup.gw.events() == []
+
+
+def test_helpers_start_lean(setup: Setup) -> None:
+    """Review R2: the helpers run as ``python3 -I -S`` (their shebang) and import neither argparse, json,
+    socket nor re (≈25 ms of start-up in the container); they still speak the same protocol."""
+    for name in ("fetch", "search", "list_fetched"):
+        assert (BIN / name).read_text().startswith("#!/usr/bin/python3 -IS\n")
+        r = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", str(BIN / name), "--help"],
+                           check=False, env=setup.env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: {name}")
+        imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if "|" in line}
+        assert not imported & {"argparse", "json", "socket", "re", "enum", "gettext"}, imported
+    listing = subprocess.run([sys.executable, "-I", "-S", str(BIN / "list_fetched")], check=False,
+                             env=setup.env, capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0 and listing.stdout == "(no documents fetched yet)\n"
+
+
+def test_helper_arguments(setup: Setup, corpus: LocalCorpus) -> None:
+    """Option parsing without argparse keeps its behaviour: ``--`` ends options, ``-nN``/``--num=N``,
+    usage errors exit 2 with the usage line."""
+    r = setup.helper("search", "--num=1", "koala")
+    assert r.returncode == 0 and r.stdout.rstrip("\n") == format_results("koala", corpus.search("koala", 1))
+    assert setup.helper("search", "-n1", "koala").stdout == r.stdout
+    for args, error in [
+        (("search",), "the following arguments are required: QUERY"),
+        (("search", "q", "-n"), "expected one argument"),
+        (("search", "-n", "x", "q"), "invalid int value: 'x'"),
+        (("fetch",), "the following arguments are required: URL"),
+        (("fetch", "--bogus"), "unrecognized arguments: --bogus"),
+        (("list_fetched", "extra"), "unrecognized arguments: extra"),
+    ]:
+        bad = setup.helper(*args)
+        assert bad.returncode == 2 and bad.stdout == "", args
+        assert bad.stderr.startswith(f"usage: {args[0]}") and f"\n{args[0]}: error: " in bad.stderr
+        assert error in bad.stderr and bad.stderr.count("\n") == 2, bad.stderr
+    dash = setup.helper("fetch", "--", "-not-a-doc")
+    assert dash.returncode == 1 and "-not-a-doc" in dash.stderr and dash.stderr.count("\n") == 1
