@@ -47,9 +47,17 @@ from .output import cap_output, join_head_tail, split_cap
 
 RUN = _container.RUN_MOUNT
 STATE = f"{RUN}/state"
+# Waits for the sandbox's own machinery (not for the agent's command). Each ends as soon as the answer
+# comes; the limits only matter when something is broken, so they are sized for a host at load 10+.
 START_TIMEOUT_S = 60.0
-SWEEP_GRACE_S = 5.0
-RESYNC_GRACE_S = 3.0
+"""A new shell prints its READY line; a dead shell's output file is read back."""
+SWEEP_GRACE_S = 30.0
+"""After a timeout, the warden reports that it killed the command's processes."""
+RESYNC_GRACE_S = 20.0
+"""After the sweep, the interrupted shell runs the end-of-command report again; else it is replaced."""
+RESEND_S = 2.0
+"""The report is sent again this often while the shell has not answered (an interrupt that reached
+the shell late may have discarded the line)."""
 
 # Shell functions installed in every (re)started shell. Aliases defined later by the agent cannot change
 # them (aliases expand when a function is defined); absolute paths bypass the agent's PATH and functions.
@@ -353,14 +361,16 @@ class ShellSession:
                             status, size = None, -1
                         cwd = fields[2] if len(fields) > 2 else ""
                         self._rest = buf[k:]
-                        return _End(buf[:j], status, size, cwd)
+                        # a report that was interrupted and sent again: its last BEGIN holds the output
+                        b = buf.rfind(begin_m, 0, j)
+                        return _End(buf[b + len(begin_m) if b >= 0 else 0 : j], status, size, cwd)
                 elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
                     del buf[bound // 2 : len(buf) - bound // 4]
             elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
             left = deadline - time.monotonic()
-            if left <= 0:
-                self._rest = buf if begin < 0 else bytearray()
+            if left <= 0:  # keep what was read: the caller may wait on
+                self._rest = buf if begin < 0 else bytearray(begin_m) + buf
                 return "timeout"
             try:
                 buf += child.read_nonblocking(1 << 20, timeout=min(left, 3600))
@@ -407,9 +417,17 @@ class ShellSession:
         if end is not None:
             return end
         time.sleep(0.05)  # let the shell act on the interrupt before it reads the next line
-        assert self._child is not None
-        self._child.send(("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode())
-        return self._collect(nonce, time.monotonic() + RESYNC_GRACE_S)
+        resync = ("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode()
+        deadline = time.monotonic() + RESYNC_GRACE_S
+        while True:
+            try:
+                assert self._child is not None
+                self._child.send(resync)
+            except OSError:  # the terminal is gone: the shell died
+                return _Eof(self._exit_code())
+            res = self._collect(nonce, min(deadline, time.monotonic() + RESEND_S))
+            if res != "timeout" or time.monotonic() >= deadline:
+                return res
 
     def _recover(self, nonce: str, post: str, code: int | None) -> _End:
         """In a fresh shell, collect what the dead command wrote to its output file."""

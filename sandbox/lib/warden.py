@@ -14,8 +14,9 @@ reaps the zombies re-parented to it. Only the host reaches it (``docker kill``).
    every process that started after the current command began (all but the session shell, PID 1 and
    itself), kills those that ignore SIGINT, sends SIGINT to the rest and to the shell together (like
    Ctrl-C: the shell abandons the rest of the command), kills whatever is left, interrupts a builtin
-   loop in the shell, and writes a ``SWEPT`` line to the session's terminal so the host knows the sweep
-   is over.
+   loop in the shell (or kills the shell when it ignores SIGINT: the host then starts a new one), and
+   writes a ``SWEPT`` line to the session's terminal so the host knows the sweep is over. A sweep that
+   fails is logged and still reports ``SWEPT``; it never ends the warden.
 
 The session shell describes the running command in ``/opt/fte/run/state``: ``SHELL_PID TTY`` on the first
 line (written once per shell), ``run UPTIME`` or ``idle UPTIME`` on the second (written before and after
@@ -125,6 +126,11 @@ def _kill_command(shell_pid: int, t0: float) -> None:
             _signal_all([shell_pid], signal.SIGINT)
         _signal_all(rest, signal.SIGCONT)
         time.sleep(0.03)
+    elif running and _ignores_sigint(shell_pid):
+        # a loop of builtins in a shell that ignores SIGINT (`trap '' INT`): nothing can interrupt it.
+        # End the shell: the host sees it die and starts a fresh one in the same directory.
+        _signal_all([shell_pid], signal.SIGKILL)
+        return
     elif running:  # a loop of shell builtins in the shell itself
         _signal_all([shell_pid], signal.SIGINT)
     for _ in range(100):
