@@ -57,12 +57,6 @@ class Recorder:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._listener = listener
-        self.ended = False
-        """True once an ``end`` event was written."""
-
-    @property
-    def trajectory_path(self) -> Path:
-        return self.run_dir / TRAJECTORY
 
     @property
     def result_path(self) -> Path:
@@ -87,7 +81,6 @@ class Recorder:
             self._f.flush()
             if type_ == "end":
                 os.fsync(self._f.fileno())
-                self.ended = True
         if self._listener is not None:
             with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)
                 self._listener(ev)

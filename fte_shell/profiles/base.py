@@ -218,11 +218,6 @@ class ToolProfile:
     def tools(self) -> list[dict[str, Any]]:
         return [dict(s) for s in self._schemas]
 
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of this profile's tools, in schema order."""
-        return list(self._tools)
-
     def execute(self, name: str, args: dict[str, Any]) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
