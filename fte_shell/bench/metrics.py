@@ -536,7 +536,7 @@ class ProfileSummary(_M):
     completion_tokens: float | None
     """Mean completion tokens per question."""
 
-    summary_tokens: float | None = None
+    summary_tokens: float | None
     """Mean reader-model tokens per question (visit-summary's ``visit``; 0 for other profiles), not
     included in ``tokens``."""
 
