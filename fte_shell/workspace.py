@@ -394,10 +394,11 @@ class Workspace:
                     os.unlink(tmp)
             if not created:
                 held = self._entry(name)
-                if held is not None:
-                    return FetchRecord(
-                        path=held.path, chars=held.chars, new=False, source=held.source, title=held.title
-                    )
+                if held is None:  # never report a file as ours that is not (it is left as it is)
+                    raise ToolError(f"cannot store {self.agent_path(name)}: a file that is not a fetched document is in the way")
+                return FetchRecord(
+                    path=held.path, chars=held.chars, new=False, source=held.source, title=held.title
+                )
             source, title, _ = _parse(content)
             return FetchRecord(
                 path=self.agent_path(name), chars=len(body), new=True, source=source, title=title

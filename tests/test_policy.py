@@ -266,3 +266,27 @@ def test_fetcher_looks_each_hop_up_once_and_accepts_trailing_dots() -> None:
             assert srv.requests[-1].headers["Host"] == f"rebind.test.:{srv.port}"
         finally:
             fetcher.close()
+
+
+def test_hung_lookups_do_not_starve_other_lookups() -> None:
+    """Review R2: the lookup pool is shared by every question of a process; 8 hung lookups (an agent
+    fetching names whose DNS never answers) used to fill it, so every other lookup timed out."""
+    import threading
+
+    from fte_shell.fetch import policy as policy_mod
+
+    release = threading.Event()
+
+    def hung(host: str, port: int) -> list[str]:
+        release.wait(30)
+        return ["8.8.8.8"]
+
+    try:
+        for i in range(8):
+            with pytest.raises(FetchRefused, match="timed out"):
+                check_url(f"http://hung{i}.test/", FetchPolicy(), timeout_s=0.05, resolver=hung)
+        assert policy_mod.RESOLVER_THREADS > 8
+        t = check_url("http://fine.test/", FetchPolicy(), timeout_s=10, resolver=ScriptedResolver(["8.8.8.8"]))
+        assert t.addresses == ("8.8.8.8",)
+    finally:
+        release.set()

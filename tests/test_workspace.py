@@ -178,3 +178,27 @@ def test_docid_with_a_line_break_or_control_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ToolError, match="line break or control"):
             ws.store(Document(source=bad, kind="docid", title="t", text="x", retrieved_at=WHEN))
     assert list((tmp_path / "ws").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "docid", ["../../etc/passwd", "/etc/passwd", "..", ".hidden", "a/../../b", "..\\..\\x", "~root", "-rf", "x" * 5000]
+)
+def test_hostile_docids_stay_inside_the_workspace(tmp_path: Path, docid: str) -> None:
+    ws = Workspace(tmp_path / "ws")
+    rec = ws.store(Document(source=docid, kind="docid", title="t", text="x", retrieved_at=WHEN))
+    name = rec.path.removeprefix("/work/")
+    assert "/" not in name and not name.startswith((".", "-", "~")) and len(name) <= 32 + 1 + 16 + 4
+    assert [p.name for p in (tmp_path / "ws").iterdir()] == [name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]  # nothing beside the workspace
+    assert ws.lookup(docid, "docid") == rec.model_copy(update={"new": False})
+
+
+def test_a_foreign_file_in_the_way_is_not_reported_as_stored(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    doc = _doc()
+    name = filename_for(doc.source, "url")
+    (tmp_path / "ws" / name).write_text("not a fetched document\n")
+    with pytest.raises(ToolError, match="not a fetched document is in the way"):
+        ws.store(doc)
+    assert (tmp_path / "ws" / name).read_text() == "not a fetched document\n"  # left as it was
+    assert [p.name for p in (tmp_path / "ws").iterdir()] == [name]  # no temporary file left

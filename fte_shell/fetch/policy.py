@@ -49,7 +49,12 @@ METADATA_ADDRESSES = frozenset(
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
-_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fte-resolve")
+RESOLVER_THREADS = 32
+"""Name lookups running at once in this process (threads are made on demand). A lookup that hangs holds
+its thread until the resolver gives up, so the pool is sized for a few hung lookups per question of a
+concurrent sweep without starving the others' lookups."""
+
+_resolver = ThreadPoolExecutor(max_workers=RESOLVER_THREADS, thread_name_prefix="fte-resolve")
 
 
 class Resolver(Protocol):
