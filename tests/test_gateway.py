@@ -437,3 +437,53 @@ def test_helper_arguments(setup: Setup, corpus: LocalCorpus) -> None:
         assert error in bad.stderr and bad.stderr.count("\n") == 2, bad.stderr
     dash = setup.helper("fetch", "--", "-not-a-doc")
     assert dash.returncode == 1 and "-not-a-doc" in dash.stderr and dash.stderr.count("\n") == 1
+
+
+def test_connection_flood_keeps_threads_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review R2: 100 connections held open at once: 16 hold a slot (and a thread) until they speak or
+    time out; every other one is answered "busy" at once and its thread ends, so the gateway's threads stay
+    at MAX_CONCURRENT however many clients connect; afterwards it serves normally."""
+    import time
+
+    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 30.0)
+    base = threading.active_count()
+    held: list[socket.socket] = []
+    try:
+        for _ in range(100):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            for _attempt in range(200):  # a full accept queue answers EAGAIN, as the helpers know
+                try:
+                    s.connect(str(setup.gw.socket_path))
+                    break
+                except BlockingIOError:
+                    time.sleep(0.01)
+            held.append(s)
+        busy = 0
+        for s in held:
+            s.setblocking(False)
+        for _ in range(500):
+            for s in held:
+                try:
+                    if b"gateway busy" in s.recv(4096):
+                        busy += 1
+                except (BlockingIOError, OSError):
+                    pass
+            if busy >= 100 - gw_mod.MAX_CONCURRENT:
+                break
+            time.sleep(0.01)
+        assert busy == 100 - gw_mod.MAX_CONCURRENT
+        for _ in range(500):  # the busy handlers' threads end right after answering
+            if threading.active_count() <= base + gw_mod.MAX_CONCURRENT:
+                break
+            time.sleep(0.01)
+        assert threading.active_count() <= base + gw_mod.MAX_CONCURRENT
+    finally:
+        for s in held:
+            s.close()
+    for _ in range(200):
+        if raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"]:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the gateway did not recover after the flood")
