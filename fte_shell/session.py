@@ -172,7 +172,22 @@ class ShellSession:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Spawn the shell (in ``self.cwd``) and wait until it is ready."""
+        """Spawn the shell (in ``self.cwd``) and wait until it is ready. A ``docker exec`` that ends at
+        once while the container runs (a loaded daemon, a container out of pids for a moment) is tried
+        again, three times in all."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for attempt in range(3):
+            exited = self._spawn(deadline)
+            if exited is None:
+                return
+            if attempt == 2 or not _container.is_running(self.container_id):
+                raise SandboxError(
+                    f"the shell in container {self.container_id[:12]} exited at start: {exited}"
+                )
+            time.sleep(0.5 * (attempt + 1))
+
+    def _spawn(self, deadline: float) -> str | None:
+        """One ``docker exec`` of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
         child = pexpect.spawn(
             self._docker,
@@ -195,31 +210,25 @@ class ShellSession:
         child.delaybeforesend = None
         self._child = child
         init = _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
-        child.send(init.encode())
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill_child()
-                raise SandboxError(f"the shell in container {self.container_id[:12]} did not start")
-            try:
-                buf += child.read_nonblocking(1 << 16, timeout=left)
-            except pexpect.TIMEOUT:
-                continue
-            except pexpect.EOF:
-                self._kill_child()
-                raise SandboxError(
-                    f"the shell in container {self.container_id[:12]} exited at start: "
-                    f"{bytes(buf[-500:]).decode('utf-8', 'replace').strip()}"
-                )
-            i = buf.find(marker)
-            if i >= 0:
-                j = buf.find(b"\n", i + len(marker))
+        try:
+            child.send(init.encode())
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._kill_child()
+                    raise SandboxError(f"the shell in container {self.container_id[:12]} did not start")
+                with contextlib.suppress(pexpect.TIMEOUT):
+                    buf += child.read_nonblocking(1 << 16, timeout=left)
+                i = buf.find(marker)
+                j = buf.find(b"\n", i + len(marker)) if i >= 0 else -1
                 if j >= 0:
                     self.shell_pid = int(buf[i + len(marker) : j])
-                    return
+                    return None
+        except (pexpect.EOF, OSError):
+            self._kill_child()
+            return bytes(buf[-500:]).decode("utf-8", "replace").strip()
 
     def close(self) -> None:
         self._kill_child()
@@ -270,9 +279,9 @@ class ShellSession:
             + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
             + post
         )
-        assert self._child is not None
-        self._child.send(payload.encode("utf-8", "surrogateescape"))
-        res = self._collect(nonce, time.monotonic() + timeout)
+        res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
+            nonce, time.monotonic() + timeout
+        )
         timed_out = False
         if res == "timeout":
             timed_out = True
@@ -379,6 +388,15 @@ class ShellSession:
             except (pexpect.EOF, OSError):  # OSError: the terminal was closed under us
                 return _Eof(self._exit_code())
 
+    def _send(self, data: bytes) -> _Eof | None:
+        """Write to the shell's terminal; an _Eof when the shell is already gone."""
+        assert self._child is not None
+        try:
+            self._child.send(data)
+        except OSError:  # the terminal is closed: the shell died
+            return _Eof(self._exit_code())
+        return None
+
     def _exit_code(self) -> int | None:
         child = self._child
         if child is None:
@@ -420,20 +438,14 @@ class ShellSession:
         resync = ("\n{ __fte_st=137 __fte_f=; } 2>/dev/null; " + post).encode()
         deadline = time.monotonic() + RESYNC_GRACE_S
         while True:
-            try:
-                assert self._child is not None
-                self._child.send(resync)
-            except OSError:  # the terminal is gone: the shell died
-                return _Eof(self._exit_code())
-            res = self._collect(nonce, min(deadline, time.monotonic() + RESEND_S))
+            res = self._send(resync) or self._collect(nonce, min(deadline, time.monotonic() + RESEND_S))
             if res != "timeout" or time.monotonic() >= deadline:
                 return res
 
     def _recover(self, nonce: str, post: str, code: int | None) -> _End:
         """In a fresh shell, collect what the dead command wrote to its output file."""
-        assert self._child is not None
-        self._child.send((f"{{ __fte_st={code or 0} __fte_f=; }} 2>/dev/null; " + post).encode())
-        res = self._collect(nonce, time.monotonic() + START_TIMEOUT_S)
+        res = self._send((f"{{ __fte_st={code or 0} __fte_f=; }} 2>/dev/null; " + post).encode())
+        res = res or self._collect(nonce, time.monotonic() + START_TIMEOUT_S)
         if not isinstance(res, _End):
             return _End(b"", code, -1, self.cwd)
         res.status = code
