@@ -385,3 +385,29 @@ def test_run_with_an_unusable_search_backend_says_why_and_creates_nothing(
         )
     assert res.exit_code == 1 and said in res.output and f"error: {error}" in res.output
     assert srv.requests == [] and not (tmp_path / "run").exists()
+
+
+@pytest.mark.docker
+def test_shell_and_structured_search_show_the_same_serper_results(tmp_path: Path, docker_ready: None) -> None:
+    """``fte-shell run`` with a Serper key, shell and fte profiles: the container's ``search`` helper (through
+    the host gateway) and the structured tool send the same request and show the same text."""
+    serper = SerperShaped()
+    seen: dict[str, str] = {}
+    try:
+        (tmp_path / "c.toml").write_text(f'[search]\nserper_url = "{serper.url}"\nnum_results = 2\n')
+        for profile, call in (("shell", tc("bash", command="search 'Tern Quay dredged'")),
+                              ("fte", tc("search", query="Tern Quay dredged"))):
+            with ScriptedServer([call, "<answer>Lio Brand</answer>"]) as srv:
+                res = CliRunner().invoke(
+                    app, ["run", "Who dredged Tern Quay?", "--profile", profile, "--config", str(tmp_path / "c.toml"),
+                          "--out", str(tmp_path / profile), "--quiet"],
+                    env={**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m", "SERPER_API_KEY": "k-2"},
+                )
+            assert res.exit_code == 0, res.output
+            (ev,) = [e for e in read_trajectory(tmp_path / profile) if e["type"] == "tool_call"]
+            seen[profile] = ev["observation"]
+    finally:
+        serper.close()
+    assert [r["body"] for r in serper.requests] == [{"q": "Tern Quay dredged", "num": 2}] * 2
+    assert all(r["headers"]["X-API-KEY"] == "k-2" for r in serper.requests)
+    assert seen["shell"] == seen["fte"] and "https://harbour.example/tern-quay" in seen["fte"]
