@@ -288,3 +288,16 @@ def test_deeply_nested_json_is_kept_compact_instead_of_exploding(tmp_path: Path,
     raw.replies["/flat.json"] = ok(b'{"a": [1, 2], "b": "text"}', ctype="application/json")
     flat = svc.workspace.body(svc.fetch(raw.url("/flat.json")).path)
     assert flat == '{\n "a": [\n  1,\n  2\n ],\n "b": "text"\n}\n'
+
+
+def test_refused_references_leave_nothing_behind_in_memory(tmp_path: Path, raw: RawServer) -> None:
+    """Review R2: each distinct reference used to leave a lock in the service for the question's life (an
+    agent looping over a million refused URLs grew the host's memory); one fetch of a key still makes one
+    download when fetched concurrently (tests/test_fetch.py)."""
+    svc = _service(tmp_path, raw)
+    for i in range(200):
+        with pytest.raises(FetchRefused):
+            svc.fetch(f"http://10.0.0.1/{i}")
+    raw.replies["/kept"] = ok(b"kept\n")
+    svc.fetch(raw.url("/kept"))
+    assert len(svc._key_locks) == 0

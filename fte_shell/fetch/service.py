@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,7 +114,9 @@ class FetchService:
         self.page_cache = page_cache
         self._http: HttpFetcher | None = None
         self._guard = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
+        # weak: a lock lives while some fetch of its key holds or waits for it, so refs never fetched
+        # again (e.g. a million refused URLs) do not pile up in memory
+        self._key_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._memo: OrderedDict[str, Document] = OrderedDict()
         self._new_pages = 0
         self._reserved = 0
