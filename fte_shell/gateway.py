@@ -23,6 +23,7 @@ time); every failure is a one-line error, and no request can stop the server.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
@@ -67,6 +68,10 @@ MAX_EVENTS = 10_000
 """Events kept between drains; beyond that the oldest are dropped and counted in ``events_dropped``, so a
 client flooding the socket cannot grow the host's memory without bound."""
 
+MAX_EVENT_CHARS = 16_000_000
+"""Characters of request arguments (URLs, queries) kept between drains, the same way (20 URLs of 4,096
+characters per event would otherwise let 10,000 events hold 800 MB)."""
+
 
 class Fetcher(Protocol):
     """What the gateway needs of :class:`fte_shell.fetch.FetchService`."""
@@ -98,6 +103,14 @@ class GatewayEvent:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split()) or "unknown error"
+
+
+def _event_chars(event: GatewayEvent) -> int:
+    """About how many characters an event holds (its URLs, query and error; 100 for the rest)."""
+    urls = event.args.get("urls") or []
+    return 100 + sum(len(u) for u in urls if isinstance(u, str)) + len(str(event.args.get("query", ""))) + len(
+        event.error or ""
+    )
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -209,10 +222,12 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
-        self._events: list[GatewayEvent] = []
+        self._events: collections.deque[tuple[GatewayEvent, int]] = collections.deque()
+        self._event_chars = 0
         self._events_lock = threading.Lock()
         self.events_dropped = 0
-        """Events dropped because more than :data:`MAX_EVENTS` piled up between drains."""
+        """Events dropped (oldest first) because more than :data:`MAX_EVENTS` events or
+        :data:`MAX_EVENT_CHARS` characters of arguments piled up between drains."""
 
     def __repr__(self) -> str:
         return f"Gateway({str(self.socket_path)!r}, running={self._server is not None})"
@@ -274,21 +289,25 @@ class Gateway:
     def events(self) -> list[GatewayEvent]:
         """Every request served so far, in order of completion."""
         with self._events_lock:
-            return list(self._events)
+            return [e for e, _ in self._events]
 
     def drain_events(self) -> list[GatewayEvent]:
         """The requests served since the last drain (e.g. those one shell command made)."""
         with self._events_lock:
-            out, self._events = self._events, []
+            out = [e for e, _ in self._events]
+            self._events.clear()
+            self._event_chars = 0
             return out
 
     def _record(self, event: GatewayEvent) -> None:
         with self._events_lock:
-            self._events.append(event)
-            if len(self._events) > MAX_EVENTS:
-                drop = len(self._events) - MAX_EVENTS
-                del self._events[:drop]
-                self.events_dropped += drop
+            size = _event_chars(event)
+            self._events.append((event, size))
+            self._event_chars += size
+            while len(self._events) > MAX_EVENTS or (self._event_chars > MAX_EVENT_CHARS and len(self._events) > 1):
+                _, dropped = self._events.popleft()
+                self._event_chars -= dropped
+                self.events_dropped += 1
 
     # --- requests --------------------------------------------------------------------------------------
     def handle_line(self, raw: bytes) -> dict[str, Any]:

@@ -400,6 +400,13 @@ def test_event_log_is_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> 
         assert raw_request(setup.gw.socket_path, b'{"op": "ping"}\n')["ok"]
     assert len(setup.gw.events()) == 5 and setup.gw.events_dropped == 7
     assert len(setup.gw.drain_events()) == 5 and setup.gw.events() == []
+    monkeypatch.setattr(gw_mod, "MAX_EVENT_CHARS", 30_000)  # big requests are bounded by their size
+    for i in range(4):
+        urls = [f"http://10.0.0.{i}/" + "a" * 4000] * 3  # refused by policy: no network
+        assert raw_request(setup.gw.socket_path, json.dumps({"op": "fetch", "urls": urls}).encode() + b"\n")["ok"]
+    kept = setup.gw.events()
+    assert [e.args["urls"][0][:16] for e in kept] == ["http://10.0.0.2/", "http://10.0.0.3/"]
+    assert setup.gw.events_dropped == 7 + 2
 
 
 def test_helpers_start_lean(setup: Setup) -> None:
