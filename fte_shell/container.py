@@ -290,13 +290,13 @@ _handlers_installed = False
 _atexit_installed = False
 
 
-def remove(container_id: str) -> None:
+def remove(container_id: str, *, api: docker.APIClient | None = None) -> None:
     """Force-remove a container; a container that is already gone is not an error."""
     import docker.errors
 
     _live.pop(container_id, None)
     try:
-        client().api.remove_container(container_id, force=True, v=True)
+        (api or client().api).remove_container(container_id, force=True, v=True)
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as e:
@@ -304,15 +304,20 @@ def remove(container_id: str) -> None:
             raise SandboxError(f"could not remove container {container_id[:12]}: {e}") from e
 
 
-def remove_all_live() -> None:
+def remove_all_live(*, api: docker.APIClient | None = None) -> None:
     """Remove every container this process created and has not removed yet."""
     for cid in list(_live):
         with contextlib.suppress(Exception):  # best effort at exit
-            remove(cid)
+            remove(cid, api=api)
+
+
+_signal_api: docker.APIClient | None = None
+"""A client of its own for the signal handlers: the interrupted main thread may hold a lock of the
+shared client's connection pool, which the handler would then wait on forever."""
 
 
 def _signal_cleanup(signum: int, frame: Any) -> None:
-    remove_all_live()
+    remove_all_live(api=_signal_api)
     prev = _previous.get(signum)
     if callable(prev):
         prev(signum, frame)
@@ -336,6 +341,11 @@ def install_cleanup_handlers() -> None:
     if _handlers_installed or threading.current_thread() is not threading.main_thread():
         return
     _handlers_installed = True
+    global _signal_api
+    with contextlib.suppress(Exception):  # without it the handlers use the shared client
+        import docker
+
+        _signal_api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=60)
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             prev = signal.getsignal(sig)
