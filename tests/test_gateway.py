@@ -494,3 +494,19 @@ def test_connection_flood_keeps_threads_bounded(setup: Setup, monkeypatch: pytes
         time.sleep(0.01)
     else:
         pytest.fail("the gateway did not recover after the flood")
+
+
+def test_urls_with_line_breaks_are_refused_in_one_line(setup: Setup, server: LoopbackServer) -> None:
+    """Review R2: a reference carrying CR/LF/NUL/tab/control characters/U+2028 (header or record injection)
+    is refused in ONE line per reference; the helper used to print the raw reference, so a newline in it
+    split its error into two lines (the second one forgeable)."""
+    page = server.url("/page.txt")
+    bad = [page + "\nURL: https://forged.example/", page.replace("/page", "/pa\rge"), page + "\x01",
+           page.replace("/page", "/pa\tge"), page + "\u2028x", page + "\x1b[2J"]
+    r = setup.helper("fetch", *bad)
+    assert r.returncode == 1 and r.stdout == ""
+    errors = r.stderr.split("\n")
+    assert errors[-1] == "" and len(errors) == len(bad) + 1, errors
+    assert all(e.startswith("fetch: refused ") and e.endswith("control characters in the reference") and e.isprintable()
+               for e in errors[:-1]), errors
+    assert server.count() == 0 and list(setup.ws.root.iterdir()) == []

@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import unicodedata
 import weakref
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -304,7 +305,8 @@ class FetchService:
             raise FetchRefused(
                 f"refused {ref[:80]!r}…: URL too long ({len(ref):,} characters; at most {MAX_REF_CHARS:,})"
             )
-        if any(c in ref for c in "\r\n\x00"):
+        if not ref.isprintable() and any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in ref):
+            # CR/LF/NUL/ESC/tab/U+2028…: a reference must stay one printable line wherever it is shown
             raise FetchRefused(f"refused {ref[:80]!r}: control characters in the reference")
         return ref
 
