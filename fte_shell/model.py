@@ -121,6 +121,11 @@ class ModelClient:
         """Close the HTTP connection pool."""
         self._client.close()
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released the connection pool."""
+        return bool(self._client.is_closed())
+
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         cfg = self.cfg
         kwargs: dict[str, Any] = {

@@ -411,3 +411,21 @@ def test_shell_and_structured_search_show_the_same_serper_results(tmp_path: Path
     assert [r["body"] for r in serper.requests] == [{"q": "Tern Quay dredged", "num": 2}] * 2
     assert all(r["headers"]["X-API-KEY"] == "k-2" for r in serper.requests)
     assert seen["shell"] == seen["fte"] and "https://harbour.example/tern-quay" in seen["fte"]
+
+
+def test_visit_summary_closes_only_the_reader_it_made(tmp_path: Path, corpus: LocalCorpus) -> None:
+    from fte_shell.model import ModelClient
+    from fte_shell.profiles import QuestionContext, make_profile
+
+    with ScriptedServer(["unused"]) as srv:
+        agent_model = ModelClient(ModelConfig(base_url=srv.base_url, model="agent"))
+        own = RunConfig.model_validate({"agent": {"summary_model": {"base_url": srv.base_url, "model": "reader"}}})
+        p = make_profile("visit-summary", QuestionContext(own, tmp_path / "a", corpus, corpus, model=agent_model))
+        reader = p.reader
+        p.close()
+        assert reader.closed and not agent_model.closed  # its own reader closed, the agent's client left alone
+        shared = make_profile("visit-summary", QuestionContext(RunConfig(), tmp_path / "b", corpus, corpus, model=agent_model))
+        shared.close()
+        assert not agent_model.closed
+        agent_model.close()
+        assert agent_model.closed
