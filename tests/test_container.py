@@ -3,6 +3,7 @@ cleanup on SIGTERM/SIGINT/exit, image content hash, doctor."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -126,34 +127,33 @@ def test_workspace_is_world_readable(hardened: Sandbox) -> None:
 # --- gc, TTL ---------------------------------------------------------------------------------------------
 _ORPHAN = textwrap.dedent(
     """
-    import os, sys, tempfile, pathlib
+    import json, os, sys
+    from pathlib import Path
     from fte_shell import container as C
     from fte_shell.config import SandboxConfig
-    d = pathlib.Path(tempfile.mkdtemp())
-    h = C.create(SandboxConfig(), d, d, "orphan-test", ttl_s=int(sys.argv[1]))
-    print(h.id, flush=True)
+    d = Path(sys.argv[1])
+    h = C.create(SandboxConfig(), d, d, "orphan-test", ttl_s=600)
+    labels = C.client().api.inspect_container(h.id)["Config"]["Labels"]
+    print(json.dumps([h.id, labels]), flush=True)
     os.kill(os.getpid(), 9)   # no cleanup at all, like a crashed harness
     """
 )
 
 
-def _orphan(ttl: int) -> str:
+def test_gc_removes_containers_whose_owner_is_dead(docker_ready: None, tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", _ORPHAN, str(ttl)], check=False, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _ORPHAN, str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == -9, proc.stderr
-    cid = proc.stdout.strip()
-    assert _exists(cid)
-    return cid
-
-
-def test_gc_removes_containers_whose_owner_is_dead(docker_ready: None) -> None:
-    cid = _orphan(600)
+    cid, labels = json.loads(proc.stdout)
     try:
-        labels = C.client().api.inspect_container(cid)["Config"]["Labels"]
         assert "owner process" in (C.stale_reason(labels, "running") or "")
-        res = C.gc()  # (another process's startup sweep may get there first: both count)
-        assert _wait_gone(cid, 10)
+        res = C.gc()  # (another process's gc may get there first: both count)
+        assert _wait_gone(cid, 30)
         assert all(reason for _, reason in res.removed)
     finally:
         C.remove(cid)
@@ -202,10 +202,17 @@ def test_gc_leaves_a_live_owners_starting_container_alone(docker_ready: None, tm
     assert not _exists(cid)
 
 
-def test_dead_man_ttl_stops_an_orphaned_container(docker_ready: None) -> None:
-    cid = _orphan(2)
+def test_dead_man_ttl_stops_the_container_by_itself(docker_ready: None, tmp_path: Path) -> None:
+    # The owner stays alive (so no gc may remove it) and never removes it: only the warden's timer can
+    # end it, as it does after a SIGKILLed harness. It exits with status 0 (a removal would give 137).
+    since = int(time.time()) - 1
+    cid = C.create(SandboxConfig(), tmp_path, tmp_path, "dead-man", ttl_s=2).id
     try:
-        assert _wait_gone(cid, 30), "the container outlived its TTL"
+        assert _wait_gone(cid, 120), "the container outlived its TTL"
+        events = C.client().events(
+            since=since, until=int(time.time()) + 1, filters={"container": cid, "event": "die"}, decode=True
+        )
+        assert [e["Actor"]["Attributes"]["exitCode"] for e in events] == ["0"]
     finally:
         C.remove(cid)
 
