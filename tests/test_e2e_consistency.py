@@ -366,6 +366,7 @@ def test_run_prints_reader_tokens_apart(tmp_path: Path, corpus_dir: Path) -> Non
     reader = srv.responses[1]["usage"]["total_tokens"]
     agent = srv.responses[0]["usage"]["total_tokens"] + srv.responses[2]["usage"]["total_tokens"]
     assert f"tokens {agent:,} (" in res.output and f"reader model tokens {reader:,} (apart)" in res.output
+    assert f"reader model {reader:,} tokens)" in res.output  # on the visit call's line of the live log
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,9 @@ def _meta_facts(meta: dict[str, Any]) -> list[str]:
         facts.append("output truncated")
     if meta.get("restarted"):
         facts.append("shell restarted")
+    reader = meta.get("summary_usage")
+    if isinstance(reader, dict) and reader.get("total_tokens"):
+        facts.append(f"reader model {reader['total_tokens']:,} tokens")
     return facts
 
 
