@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .config import RunConfig
 from .errors import ModelError, ToolError
 from .profiles import Profile, ToolResult
+from .prompts import system_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import Completion, ModelClient
@@ -136,8 +137,6 @@ class Agent:
     # --- the loop ---------------------------------------------------------------------------------------
     def system_prompt(self) -> str:
         """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
-        from .prompts import system_prompt
-
         agent = self.config.agent
         return system_prompt(self.profile.system_addendum(), agent.current_date, agent.system_prompt_file)
 
