@@ -6,7 +6,9 @@ become an error observation the model can correct) -> else, if the text holds ``
 stop; otherwise append a short nudge. Stop reasons: ``answer``, ``max_turns``, ``time_budget``, ``errors``
 (``agent.max_consecutive_errors`` turns in a row whose tool calls all failed), ``model_error`` (after the
 client's retries), ``interrupted`` (KeyboardInterrupt, or SIGTERM turned into one by the runner), and
-``crashed`` (an unexpected exception from a profile: recorded, then re-raised).
+``crashed`` (an unexpected exception from a profile: recorded, then re-raised). Token usage: the agent
+model's in ``usage``; tokens of models that tools call themselves (``meta.summary_usage``) in
+``summary_usage``, apart.
 """
 
 from __future__ import annotations
