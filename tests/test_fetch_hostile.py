@@ -301,3 +301,15 @@ def test_refused_references_leave_nothing_behind_in_memory(tmp_path: Path, raw: 
     raw.replies["/kept"] = ok(b"kept\n")
     svc.fetch(raw.url("/kept"))
     assert len(svc._key_locks) == 0
+
+
+@pytest.mark.parametrize("charset", ["zlib", "base64", "rot13", "unicode_escape", "undefined", "punycode", "utf-7"])
+def test_a_python_codec_named_as_charset_is_ignored(tmp_path: Path, raw: RawServer, charset: str) -> None:
+    """Review R2: ``charset=undefined``/``zlib``/``punycode`` made a page unfetchable and
+    ``charset=unicode_escape`` rewrote its text (``\\x41`` → ``A``); such labels are now ignored like an
+    unknown one (the body is read as UTF-8)."""
+    body = "Caf\u00e9 \\x41 \\u0042 +AGEAYgBj-".encode()
+    raw.replies[f"/cs-{charset}"] = ok(body, ctype=f"text/plain; charset={charset}")
+    svc = _service(tmp_path, raw)
+    rec = svc.fetch(raw.url(f"/cs-{charset}"))
+    assert svc.workspace.body(rec.path) == body.decode() + "\n"

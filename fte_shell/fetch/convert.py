@@ -126,14 +126,25 @@ def classify(content_type: str | None, body_head: bytes, url: str = "") -> Kind:
 
 
 # --- text decoding ------------------------------------------------------------------------------------
+_NOT_CHARSETS = frozenset(
+    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "charmap", "utf-7"}
+)
+"""Python codecs that are not web page charsets: a server naming one (``charset=unicode_escape`` rewrites
+``\\x41`` into ``A``; ``undefined`` always fails) is ignored like an unknown label."""
+
+
 def _codec(label: str | None) -> str | None:
+    """Python codec for a charset label; None for unknown labels, bytes-to-bytes codecs (``zlib``,
+    ``base64``, ``rot13``) and Python-only codecs (:data:`_NOT_CHARSETS`)."""
     if not label:
         return None
     try:
-        name = codecs.lookup(label.strip().strip("\"'").lower()).name
+        info = codecs.lookup(label.strip().strip("\"'").lower())
     except LookupError:
         return None
-    return _WHATWG_ALIASES.get(name, name)
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_CHARSETS:
+        return None
+    return _WHATWG_ALIASES.get(info.name, info.name)
 
 
 def meta_charset(body: bytes) -> str | None:
