@@ -45,6 +45,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _NON_DOCID = re.compile(r"[^A-Za-z0-9-]+")
 _WS = re.compile(r"\s+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _HEADER_KEYS = {"url": "URL", "docid": "Docid"}
 _TITLE_MAX = 300
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -189,10 +190,22 @@ def filename_for(source: str, kind: Kind) -> str:
     raise ValueError(f"unknown document kind {kind!r} (expected 'url' or 'docid')")
 
 
+def _no_surrogates(text: str) -> str:
+    """``text`` with unpaired surrogates (a converter's broken output, not writable as UTF-8) replaced by
+    U+FFFD; cheap when there are none."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def _clean_title(title: str) -> str:
     """One printable line: whitespace runs (line breaks included) become one space; other control
     characters (ESC, BEL, backspace, DEL, C1) and bidi controls are dropped."""
-    t = _WS.sub(" ", title)
+    t = _WS.sub(" ", _no_surrogates(title))
     if not t.isprintable() or any(c in _BIDI for c in t):
         t = "".join(c for c in t if c not in _BIDI and unicodedata.category(c) != "Cc")
     t = t.strip()
@@ -200,7 +213,7 @@ def _clean_title(title: str) -> str:
 
 
 def _clean_body(text: str) -> str:
-    body = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    body = _no_surrogates(text).replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     body = "\n".join(line.rstrip() for line in body.split("\n")).strip("\n")
     return body + "\n" if body else ""
 

@@ -202,3 +202,11 @@ def test_a_foreign_file_in_the_way_is_not_reported_as_stored(tmp_path: Path) -> 
         ws.store(doc)
     assert (tmp_path / "ws" / name).read_text() == "not a fetched document\n"  # left as it was
     assert [p.name for p in (tmp_path / "ws").iterdir()] == [name]  # no temporary file left
+
+
+def test_unpaired_surrogates_from_a_converter_are_stored_as_replacement_characters(tmp_path: Path) -> None:
+    """Review R2: a broken PDF text map can yield lone surrogates; the store used to fail with
+    UnicodeEncodeError. They become U+FFFD, in the title and the body."""
+    ws = Workspace(tmp_path / "ws")
+    rec = ws.store(Document(source="http://x.org/", kind="url", title="a\ud800b", text="c\udcffd\n", retrieved_at=WHEN))
+    assert rec.title == "a\ufffdb" and ws.body(rec.path) == "c\ufffdd\n"
