@@ -197,6 +197,15 @@ def test_gc_leaves_a_live_owners_starting_container_alone(docker_ready: None, tm
         res = C.gc()
         assert _exists(cid)
         assert kwargs["name"] not in [name for name, _ in res.removed]
+        cli = subprocess.run(
+            [sys.executable, "-m", "fte_shell", "sandbox", "gc"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert kwargs["name"] not in cli.stdout and _exists(cid)
     finally:
         C.remove(cid)
     assert not _exists(cid)
