@@ -378,7 +378,7 @@ class ShellSession:
             elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
             left = deadline - time.monotonic()
-            if left <= 0:  # keep what was read: the caller may wait on
+            if left <= 0:  # keep what was read: the caller may go on waiting
                 self._rest = buf if begin < 0 else bytearray(begin_m) + buf
                 return "timeout"
             try:
