@@ -11,7 +11,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -45,7 +45,7 @@ class RawServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def __enter__(self) -> RawServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -79,7 +79,7 @@ class RawServer:
                     buf += chunk
                 path = buf.split(b" ", 2)[1].decode("latin-1")
                 self.paths.append(path)
-                reply = self.replies.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                reply = self.replies.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 if callable(reply):
                     reply(conn, buf, self)
                 else:
@@ -97,7 +97,10 @@ def ok(body: bytes, ctype: str = "text/plain; charset=utf-8", extra: str = "") -
 
 
 def redirect(location: str, status: int = 302) -> bytes:
-    return f"HTTP/1.1 {status} Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n".encode("latin-1")
+    # one request per connection here: say so, or the client may reuse the connection for the next hop
+    return f"HTTP/1.1 {status} Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode(
+        "latin-1"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +159,7 @@ def test_redirect_loop_and_relative_location(tmp_path: Path, raw: RawServer) -> 
 
 def test_redirect_with_an_enormous_location_is_one_short_line(tmp_path: Path, raw: RawServer) -> None:
     raw.replies["/longloc"] = redirect("/" + "a" * 12_000)
-    raw.replies["/" + "a" * 12_000] = b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n"
+    raw.replies["/" + "a" * 12_000] = b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     msg = _refused(_service(tmp_path, raw), raw.url("/longloc"), "HTTP 500")
     assert "…" in msg
 

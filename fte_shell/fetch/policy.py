@@ -21,9 +21,9 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import socket
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
