@@ -59,6 +59,11 @@ class FetchPolicy(_Model):
     max_total_bytes: int = 200_000_000
     """Raw bytes a question may download in total."""
 
+    max_requests: int = 300
+    """Downloads a question may attempt, failed and refused ones included: every fetch not served from
+    the workspace, the local corpus or the page cache counts. Bounds how hard an agent can hammer servers
+    with failing fetches (``max_fetches`` counts only successes)."""
+
     user_agent: str = "fte-shell/0.1 (+https://github.com/fte-shell/fte-shell; research search agent)"
     """User-Agent header sent with every request."""
 

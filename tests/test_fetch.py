@@ -346,6 +346,24 @@ def test_byte_budget(tmp_path: Path, srv: LoopbackServer) -> None:
     assert len(_files(svc)) == 1 and svc.bytes_downloaded < 300_000
 
 
+def test_request_budget_counts_failed_downloads(tmp_path: Path, srv: LoopbackServer) -> None:
+    srv.route("/gone-a", status=404, body=b"<h1>no</h1>", content_type="text/html")
+    srv.route("/gone-b", status=404, body=b"<h1>no</h1>", content_type="text/html")
+    svc = _service(tmp_path, srv, max_requests=2)
+    before = srv.count()
+    _refused(svc, srv.url("/gone-a"), "HTTP 404")
+    _refused(svc, srv.url("/gone-b"), "HTTP 404")
+    with pytest.raises(BudgetExceeded, match=r"request budget spent: 2 downloads attempted .*max_requests = 2"):
+        svc.fetch(srv.url("/library/csv.html"))
+    assert srv.count() - before == 2  # the third fetch made no request
+    assert svc.attempts == 2 and _files(svc) == []
+
+
+def test_zero_request_budget_is_a_config_error(tmp_path: Path, srv: LoopbackServer) -> None:
+    with pytest.raises(ConfigError, match="fetch_policy.max_requests must be greater than 0"):
+        _service(tmp_path, srv, max_requests=0)
+
+
 # --- local corpus, page cache, get_document -----------------------------------------------------------
 class _Corpus:
     """A tiny in-memory PageSource."""

@@ -10,7 +10,8 @@ Order for a URL:
 3. the page cache holds the canonical URL -> that snapshot (so every profile of a sweep sees the same text);
 4. otherwise: policy check, download, convert; the result goes to the page cache, then the workspace.
 
-Budgets per question (per service): ``max_fetches`` new pages, ``max_total_bytes`` downloaded bytes ->
+Budgets per question (per service): ``max_fetches`` new pages, ``max_total_bytes`` downloaded bytes,
+``max_requests`` download attempts (failed ones included) ->
 :class:`BudgetExceeded`. Concurrent calls for one key share ONE lock: one download, one file. Nothing is
 written when a fetch fails.
 """
@@ -125,6 +126,8 @@ class FetchService:
         """Network bytes downloaded so far (all hops)."""
         self.downloads = 0
         """Successful downloads so far."""
+        self.attempts = 0
+        """Downloads attempted so far, failed ones included (bounded by ``max_requests``)."""
 
     # --- public ----------------------------------------------------------------------------------------
     @property
@@ -220,6 +223,13 @@ class FetchService:
                 raise BudgetExceeded(
                     f"byte budget spent: {spent:,} bytes downloaded (max_total_bytes = {self.policy.max_total_bytes:,})"
                 )
+            with self._guard:
+                if self.attempts >= self.policy.max_requests:
+                    raise BudgetExceeded(
+                        f"request budget spent: {self.attempts} downloads attempted for this question "
+                        f"(max_requests = {self.policy.max_requests}); work with the pages already fetched"
+                    )
+                self.attempts += 1
             try:
                 result = http.get(
                     canon, budget_bytes=budget, accept_type=lambda ct: _check_declared_type(ct, ref)
@@ -359,7 +369,7 @@ class FetchService:
 
 def _validate(policy: FetchPolicy) -> None:
     """Refuse a policy whose limits cannot work, naming the field (a user error, not a refusal)."""
-    for name in ("max_bytes", "timeout_s", "max_fetches", "max_total_bytes"):
+    for name in ("max_bytes", "timeout_s", "max_fetches", "max_total_bytes", "max_requests"):
         if getattr(policy, name) <= 0:
             raise ConfigError(f"fetch_policy.{name} must be greater than 0 (got {getattr(policy, name)})")
     if policy.max_redirects < 0:
