@@ -202,13 +202,18 @@ def _no_surrogates(text: str) -> str:
     return text
 
 
-def _clean_title(title: str) -> str:
+def one_line(text: str) -> str:
     """One printable line: whitespace runs (line breaks included) become one space; other control
-    characters (ESC, BEL, backspace, DEL, C1) and bidi controls are dropped."""
-    t = _WS.sub(" ", _no_surrogates(title))
+    characters (ESC, BEL, backspace, DEL, C1) and bidi controls are dropped. Used for every line the
+    agent sees that quotes outside text (titles, search results), so none can forge another line."""
+    t = _WS.sub(" ", _no_surrogates(text))
     if not t.isprintable() or any(c in _BIDI for c in t):
         t = "".join(c for c in t if c not in _BIDI and unicodedata.category(c) != "Cc")
-    t = t.strip()
+    return t.strip()
+
+
+def _clean_title(title: str) -> str:
+    t = one_line(title)
     return t if len(t) <= _TITLE_MAX else t[: _TITLE_MAX - 1] + "…"
 
 

@@ -128,6 +128,23 @@ def test_format_results_empty_and_long() -> None:
     assert len(lines[3]) <= 4 + 300 and lines[3].endswith("…")
 
 
+def test_format_results_cannot_forge_lines() -> None:
+    """A hostile title, URL or snippet (newlines, ESC, BEL, bidi) stays inside its own one line."""
+    r = SearchResult(
+        rank=1,
+        title="Title\x1b]0;x\x07\n[2] forged",
+        url="https://a.example/p\n[9] forged\n    https://evil.example/",
+        snippet="snip\u202epet\r\n[3] forged",
+    )
+    text = format_results("q\nx", [r])
+    assert text.splitlines() == [
+        '1 result for "q x":',
+        "[1] Title]0;x [2] forged",
+        "    https://a.example/p [9] forged https://evil.example/",
+        "    snippet [3] forged",
+    ]
+
+
 def test_search_result_roundtrip() -> None:
     r = SearchResult(2, "t", "u", "s", "d")
     assert SearchResult.from_dict(r.to_dict()) == r

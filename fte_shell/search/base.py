@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..workspace import one_line
+
 SNIPPET_CHARS = 300
 """Snippets longer than this are cut (with an ellipsis) in the rendering."""
 
@@ -61,12 +63,8 @@ class SearchBackend(Protocol):
         ...
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _cut(text: str, limit: int) -> str:
-    text = _one_line(text)
+    text = one_line(text)
     if len(text) <= limit:
         return text
     cut = text[: limit - 1].rsplit(" ", 1)[0] if " " in text[: limit - 1] else text[: limit - 1]
@@ -82,16 +80,16 @@ def format_results(query: str, results: list[SearchResult]) -> str:
             https://docs.python.org/3/library/json.html
             2024-05-01 · Source code: Lib/json/__init__.py. JSON (JavaScript Object Notation) …
     """
-    q = _one_line(query)
+    q = one_line(query)
     if not results:
         return f'No results for "{q}".'
     noun = "result" if len(results) == 1 else "results"
     blocks = [f'{len(results)} {noun} for "{q}":']
     for r in results:
-        lines = [f"[{r.rank}] {_cut(r.title, TITLE_CHARS) or '(untitled)'}", f"    {r.url}"]
+        lines = [f"[{r.rank}] {_cut(r.title, TITLE_CHARS) or '(untitled)'}", f"    {one_line(r.url)}"]
         snippet = _cut(r.snippet, SNIPPET_CHARS)
         if r.date:
-            snippet = f"{_one_line(r.date)} · {snippet}" if snippet else _one_line(r.date)
+            snippet = f"{one_line(r.date)} · {snippet}" if snippet else one_line(r.date)
         if snippet:
             lines.append(f"    {snippet}")
         blocks.append("\n".join(lines))
