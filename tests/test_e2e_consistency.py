@@ -384,7 +384,7 @@ def test_run_with_an_unusable_search_backend_says_why_and_creates_nothing(
             app, ["run", "Q?", "--profile", "fte", "--search", backend, "--out", str(tmp_path / "run")],
             env={**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m"},
         )
-    assert res.exit_code == 1 and said in res.output and f"error: {error}" in res.output
+    assert res.exit_code == 2 and said in res.output and f"error: {error}" in res.output
     assert srv.requests == [] and not (tmp_path / "run").exists()
 
 

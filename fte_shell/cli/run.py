@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..errors import DockerUnavailable, FteError
+from ..errors import ConfigError, DockerUnavailable, FteError, SearchUnavailable
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -198,7 +198,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         except FteError as e:
             _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            raise typer.Exit(1) from None
+            # 2: the set-up the user gave cannot work (e.g. --search serper without a key); 1: the run failed
+            raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
         _print_result(result, run_dir)
 
     @app.command("demo")
