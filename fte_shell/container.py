@@ -123,19 +123,25 @@ def _build_context(root: Path) -> io.BytesIO:
 
 def image_status(cfg: SandboxConfig) -> tuple[bool, str]:
     """(up to date, reason) of the sandbox image for the current build inputs."""
+    ok, reason, _ = _check_image(cfg)
+    return ok, reason
+
+
+def _check_image(cfg: SandboxConfig) -> tuple[bool, str, str | None]:
+    """``image_status`` plus the id of the image that was checked (None when there is none)."""
     import docker.errors
 
     try:
         img = client().images.get(cfg.image)
     except docker.errors.ImageNotFound:
-        return False, f"image {cfg.image} does not exist"
+        return False, f"image {cfg.image} does not exist", None
     if not (REPO_ROOT / DOCKERFILE).exists():  # an installed package without the build inputs
-        return True, f"image {cfg.image} exists (no {DOCKERFILE} here to check it against)"
+        return True, f"image {cfg.image} exists (no {DOCKERFILE} here to check it against)", img.id
     want = content_hash(cfg)
     have = (img.labels or {}).get(HASH_LABEL)
     if have != want:
-        return False, f"image {cfg.image} is out of date (Dockerfile.sandbox or sandbox/ changed)"
-    return True, f"image {cfg.image} is up to date ({want})"
+        return False, f"image {cfg.image} is out of date (Dockerfile.sandbox or sandbox/ changed)", img.id
+    return True, f"image {cfg.image} is up to date ({want})", img.id
 
 
 def build_image(cfg: SandboxConfig, log: Log = _stderr_log) -> str:
@@ -187,23 +193,29 @@ def build_image(cfg: SandboxConfig, log: Log = _stderr_log) -> str:
 
 
 _image_lock = threading.Lock()
-_image_ok: set[tuple[str, str]] = set()
+_image_ok: dict[tuple[str, str], str] = {}
+"""(image, base image) -> id of the image this process checked against its build inputs (or built)."""
 
 
-def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_log) -> None:
-    """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``)."""
+def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_log) -> str:
+    """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``).
+
+    Returns the image's id. Containers are created from that id, not from the tag, so a process that
+    rebuilds the tag from other build inputs (a checkout being edited) never changes the image under a
+    running harness: its host code and the in-container warden and helpers always match."""
     key = (cfg.image, cfg.base_image)
     with _image_lock:
         if not force and key in _image_ok:
-            return
-        ok, reason = image_status(cfg)
-        if force or not ok:
+            return _image_ok[key]
+        ok, reason, image_id = _check_image(cfg)
+        if force or not ok or image_id is None:
             if not ok and not cfg.auto_build and not force:
                 raise DockerUnavailable(f"{reason}; build it with: fte-shell sandbox build")
             if not force:
                 log(f"[fte-shell] {reason}")
-            build_image(cfg, log)
-        _image_ok.add(key)
+            image_id = build_image(cfg, log)
+        _image_ok[key] = image_id
+        return image_id
 
 
 # --- ownership ---------------------------------------------------------------------------------------
@@ -427,13 +439,17 @@ def create(
 
     if cfg.user.split(":")[0] in ("0", "root"):
         raise SandboxError("sandbox.user must not be root (uid 0)")
-    ensure_image(cfg)
+    image_id = ensure_image(cfg)
     install_cleanup_handlers()
     _startup_sweep()
     kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
     c = client()
     try:
-        cont = c.containers.create(**kwargs)
+        try:
+            cont = c.containers.create(**dict(kwargs, image=image_id))
+        except docker.errors.ImageNotFound:  # the checked image was pruned since: check (build) again
+            _image_ok.pop((cfg.image, cfg.base_image), None)
+            cont = c.containers.create(**dict(kwargs, image=ensure_image(cfg)))
     except docker.errors.APIError as e:
         raise SandboxError(f"could not create the sandbox container: {e}") from e
     _live[cont.id] = kwargs["name"]

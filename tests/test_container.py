@@ -339,6 +339,27 @@ def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     assert other != C.content_hash(cfg)
 
 
+def test_containers_use_the_image_this_process_checked(docker_ready: None) -> None:
+    import uuid
+
+    cfg = SandboxConfig(image=f"fte-shell-sandbox:test-{uuid.uuid4().hex[:8]}")
+    image_id = C.ensure_image(cfg)
+    try:
+        with Sandbox(cfg) as sb:
+            assert C.client().api.inspect_container(sb.container_id)["Image"] == image_id
+        # the tag moves to another image (another process rebuilt it from other build inputs): this
+        # process keeps creating containers from the image it checked
+        C.client().images.get(cfg.base_image).tag(cfg.image)
+        with Sandbox(cfg) as sb:
+            assert C.client().api.inspect_container(sb.container_id)["Image"] == image_id
+            assert sb.run("test -f /opt/fte/lib/warden.py && echo ok").output == "ok\n"
+    finally:
+        C._image_ok.pop((cfg.image, cfg.base_image), None)
+        C.client().images.remove(cfg.image)  # the tag only
+        if not C.client().images.get(image_id).tags:  # built just for this test (no cache): dangling now
+            C.client().images.remove(image_id)
+
+
 def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
     C._image_ok.clear()
     C.ensure_image(SandboxConfig())
