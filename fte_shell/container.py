@@ -558,6 +558,21 @@ def gc(*, log: Log | None = None) -> GcResult:
     return GcResult(removed=removed, kept=kept, dirs=dirs)
 
 
+def prune_images() -> tuple[int, int]:
+    """Remove superseded sandbox images (untagged by a rebuild) that no container uses; returns
+    (images removed, bytes reclaimed). Not part of :func:`gc`, which harnesses run at start: a harness
+    still creating containers from the old image id must not lose it under its feet."""
+    filters = {"dangling": True, "label": f"{LABEL}.image=1"}
+    try:
+        c = client()
+        before = {img.id for img in c.images.list(filters=filters)}
+        res = c.images.prune(filters=filters)
+        after = {img.id for img in c.images.list(filters=filters)}
+    except Exception as e:
+        raise DockerUnavailable(f"could not prune old sandbox images: {e}") from e
+    return len(before - after), int(res.get("SpaceReclaimed") or 0)
+
+
 # --- doctor ------------------------------------------------------------------------------------------
 @dataclass
 class Check:

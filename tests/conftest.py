@@ -22,7 +22,7 @@ def _docker_problem() -> str | None:
     try:
         import docker
 
-        client = docker.from_env(timeout=10)
+        client = docker.from_env(timeout=60)
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure means "no daemon"
         return f"no Docker daemon answers ({e.__class__.__name__}: {e}); run: bash sandbox/setup-host.sh"

@@ -519,3 +519,28 @@ def test_close_while_a_command_runs(docker_ready: None) -> None:
     assert not t.is_alive()
     assert errors and "closed" in str(errors[0])
     assert not _exists(cid)
+
+
+def test_prune_images_removes_superseded_sandbox_images_only(docker_ready: None) -> None:
+    """An untagged image labelled as a sandbox image (what a rebuild leaves) is pruned; the current
+    image and unlabelled images stay."""
+    import io
+
+    client = C.client()
+    dockerfile = f"FROM {SandboxConfig().base_image}\nLABEL probe=prune-test\n".encode()
+    ctx = io.BytesIO()
+    import tarfile
+
+    with tarfile.open(fileobj=ctx, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    ctx.seek(0)
+    old, _ = client.images.build(fileobj=ctx, custom_context=True, labels={f"{C.LABEL}.image": "1"}, rm=True)
+    assert old.tags == []  # dangling, like the image a rebuild untags
+    removed, _ = C.prune_images()
+    assert removed >= 1
+    remaining = {img.id for img in client.images.list(filters={"dangling": True, "label": f"{C.LABEL}.image=1"})}
+    assert old.id not in remaining
+    client.images.get(SandboxConfig().image)  # the current image is still there
+    client.images.get(SandboxConfig().base_image)

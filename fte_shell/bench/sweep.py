@@ -345,34 +345,6 @@ def _remove_live_containers() -> None:
         print(f"fte-shell bench: could not remove containers: {e}", file=sys.stderr)
 
 
-def _gc_containers(log: Callable[[str], None] | None) -> int:
-    """Remove containers left by dead harnesses (a SIGKILLed earlier sweep) or past their TTL; returns how
-    many. Unlike ``container.gc`` it leaves a live owner's ``created``/``exited`` containers alone: another
-    harness on this host may be starting or removing them right now."""
-    from .. import container
-
-    removed = 0
-    try:
-        infos = container.client().api.containers(all=True, filters={"label": f"{container.LABEL}=1"})
-        for info in infos:
-            reason = container.stale_reason(info.get("Labels") or {}, "running")
-            if reason is None:
-                continue
-            try:
-                container.remove(info["Id"])
-            except FteError as e:
-                if log:
-                    log(str(e))
-                continue
-            removed += 1
-            if log:
-                log(f"removed container {(info.get('Names') or ['?'])[0].lstrip('/')}: {reason}")
-    except FteError as e:
-        if log:
-            log(f"container gc skipped: {e}")
-    return removed
-
-
 def run_sweep(
     bench: BenchConfig,
     config: RunConfig,
@@ -412,9 +384,14 @@ def run_sweep(
         from .. import container
 
         container.ensure_image(config.sandbox)  # once, before the threads
-        n = _gc_containers(log)
-        if n and log:
-            log(f"removed {n} container(s) left by an earlier harness")
+        try:  # containers of a SIGKILLed earlier sweep: their owner is gone
+            removed = container.gc(log=log).removed
+        except FteError as e:
+            removed = []
+            if log:
+                log(f"container gc skipped: {e}")
+        if removed and log:
+            log(f"removed {len(removed)} container(s) left by an earlier harness")
     shared = prepare_shared(bench, dataset, config, log)
     write_questions(out, dataset.questions)
     stats = SweepStats()

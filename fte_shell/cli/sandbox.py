@@ -73,17 +73,18 @@ def rebuild(config: ConfigOpt = None) -> None:
 @sandbox_app.command("gc")
 def gc_cmd() -> None:
     """Remove fte-shell containers (and temporary sandbox directories) whose owning process is gone or
-    whose TTL has passed."""
-    from ..container import gc
+    whose TTL has passed, and sandbox images superseded by a rebuild that no container uses."""
+    from ..container import gc, prune_images
 
     try:
         res = gc(log=lambda m: _out.print(escape(m)))
+        images, reclaimed = prune_images()
     except FteError as e:
         _fail(e)
         return
     _out.print(
-        f"removed {len(res.removed)} container(s) and {res.dirs} temporary director(ies); "
-        f"{res.kept} container(s) still owned by live processes"
+        f"removed {len(res.removed)} container(s), {res.dirs} temporary director(ies) and {images} "
+        f"superseded image(s) ({reclaimed / 1e6:.0f} MB); {res.kept} container(s) still owned by live processes"
     )
 
 
