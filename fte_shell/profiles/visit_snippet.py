@@ -21,10 +21,14 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..errors import ToolError
 from ..workspace import Document, render
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, search_tool
+from .base import Tool, ToolArgs, ToolProfile, ToolResult, search_tool
+
+if TYPE_CHECKING:
+    from ..fetch import FetchService
 
 _WORD = re.compile(r"\w+")
 
@@ -102,10 +106,18 @@ def bm25_scores(query: list[str], docs: list[list[str]], k1: float = 1.5, b: flo
     return scores
 
 
-def header_lines(doc: Document) -> str:
-    """``URL: …`` (or ``Docid: …``) and ``Title: …``, as in a workspace file."""
-    content = render(doc)[1]
-    return "\n".join(content.split("\n", 2)[:2])
+def visit_page(fetcher: FetchService, args: VisitArgs) -> tuple[Document, str, str, str]:
+    """The checked ``visit`` arguments' page through the fetch pipeline (no workspace write):
+    ``(document, goal, header lines, body)``; the header lines are ``URL: …`` (or ``Docid: …``) and
+    ``Title: …``, as in a workspace file. Raises :class:`ToolError` for an empty URL or goal."""
+    ref, goal = args.url.strip(), args.goal.strip()
+    if not ref:
+        raise ToolError("visit needs a URL or a document id")
+    if not goal:
+        raise ToolError("visit needs a goal: say what you want to find on the page")
+    doc = fetcher.get_document(ref)
+    _, content, body = render(doc)
+    return doc, goal, "\n".join(content.split("\n", 2)[:2]), body
 
 
 class VisitSnippetProfile(ToolProfile):
@@ -113,23 +125,11 @@ class VisitSnippetProfile(ToolProfile):
 
     name = "visit-snippet"
 
-    def __init__(self, ctx: QuestionContext):
-        super().__init__(ctx)
-
     def _make_tools(self) -> list[Tool]:
         return [*search_tool(self.ctx), Tool("visit", VisitArgs, self.visit)]
 
-
-
     def visit(self, args: VisitArgs) -> ToolResult:
-        ref, goal = args.url.strip(), args.goal.strip()
-        if not ref:
-            raise ToolError("visit needs a URL or a document id")
-        if not goal:
-            raise ToolError("visit needs a goal: say what you want to find on the page")
-        doc = self.fetcher.get_document(ref)
-        body = render(doc)[2]
-        head = header_lines(doc)
+        doc, goal, head, body = visit_page(self.fetcher, args)
         if not body:
             return ToolResult(output=f"{head}\n(The page has no text.)", meta={"source": doc.source, "chunks": 0})
         chunks = chunk_text(body, self.agent_cfg.visit_snippet_chars)

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ModelError, ToolError
 from ..prompts import summary_instructions
-from ..workspace import render
 from .base import QuestionContext, Tool, ToolProfile, ToolResult, search_tool
-from .visit_snippet import VisitArgs, header_lines
+from .visit_snippet import VisitArgs, visit_page
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
@@ -79,14 +78,7 @@ class VisitSummaryProfile(ToolProfile):
             self.reader.close()
 
     def visit(self, args: VisitArgs) -> ToolResult:
-        ref, goal = args.url.strip(), args.goal.strip()
-        if not ref:
-            raise ToolError("visit needs a URL or a document id")
-        if not goal:
-            raise ToolError("visit needs a goal: say what you want to find on the page")
-        doc = self.fetcher.get_document(ref)
-        body = render(doc)[2]
-        head = header_lines(doc)
+        doc, goal, head, body = visit_page(self.fetcher, args)
         if not body:
             return ToolResult(output=f"{head}\n(The page has no text.)", meta={"source": doc.source, "page_chars": 0})
         messages, truncated = summary_messages(goal, head, body, self.agent_cfg.visit_summary_page_chars)
