@@ -357,7 +357,14 @@ def _prepare_crawl4ai_env() -> None:
     if _env_ready:
         return
     if "CRAWL4_AI_BASE_DIRECTORY" not in os.environ:
-        os.environ["CRAWL4_AI_BASE_DIRECTORY"] = tempfile.mkdtemp(prefix="fte-crawl4ai-")
+        # crawl4ai creates ~/.crawl4ai at import: point it at our cache (one fixed place, not a temporary
+        # directory per process that nobody removes)
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fte-shell" / "crawl4ai"
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError:  # no writable home: a temporary directory after all
+            cache = Path(tempfile.mkdtemp(prefix="fte-crawl4ai-"))
+        os.environ["CRAWL4_AI_BASE_DIRECTORY"] = str(cache)
     os.environ.setdefault("CRAWL4AI_NO_CLOUD_NOTICE", "1")
     os.environ.setdefault("CRAWL4AI_TELEMETRY", "0")
     _env_ready = True
