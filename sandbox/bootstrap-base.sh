@@ -17,6 +17,7 @@ if [ "${FORCE:-0}" != 1 ] && docker image inspect "$TAG" >/dev/null 2>&1; then
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   echo "installing debootstrap"
+  apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 DIR="$(mktemp -d /tmp/fte-base.XXXXXX)"
