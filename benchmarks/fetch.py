@@ -55,25 +55,6 @@ def _pr(ref: Counter[str], got: Counter[str]) -> tuple[float, float]:
     return common / max(1, sum(got.values())), common / max(1, sum(ref.values()))
 
 
-def _crawl4ai_as_is() -> Callable[[str, str], str]:
-    convert._prepare_crawl4ai_env()
-    from crawl4ai.content_scraping_strategy import LXMLWebScrapingStrategy
-    from crawl4ai.markdown_generation_strategy import DefaultMarkdownGenerator
-
-    def run(url: str, html: str) -> str:
-        scraped = LXMLWebScrapingStrategy().scrap(
-            url,
-            html,
-            css_selector=convert.CONTENT_SELECTOR,
-            excluded_tags=list(convert.EXCLUDED_TAGS),
-            exclude_all_images=True,
-        )
-        gen = DefaultMarkdownGenerator(options={"ignore_links": True, "ignore_images": True})
-        return gen.generate_markdown(scraped.cleaned_html, base_url=url, citations=False).raw_markdown
-
-    return run
-
-
 def _trafilatura() -> Callable[[str, str], str] | None:
     try:
         import trafilatura
@@ -135,7 +116,7 @@ def bench_convert(srv: LoopbackServer, pages: list[Path]) -> None:
     print(
         f"\n2. HTML -> text, median per page over {len(pages)} Python-docs pages (one at a time, interleaved)"
     )
-    as_is = _crawl4ai_as_is()
+    as_is = convert.crawl4ai_reference
     traf = _trafilatura()
     times: dict[str, list[float]] = {"ours": [], "crawl4ai converters as-is": [], "trafilatura": []}
     prec, rec, prec_m, rec_m = [], [], [], []

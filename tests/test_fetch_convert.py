@@ -46,23 +46,6 @@ def _main_content_words(html: str) -> Counter[str]:
     return _words(main.text_content())
 
 
-def _crawl4ai_as_is(url: str, html: str) -> str:
-    """crawl4ai's converters with the settings DESIGN.md measured (the reference pipeline)."""
-    convert._prepare_crawl4ai_env()
-    from crawl4ai.content_scraping_strategy import LXMLWebScrapingStrategy
-    from crawl4ai.markdown_generation_strategy import DefaultMarkdownGenerator
-
-    scraped = LXMLWebScrapingStrategy().scrap(
-        url,
-        html,
-        css_selector=convert.CONTENT_SELECTOR,
-        excluded_tags=list(convert.EXCLUDED_TAGS),
-        exclude_all_images=True,
-    )
-    gen = DefaultMarkdownGenerator(options={"ignore_links": True, "ignore_images": True})
-    return gen.generate_markdown(scraped.cleaned_html, base_url=url, citations=False).raw_markdown
-
-
 @pytest.mark.parametrize("page", PAGES)
 def test_text_quality_on_python_docs(pydocs_dir: Path, page: str) -> None:
     html = (pydocs_dir / page).read_text(encoding="utf-8")
@@ -70,7 +53,7 @@ def test_text_quality_on_python_docs(pydocs_dir: Path, page: str) -> None:
     assert title.endswith("Python 3.11.2 documentation") or "documentation" in title
     p, r = _precision_recall(_main_content_words(html), _words(text))
     assert p >= 0.95 and r >= 0.95, (page, p, r)
-    p2, r2 = _precision_recall(_words(_crawl4ai_as_is("http://docs.invalid/" + page, html)), _words(text))
+    p2, r2 = _precision_recall(_words(convert.crawl4ai_reference("http://docs.invalid/" + page, html)), _words(text))
     assert p2 >= 0.99 and r2 >= 0.99, (page, p2, r2)
 
 

@@ -264,6 +264,21 @@ def html_to_text(html: str, url: str = "") -> tuple[str, str]:
     return title, text.replace("    ```", "```")
 
 
+def crawl4ai_reference(url: str, html: str) -> str:
+    """crawl4ai's converters used as-is with the settings DESIGN.md measured (scrape, then
+    ``DefaultMarkdownGenerator``): the reference that :func:`html_to_text`'s faster path is checked
+    against for identical words (tests) and timed against (benchmarks/fetch.py). Not used to fetch."""
+    _prepare_crawl4ai_env()
+    from crawl4ai.content_scraping_strategy import LXMLWebScrapingStrategy
+    from crawl4ai.markdown_generation_strategy import DefaultMarkdownGenerator
+
+    scraped = LXMLWebScrapingStrategy().scrap(
+        url, html, css_selector=CONTENT_SELECTOR, excluded_tags=list(EXCLUDED_TAGS), exclude_all_images=True
+    )
+    gen = DefaultMarkdownGenerator(options={"ignore_links": True, "ignore_images": True})
+    return gen.generate_markdown(scraped.cleaned_html, base_url=url, citations=False).raw_markdown
+
+
 # --- PDF ----------------------------------------------------------------------------------------------
 def pdf_to_text(data: bytes) -> tuple[str, str]:
     """``(title, text)`` of a PDF through crawl4ai's PDF processor (pypdf); images are not extracted."""
