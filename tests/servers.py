@@ -21,6 +21,7 @@ directory (if any), else 404. ``host_port`` is the ``127.0.0.1:PORT`` string to 
 from __future__ import annotations
 
 import datetime
+import json
 import mimetypes
 import ssl
 import threading
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 Body = bytes | str | Callable[[], Iterable[bytes]]
@@ -327,3 +328,56 @@ def self_signed_cert(directory: Path, host: str = "localhost") -> tuple[Path, Pa
         )
     )
     return cert_path, key_path
+
+
+class FakeSerper:
+    """A loopback server in Serper's API shape: POST /search answers from a queue of (status, body[,
+    headers]) or, when the queue is empty, with ``organic`` (a default list when not given); logs every
+    request (headers and parsed JSON body)."""
+
+    def __init__(self, organic: list[dict[str, Any]] | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.queue: list[tuple[int, bytes] | tuple[int, bytes, dict[str, str]]] = []
+        self.organic: list[dict[str, Any]] = organic if organic is not None else [
+            {"title": "Second", "link": "https://b.example/2", "snippet": "two", "position": 2},
+            {"title": "First", "link": "https://a.example/1", "snippet": "one", "date": "Mar 3, 2024",
+             "position": 1},
+            {"title": "No link", "snippet": "skipped", "position": 3},
+            {"title": "Third", "link": "https://c.example/3", "snippet": "three", "position": 4},
+        ]
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with owner._lock:
+                    owner.requests.append(
+                        {"path": self.path, "headers": dict(self.headers.items()), "body": json.loads(raw or b"null")}
+                    )
+                    status, body, *extra = owner.queue.pop(0) if owner.queue else (200, b"")
+                if status == 200 and not body:
+                    body = json.dumps({"searchParameters": {}, "organic": owner.organic}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra[0] if extra else {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/search"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

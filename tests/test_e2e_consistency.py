@@ -13,9 +13,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 from fte_shell.search import LocalCorpus, SearchResult
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from tests.servers import FakeSerper
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 HARBOUR = (
@@ -273,52 +272,20 @@ def test_profile_crash_in_a_sweep_is_recorded_and_the_sweep_goes_on(tmp_path: Pa
 
 
 # --- fte-shell run and search ---------------------------------------------------------------------------
-class SerperShaped:
-    """POST /search on loopback answering in Serper's shape; records headers and bodies."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a: object) -> None:
-                return
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                owner.requests.append({"path": self.path, "headers": dict(self.headers.items()),
-                                       "body": json.loads(raw)})
-                organic = [
-                    {"title": "Tern Quay - harbour history", "link": "https://harbour.example/tern-quay",
-                     "snippet": "Dredged in 1887 by Lio Brand.", "position": 1},
-                    {"title": "Breakwaters", "link": "https://harbour.example/breakwaters",
-                     "snippet": "Long walls of stone.", "position": 2},
-                ]
-                data = json.dumps({"searchParameters": {"q": "x"}, "organic": organic}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/search"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+TERN_QUAY = [
+    {"title": "Tern Quay - harbour history", "link": "https://harbour.example/tern-quay",
+     "snippet": "Dredged in 1887 by Lio Brand.", "position": 1},
+    {"title": "Breakwaters", "link": "https://harbour.example/breakwaters",
+     "snippet": "Long walls of stone.", "position": 2},
+]
+"""The Serper results of the run tests (served by :class:`tests.servers.FakeSerper`)."""
 
 
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
 
 
 def test_run_with_a_serper_key_talks_serpers_api_shape(tmp_path: Path) -> None:
-    serper = SerperShaped()
+    serper = FakeSerper(TERN_QUAY)
     try:
         (tmp_path / "c.toml").write_text(f'[search]\nserper_url = "{serper.url}"\nnum_results = 2\n')
         with ScriptedServer([tc("search", query="Tern Quay dredged"), "<answer>Lio Brand</answer>"]) as srv:
@@ -392,7 +359,7 @@ def test_run_with_an_unusable_search_backend_says_why_and_creates_nothing(
 def test_shell_and_structured_search_show_the_same_serper_results(tmp_path: Path, docker_ready: None) -> None:
     """``fte-shell run`` with a Serper key, shell and fte profiles: the container's ``search`` helper (through
     the host gateway) and the structured tool send the same request and show the same text."""
-    serper = SerperShaped()
+    serper = FakeSerper(TERN_QUAY)
     seen: dict[str, str] = {}
     try:
         (tmp_path / "c.toml").write_text(f'[search]\nserper_url = "{serper.url}"\nnum_results = 2\n')

@@ -182,7 +182,7 @@ def test_web_search_key_stays_on_the_host(docker_ready: None, server: LoopbackSe
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from fte_shell.config import SearchConfig
     from fte_shell.search import make_search
-    from tests.test_search import FakeSerper
+    from tests.servers import FakeSerper
 
     fake = FakeSerper()
     try:

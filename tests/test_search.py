@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -26,59 +24,7 @@ from fte_shell.search import (
 )
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.search.serper import SerperSearch, parse_organic
-
-
-# --- a loopback server that speaks Serper's API shape ---------------------------------------------------
-class FakeSerper:
-    """POST /search answers from a queue of (status, body) or a default organic list; logs every request
-    (headers and parsed JSON body)."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.queue: list[tuple[int, bytes] | tuple[int, bytes, dict[str, str]]] = []
-        self.organic: list[dict[str, Any]] = [
-            {"title": "Second", "link": "https://b.example/2", "snippet": "two", "position": 2},
-            {"title": "First", "link": "https://a.example/1", "snippet": "one", "date": "Mar 3, 2024",
-             "position": 1},
-            {"title": "No link", "snippet": "skipped", "position": 3},
-            {"title": "Third", "link": "https://c.example/3", "snippet": "three", "position": 4},
-        ]
-        self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a: object) -> None:
-                return
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with owner._lock:
-                    owner.requests.append(
-                        {"path": self.path, "headers": dict(self.headers.items()), "body": json.loads(raw or b"null")}
-                    )
-                    status, body, *extra = owner.queue.pop(0) if owner.queue else (200, b"")
-                if status == 200 and not body:
-                    body = json.dumps({"searchParameters": {}, "organic": owner.organic}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (extra[0] if extra else {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/search"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.servers import FakeSerper
 
 
 @pytest.fixture
