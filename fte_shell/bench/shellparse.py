@@ -84,6 +84,18 @@ class SimpleCommand(BaseModel):
     """The command reads every document of the workspace (recursive search of /work, ``/work/*``,
     a glob matching all files)."""
 
+    pattern: str | None = None
+    """grep-like: the pattern (first positional, or the first ``-e``/``--regexp`` value)."""
+
+    offset: int | None = None
+    """read-like: first line of an explicit window (``sed -n 'A,Bp'`` → A, ``tail -n +K`` → K)."""
+
+    limit: int | None = None
+    """read-like: explicit number of lines (``sed -n 'A,Bp'`` → B-A+1, ``head -n N`` / ``tail -n N`` → N)."""
+
+    nested: bool = False
+    """It came from the script of a ``bash -c '…'`` / ``sh -c "…"`` command."""
+
 
 class ParsedCommand(BaseModel):
     """A whole command line: its simple commands in textual order."""
@@ -255,13 +267,15 @@ def _strip(argv: list[str]) -> list[str]:
     return words
 
 
-def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
-    """(file operands, recursive flag, script-given-by-option flag) for ``tool``'s argument list."""
+def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, str | None]:
+    """(file operands, recursive flag, script/pattern) for ``tool``'s argument list; the script is the
+    first ``-e``/``--regexp``/``--expression`` value, else the first positional (grep, rg, sed, awk)."""
     arg_short = _ARG_SHORT.get(tool, "")
     arg_long = _ARG_LONG.get(tool, set())
     positional: list[str] = []
     recursive = tool == "rg"
     script_by_option = False
+    script: str | None = None
     i = 0
     end_of_opts = False
     while i < len(args):
@@ -281,6 +295,8 @@ def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
                 recursive = True
             if name in ("--regexp", "--file", "--expression") and tool in _FIRST_IS_SCRIPT:
                 script_by_option = True
+                if script is None and name != "--file":
+                    script = a.split("=", 1)[1] if "=" in a else (args[i] if i < len(args) else None)
             if name in arg_long and "=" not in a:
                 i += 1
             continue
@@ -292,12 +308,59 @@ def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
             if ch in arg_short:
                 if tool in _FIRST_IS_SCRIPT and ch in ("e", "f"):
                     script_by_option = True
+                    if script is None and ch == "e":
+                        rest = letters[j + 1 :]
+                        script = rest if rest else (args[i] if i < len(args) else None)
                 if j == len(letters) - 1:
                     i += 1  # argument is the next word
                 break  # rest of the cluster is the argument
     if tool in _FIRST_IS_SCRIPT and not script_by_option and positional:
+        script = positional[0]
         positional = positional[1:]
-    return positional, recursive, script_by_option
+    return positional, recursive, script
+
+
+_SED_WINDOW = re.compile(r"\s*(\d+)\s*(?:,\s*(\+)?(\d+)\s*)?p\s*;?\s*(?:q\s*)?")
+_COUNT = re.compile(r"[-+]?\d+")
+
+
+def _window(tool: str, args: list[str], script: str | None) -> tuple[int | None, int | None]:
+    """(offset, limit) of an explicit line window of a read-like command (docs/metrics.md, Table 8)."""
+    if tool == "sed":
+        quiet = False
+        for a in args:
+            if a in ("--quiet", "--silent"):
+                quiet = True
+            elif a.startswith("-") and not a.startswith("--"):
+                for ch in a[1:]:
+                    if ch == "n":
+                        quiet = True
+                    if ch in "efl":
+                        break
+        m = _SED_WINDOW.fullmatch(script or "")
+        if not (quiet and m):
+            return None, None
+        first = int(m.group(1))
+        if m.group(3) is None:
+            return first, 1
+        last = first + int(m.group(3)) if m.group(2) else int(m.group(3))
+        return first, max(0, last - first + 1)
+    if tool in ("head", "tail"):
+        for k, a in enumerate(args):
+            val: str | None = None
+            if a in ("-n", "--lines"):
+                val = args[k + 1] if k + 1 < len(args) else None
+            elif a.startswith("--lines="):
+                val = a.split("=", 1)[1]
+            elif re.fullmatch(r"-n[-+]?\d+", a):
+                val = a[2:]
+            elif re.fullmatch(r"-\d+", a):
+                val = a[1:]
+            if val is not None and _COUNT.fullmatch(val):
+                if tool == "tail" and val.startswith("+"):
+                    return int(val[1:]), None
+                return None, abs(int(val))
+    return None, None
 
 
 def classify(argv: list[str], piped: bool = False) -> SimpleCommand:
@@ -314,18 +377,20 @@ def classify(argv: list[str], piped: bool = False) -> SimpleCommand:
         urls = [a for a in args if not a.startswith("-")]
         return SimpleCommand(argv=words, tool=tool, kind="fetch", operands=urls)
     if tool in GREP_TOOLS:
-        files, recursive, _ = _operands(norm, args)
+        files, recursive, pattern = _operands(norm, args)
         if not files and not recursive:
             return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
         if not files and recursive:
             files = ["."]  # grep -r / rg without a path search the working directory
-        return SimpleCommand(argv=words, tool=tool, kind="grep", operands=files, recursive=recursive)
+        return SimpleCommand(argv=words, tool=tool, kind="grep", operands=files, recursive=recursive,
+                             pattern=pattern)
     if tool in READ_TOOLS:
-        files, _, _ = _operands(norm, args)
+        files, _, script = _operands(norm, args)
         files = [f for f in files if f != "-"]
         if not files:
             return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
-        return SimpleCommand(argv=words, tool=tool, kind="read", operands=files)
+        offset, limit = _window(norm, args, script)
+        return SimpleCommand(argv=words, tool=tool, kind="read", operands=files, offset=offset, limit=limit)
     if tool in LIST_TOOLS:
         files = [a for a in args if not a.startswith("-")]
         if piped and not files and tool != "list_fetched":
@@ -367,6 +432,39 @@ def resolve(
     return cmd.model_copy(update={"docs": list(dict.fromkeys(hit)), "whole_cache": whole})
 
 
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+MAX_NESTING = 3
+
+
+def shell_c_script(argv: list[str]) -> str | None:
+    """The script of ``bash -c 'SCRIPT'`` / ``sh -c "SCRIPT"`` (after wrappers), else None."""
+    words = _strip(argv)
+    if not words or posixpath.basename(words[0]) not in SHELLS:
+        return None
+    for k, w in enumerate(words[1:], start=1):
+        if w == "--":
+            return None
+        if not w.startswith("-"):
+            return None  # ``bash script.sh``: a file, not a string
+        if "c" in w[1:] and not w.startswith("--"):
+            return words[k + 1] if k + 1 < len(words) else None
+    return None
+
+
+def _expand_shell_c(words: list[Split], depth: int = 0) -> list[tuple[list[str], bool, bool, bool]]:
+    """Replace each ``bash -c 'SCRIPT'`` by the simple commands of SCRIPT (they run in a child shell: a
+    ``cd`` there does not move the session). Returns (argv, piped, top, nested)."""
+    out: list[tuple[list[str], bool, bool, bool]] = []
+    for argv, piped, top in words:
+        script = shell_c_script(argv) if depth < MAX_NESTING else None
+        if script is None:
+            out.append((argv, piped, top, depth > 0))
+            continue
+        inner, _parser = split_commands(script)
+        out.extend(_expand_shell_c([(a, p or piped, False) for a, p, _t in inner], depth + 1))
+    return out
+
+
 def parse_command(
     command: str, docs: Sequence[str] = (), *, mount: str = "/work", cwd: str = "/work"
 ) -> ParsedCommand:
@@ -375,8 +473,10 @@ def parse_command(
     the session is persistent)."""
     words, parser = split_commands(command)
     out: list[SimpleCommand] = []
-    for argv, piped, top in words:
+    for argv, piped, top, nested in _expand_shell_c(words):
         c = classify(argv, piped)
+        if nested:
+            c = c.model_copy(update={"nested": True})
         if c.tool == "cd" and top:
             target = c.argv[1] if len(c.argv) > 1 else "~"
             if not target.startswith(("~", "-", "$")):
