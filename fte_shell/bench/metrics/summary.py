@@ -46,6 +46,9 @@ class ProfileSummary(_M):
     accuracy: float | None
     """Share of judged runs judged correct."""
 
+    accuracy_ci95: tuple[float, float] | None = None
+    """Wilson score 95 % interval of ``accuracy`` (over the judged runs); None without verdicts."""
+
     f1: float | None
     """Mean token F1 (model-free judge), if any."""
 
@@ -195,6 +198,8 @@ def _share(part: int, whole: int) -> float | None:
 def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -> ProfileSummary:
     """Average ``runs`` of one profile (see :class:`ProfileSummary` for each definition). Runs that are
     infrastructure failures count in ``failed`` only."""
+    from ..stats import wilson  # stats imports this package: import at call time
+
     ok = [r for r in runs if not r.infra_failure]
     judged_runs = [r for r in ok if r.correct is not None]
     f1s = [r.f1 for r in ok if r.f1 is not None]
@@ -229,6 +234,7 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
         failed=len(runs) - len(ok),
         judged=len(judged_runs),
         accuracy=_mean([1.0 if r.correct else 0.0 for r in judged_runs]),
+        accuracy_ci95=wilson(sum(1 for r in judged_runs if r.correct), len(judged_runs)),
         f1=_mean(f1s),
         answered=_mean([1.0 if r.answered else 0.0 for r in ok]),
         search=m("n_search"),
