@@ -324,8 +324,11 @@ class ResearchPolicy:
                 "pattern": pattern, "path": p, "context": 0}) for i, p in enumerate(paths)])
         grep_out = "\n".join(obs.get(k, "") for k in ["p-grep", *[f"p-grep-{i}" for i in range(len(paths))]])
         hits = [h for h in parse_grep_structured(grep_out) if h.line > 3 and h.path]
-        if "read" not in tools:
-            return self._answer_from(q, [h.text for h in hits], terms, paths[0])
+        if "read" not in tools:  # fte-no-read: a second, broader grep (title words too) stands in for read
+            if not hits and "p-grep2" not in obs:
+                return _call("p-grep2", "grep", {"pattern": term_pattern(terms) or pattern, "context": self.read_after})
+            hits += parse_grep_structured(obs.get("p-grep2", ""))
+            return self._answer_from(q, [h.text for h in hits if h.line > 3], terms, paths[0])
         best = best_line([h.text for h in hits], terms)
         if best is None:
             if "p-head" not in obs:
