@@ -116,7 +116,8 @@ def test_bench_judge_report_over_browsecomp_plus(tmp_path: Path) -> None:
     root = make_bcplus(tmp_path / "bc")
     out = tmp_path / "sweep"
     runner = CliRunner()
-    args = ["bench", f"browsecomp-plus:{root}", "--profiles", "fte,open-find", "--out", str(out), "--scripted",
+    args = ["bench", f"browsecomp-plus:{root}", "--profiles", "fte,open-find,fte-single-grep,fte-no-grep", "--out",
+            str(out), "--scripted",
             "--corpus-dir", str(tmp_path / "idx"), "--no-progress"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
@@ -125,7 +126,11 @@ def test_bench_judge_report_over_browsecomp_plus(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     ev = {e["label"]: e for e in data["evidence"]}
-    assert set(ev) == {"fte", "open-find"} and ev["fte"]["runs"] == 2
+    assert set(ev) == {"fte", "open-find", "fte-single-grep", "fte-no-grep"} and ev["fte"]["runs"] == 2
+    prof = {p["profile"]: p for p in data["profiles"]}
+    assert prof["fte-single-grep"]["refused"] == 1.0  # its whole-cache grep, once per question
+    assert prof["fte-no-grep"]["grep"] == 0.0 and prof["fte-no-grep"]["read"] >= 1.0
+    assert [p["profile"] for p in data["profiles"]] == ["fte", "fte-no-grep", "fte-single-grep", "open-find"]
     # every fetched source is a corpus docid; recall is computed from them against the judgments
     fte_runs = [x for x in data["runs"] if x["profile"] == "fte"]
     assert all(set(x["fetched_sources"]) <= set(DOCS) for x in fte_runs)
