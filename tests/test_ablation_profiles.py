@@ -82,7 +82,6 @@ def test_refused_calls_are_counted(tmp_path: Path) -> None:
 def test_scripted_policy_answers_with_each_arm(tmp_path: Path, name: str) -> None:
     """`bench --scripted` works for the arms: the policy uses only the tools offered (run through the
     real loop, model server and fetch pipeline over a local corpus)."""
-    from fte_shell.config import ModelConfig
     from fte_shell.policies import ResearchPolicy
     from fte_shell.runner import run_question
     from fte_shell.scripted import ScriptedServer

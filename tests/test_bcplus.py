@@ -87,7 +87,7 @@ def test_evidence_metrics_by_hand(tmp_path: Path) -> None:
     q = {"meta": {"evidence_docids": ["101", "102"], "gold_docids": ["101"], "doc_urls": {"101": DOCS["101"][1],
                                                                                           "102": DOCS["102"][1]}}}
     search = f'2 results for "q":\n[1] Q\n    {DOCS["101"][1]}\n    s\n[2] L\n    {DOCS["103"][1]}\n    s'
-    rec = lambda name, d, new: f'/work/{name}  10 chars  {"new" if new else "held"}  {d}  "T"'  # noqa: E731
+    rec = lambda name, d, new: f'/work/{name}  10 chars  {"new" if new else "held"}  {d}  "T"'
     calls = [("search", {"query": "q"}, search, False, {}),
              ("fetch", {"url": "101"}, rec("101-a.txt", "101", True), False, {}),
              ("fetch", {"url": "103"}, rec("103-b.txt", "103", True), False, {}),

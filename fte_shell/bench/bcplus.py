@@ -267,7 +267,7 @@ def evidence_section(d: ReportData) -> Section | None:
     table = [[x["label"], str(x["runs"]), pct(x["evidence_recall_fetched"]), pct(x["gold_recall_fetched"]),
               pct(x["evidence_recall_seen"]), pct(x["gold_recall_seen"]), pct(x["revisited_evidence_share"])]
              for x in rows]
-    notes = ["Recall: share of a question's evidence (gold) documents among those the run fetched, opened or visited, "
+    notes = [("Recall: share of a question's evidence (gold) documents among those the run fetched, opened or visited, "
              "or among the search results it was shown; mean over runs. Revisited that are evidence: revisited "
-             "documents that are evidence documents, pooled over runs."]
+             "documents that are evidence documents, pooled over runs.")]
     return Section("BrowseComp-Plus evidence", [(head, table)], notes, metrics={"evidence": rows})

@@ -54,10 +54,32 @@ PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep"
                  "visit-summary", "snippet-only"]
 """Default row order (``fte-shell report --order`` replaces it); unknown profiles follow, by name."""
 
-__all__ = ["COLORS", "OPS", "PLOTS", "PROFILE_ORDER", "SECTIONS", "Report", "ReportData", "Section", "SectionBuilder",
-           "Table", "base_profile", "behaviour_table", "distribution_table", "has_reader_tokens", "integer",
-           "main_table", "make_plots", "md_table", "html_table", "ngram_table", "num", "ordered", "pct",
-           "write_report"]
+__all__ = [
+    "COLORS",
+    "OPS",
+    "PLOTS",
+    "PROFILE_ORDER",
+    "SECTIONS",
+    "Report",
+    "ReportData",
+    "Section",
+    "SectionBuilder",
+    "Table",
+    "base_profile",
+    "behaviour_table",
+    "distribution_table",
+    "has_reader_tokens",
+    "html_table",
+    "integer",
+    "main_table",
+    "make_plots",
+    "md_table",
+    "ngram_table",
+    "num",
+    "ordered",
+    "pct",
+    "write_report",
+]
 
 
 class Report(BaseModel):
@@ -115,8 +137,8 @@ def html_table(t: Table) -> str:
 
 def per_question_section(d: ReportData) -> Section:
     """The question × profile table (HTML, and ``per_question.csv`` for every report)."""
-    return Section("Per question", [per_question(d.groups)], ["Also in per_question.csv. Cells: the status of each "
-                   "repetition (correct / wrong / failed = infrastructure / unjudged), joined by /."], html_only=True)
+    return Section("Per question", [per_question(d.groups)], [("Also in per_question.csv. Cells: the status of each "
+                   "repetition (correct / wrong / failed = infrastructure / unjudged), joined by /.")], html_only=True)
 
 
 SECTIONS: list[SectionBuilder] = [main_section, repetitions_section, paired_section, behaviour_section,
@@ -131,13 +153,13 @@ img{max-width:100%;margin:.5em 0}code{background:#f3f3f3;padding:0 3px}.note{col
 .warn{background:#fff3cd;border:1px solid #e0c36b;padding:6px 10px}"""
 
 NOTES = [
-    "Counts are means per question (per run with --runs K); infrastructure failures are counted apart and left "
-    "out of every mean.",
-    "Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are counted apart "
-    "(Reader tokens, shown when any run spent some).",
-    "#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands with document "
+    ("Counts are means per question (per run with --runs K); infrastructure failures are counted apart and left "
+    "out of every mean."),
+    ("Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are counted apart "
+    "(Reader tokens, shown when any run spent some)."),
+    ("#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands with document "
     "operands, also inside bash -c scripts). Refused: calls the profile refused (ablation arms). Every number is "
-    "defined in docs/metrics.md.",
+    "defined in docs/metrics.md."),
 ]
 
 
@@ -232,10 +254,10 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
         f"<p class='note'>{len(d.runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
-        f"generated {now}.</p>"
+        f"generated {now}.</p>")
     ]
     parts += [f"<p class='warn'><b>Warning:</b> {html.escape(w)}</p>" for w in d.warnings]
     for s in sections:

@@ -209,10 +209,10 @@ def repetitions_table(reps: Sequence[Repetitions]) -> Table:
 # --- builders -----------------------------------------------------------------------------------------
 def main_section(d: ReportData) -> Section:
     notes = [
-        "Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match); "
-        "95% CI: Wilson score interval over the judged runs.",
-        "Failed (infra): runs whose stop reason is an infrastructure failure (or that have no result.json): "
-        "not results, left out of every score and mean.",
+        ("Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match); "
+        "95% CI: Wilson score interval over the judged runs."),
+        ("Failed (infra): runs whose stop reason is an infrastructure failure (or that have no result.json): "
+        "not results, left out of every score and mean."),
     ]
     return Section("Main results (per question, averaged)", [main_table(d.profiles)], notes)
 
@@ -220,30 +220,30 @@ def main_section(d: ReportData) -> Section:
 def repetitions_section(d: ReportData) -> Section | None:
     if not d.repetitions:
         return None
-    notes = ["Mean ± sample sd of the per-repetition accuracies; best of K = the best repetition's accuracy (the "
-             "paper reports the best of three); pass@K = share of questions some repetition got right."]
+    notes = [("Mean ± sample sd of the per-repetition accuracies; best of K = the best repetition's accuracy (the "
+             "paper reports the best of three); pass@K = share of questions some repetition got right.")]
     return Section("Repetitions", [repetitions_table(d.repetitions)], notes)
 
 
 def paired_section(d: ReportData) -> Section | None:
     if not d.paired:
         return None
-    notes = [f"Pairs: the (question, repetition) pairs judged in both. A − B: accuracy difference; 95% CI: paired "
+    notes = [(f"Pairs: the (question, repetition) pairs judged in both. A − B: accuracy difference; 95% CI: paired "
              f"bootstrap over questions ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}); p: exact "
-             "McNemar test (two-sided binomial of A only vs B only)."]
+             "McNemar test (two-sided binomial of A only vs B only).")]
     return Section("Paired comparisons", [paired_table(d.paired)], notes)
 
 
 def behaviour_section(d: ReportData) -> Section:
     return Section("Behaviour", [distribution_table(d.profiles), behaviour_table(d.profiles)],
-                   ["Tool-call distribution: share of each op among all actions. Revisit rate: share of materialized "
+                   [("Tool-call distribution: share of each op among all actions. Revisit rate: share of materialized "
                     "documents (fetched, opened or visited) extracted from again after a different document was "
-                    "touched in between."])
+                    "touched in between.")])
 
 
 def analysis_section(d: ReportData) -> Section:
     ps = d.profiles
     return Section("Analysis tables (paper Tables 3, 7, 8, 9, 10)",
                    [per_question_calls_table(ps), grep_table(ps), read_table(ps), ngram_table(ps), fetch_table(ps)],
-                   ["Percentiles: linear interpolation between order statistics. Pattern chars: length of each grep "
-                    "pattern. Whole-cache / single-file calls: share of grep actions by scope."])
+                   [("Percentiles: linear interpolation between order statistics. Pattern chars: length of each grep "
+                    "pattern. Whole-cache / single-file calls: share of grep actions by scope.")])

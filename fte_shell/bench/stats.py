@@ -51,7 +51,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     pos = (len(sorted_xs) - 1) * q
-    lo = int(math.floor(pos))
+    lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 

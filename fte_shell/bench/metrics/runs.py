@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import Field
 
 from ...stops import is_infra_failure
-from .actions import CATEGORY, _M, Action, actions_from_events, materialized_pages, revisited_docs
+from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
+
 
 class RunMetrics(_M):
     """Numbers of one run (one question, one profile, one repetition)."""
