@@ -302,13 +302,8 @@ class ResearchPolicy:
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-fetch-0" not in obs:
-            return ScriptTurn(
-                content=f"Fetching the top {len(refs)} results.",
-                tool_calls=[
-                    ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r})
-                    for i, r in enumerate(refs)
-                ],
-            )
+            calls = [ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r}) for i, r in enumerate(refs)]
+            return ScriptTurn(content=f"Fetching the top {len(refs)} results.", tool_calls=calls)
         paths = [p for i in range(len(refs)) for p in parse_paths(obs.get(f"p-fetch-{i}", ""))]
         if not paths:
             return _answer("unknown", "None of the pages could be fetched.")
@@ -336,12 +331,8 @@ class ResearchPolicy:
             return self._answer_from(q, numbered_text(obs["p-head"]), terms, paths[0])
         hit = hits[best[0]]
         if "p-read" not in obs:
-            a = max(1, hit.line - self.read_before)
-            return _call(
-                "p-read",
-                "read",
-                {"path": hit.path, "offset": a, "limit": self.read_before + self.read_after + 1},
-            )
+            a, n = max(1, hit.line - self.read_before), self.read_before + self.read_after + 1
+            return _call("p-read", "read", {"path": hit.path, "offset": a, "limit": n})
         return self._answer_from(q, numbered_text(obs["p-read"]), terms, hit.text)
 
     # --- baselines ----------------------------------------------------------------------------------
