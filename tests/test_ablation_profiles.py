@@ -79,28 +79,30 @@ def test_refused_calls_are_counted(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["fte-no-grep", "fte-no-read", "fte-single-grep"])
-def test_scripted_policy_answers_with_each_arm(tmp_path: Path, name: str) -> None:
-    """`bench --scripted` works for the arms: the policy uses only the tools offered (run through the
-    real loop, model server and fetch pipeline over a local corpus)."""
+def test_run_cli_and_scripted_policy_with_each_arm(tmp_path: Path, name: str) -> None:
+    """`fte-shell run --profile ARM` works, and so does `bench --scripted`'s policy: it uses only the tools
+    offered (the real CLI, loop, model server and fetch pipeline over a local corpus)."""
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
     from fte_shell.policies import ResearchPolicy
-    from fte_shell.runner import run_question
     from fte_shell.scripted import ScriptedServer
-    from fte_shell.search import make_page_source, make_search
     from fte_shell.search.corpus import CorpusDoc, build_corpus
 
     corpus = build_corpus([CorpusDoc(docid="eiffel", title="Eiffel Tower", text="The Eiffel Tower opened in 1889.\n"
                                      "It is in Paris.", url="https://en.wikipedia.org/wiki/Eiffel_Tower"),
                            CorpusDoc(docid="louvre", title="Louvre", text="The Louvre is a museum in Paris.")],
                           tmp_path / "corpus", name="t", source="t")
+    env = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
     with ScriptedServer(policy=ResearchPolicy()) as srv:
-        cfg = RunConfig.model_validate({"model": {"base_url": srv.base_url, "model": "scripted", "api_key": "x"},
-                                        "agent": {"profile": name, "max_turns": 12},
-                                        "search": {"backend": "local", "corpus": str(corpus)}})
-        res = run_question("In what year did the Eiffel Tower open?", cfg, tmp_path / "out",
-                           search=make_search(cfg.search), page_source=make_page_source(cfg.search))
+        res = CliRunner().invoke(app, ["run", "In what year did the Eiffel Tower open?", "--profile", name,
+                                       "--base-url", srv.base_url, "--model", "policy", "--corpus", str(corpus),
+                                       "--out", str(tmp_path / "out"), "--max-turns", "12", "-q"], env=env)
+    assert res.exit_code == 0, res.output
     m = run_metrics(tmp_path / "out")
-    assert res.stop_reason == "answer" and m.n_fetch >= 1 and m.profile == name, res
-    assert res.answer == "1889" or name == "fte-no-grep", res.answer
+    result = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert result["stop_reason"] == "answer" and m.n_fetch >= 1 and m.profile == name, result
+    assert result["answer"] == "1889" or name == "fte-no-grep", result["answer"]
     if name == "fte-single-grep":  # the whole-cache grep is refused, then one grep per fetched file
         assert m.n_refused == 1 and m.grep_scopes == {"one": m.n_unique_fetch}
     else:
