@@ -137,4 +137,7 @@ def test_bench_judge_report_over_browsecomp_plus(tmp_path: Path) -> None:
     qrels = {"769": ["101", "102"], "770": ["102"]}
     by_hand = sum(len(set(x["fetched_sources"]) & set(qrels[x["qid"]])) / len(qrels[x["qid"]]) for x in fte_runs) / 2
     assert ev["fte"]["evidence_recall_fetched"] == pytest.approx(by_hand) and by_hand > 0
+    per_run = [e for e in data["evidence_runs"] if e["label"] == "fte"]
+    assert sorted(e["qid"] for e in per_run) == ["769", "770"]
+    assert sum(e["evidence_recall_fetched"] for e in per_run) / 2 == pytest.approx(by_hand)
     assert "## BrowseComp-Plus evidence" in (tmp_path / "rep" / "report.md").read_text()

@@ -270,4 +270,8 @@ def evidence_section(d: ReportData) -> Section | None:
     notes = [("Recall: share of a question's evidence (gold) documents among those the run fetched, opened or visited, "
              "or among the search results it was shown; mean over runs. Revisited that are evidence: revisited "
              "documents that are evidence documents, pooled over runs.")]
-    return Section("BrowseComp-Plus evidence", [(head, table)], notes, metrics={"evidence": rows})
+    per_run = [{"label": p.label, "qid": r.qid, "rep": r.rep, "run_dir": r.run_dir, **e}
+               for p in d.profiles for r in d.groups[p.label] if not r.infra_failure and r.qid in d.questions
+               if (e := run_evidence(r, d.questions[r.qid])) is not None]
+    return Section("BrowseComp-Plus evidence", [(head, table)], notes,
+                   metrics={"evidence": rows, "evidence_runs": per_run})
