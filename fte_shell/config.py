@@ -224,7 +224,8 @@ class AgentConfig(_Model):
     """The ReAct loop and the profile it drives."""
 
     profile: str = "shell"
-    """``shell``, ``fte``, ``snippet-only``, ``visit-snippet``, ``visit-summary`` or ``open-find``."""
+    """``shell``, ``fte``, ``snippet-only``, ``visit-snippet``, ``visit-summary``, ``open-find``, or an ablation
+    arm of ``fte``: ``fte-no-grep``, ``fte-no-read``, ``fte-single-grep``."""
 
     max_turns: int = 300
     """Model calls before the run stops without an answer (the paper's 300)."""

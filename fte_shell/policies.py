@@ -10,6 +10,9 @@ profile from the tools offered:
 - ``bash`` (shell): ``search "Q"`` -> ``fetch REF`` for the top results -> ``grep -H -i -n -E 'TERMS'
   /work/*.txt`` -> ``sed -n 'A,Bp' FILE`` around the best match -> answer;
 - ``fetch``/``grep``/``read`` (fte): the same steps as structured calls (``grep`` over the whole cache);
+  the ablation arms: without ``grep`` it reads the top page's beginning, without ``read`` it answers
+  from ``grep`` with context; when a whole-cache ``grep`` is refused (fte-single-grep) it greps each
+  fetched file by path;
 - ``visit`` (visit-snippet, visit-summary): search -> visit(top result, goal=question) -> answer;
 - ``open``/``find`` (open-find): search -> open(top result) -> find(TERMS) -> answer;
 - only ``search`` (snippet-only): search -> answer from the snippets.
@@ -243,8 +246,8 @@ class ResearchPolicy:
         obs = self._observations(messages)
         if "bash" in tools:
             return self._shell(question, obs)
-        if {"fetch", "grep", "read"} <= tools:
-            return self._structured(question, obs)
+        if "fetch" in tools and tools & {"grep", "read"}:  # fte and its ablation arms
+            return self._structured(question, obs, tools)
         if "visit" in tools:
             return self._visit(question, obs)
         if {"open", "find"} <= tools:
@@ -291,7 +294,7 @@ class ResearchPolicy:
         return self._answer_from(q, obs["p-read"].splitlines(), terms, hit.text)
 
     # --- structured (fte) ---------------------------------------------------------------------------
-    def _structured(self, q: str, obs: dict[str, str]) -> ScriptTurn:
+    def _structured(self, q: str, obs: dict[str, str], tools: set[str]) -> ScriptTurn:
         terms = question_terms(q)
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
@@ -299,22 +302,28 @@ class ResearchPolicy:
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-fetch-0" not in obs:
-            return ScriptTurn(
-                content=f"Fetching the top {len(refs)} results.",
-                tool_calls=[
-                    ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r})
-                    for i, r in enumerate(refs)
-                ],
-            )
+            calls = [ScriptToolCall(id=f"p-fetch-{i}", name="fetch", arguments={"url": r}) for i, r in enumerate(refs)]
+            return ScriptTurn(content=f"Fetching the top {len(refs)} results.", tool_calls=calls)
         paths = [p for i in range(len(refs)) for p in parse_paths(obs.get(f"p-fetch-{i}", ""))]
         if not paths:
             return _answer("unknown", "None of the pages could be fetched.")
         if "p-list" not in obs:
             return _call("p-list", "list_fetched", {})
-        if "p-grep" not in obs:
-            pattern = term_pattern(grep_terms(terms, _titles(obs, len(refs)))) or re.escape(q[:40])
-            return _call("p-grep", "grep", {"pattern": pattern, "context": 0})
-        hits = [h for h in parse_grep_structured(obs["p-grep"]) if h.line > 3 and h.path]
+        pattern = term_pattern(grep_terms(terms, _titles(obs, len(refs)))) or re.escape(q[:40])
+        if "grep" in tools and "p-grep" not in obs:
+            context = 0 if "read" in tools else self.read_after  # fte-no-read: context instead of read
+            return _call("p-grep", "grep", {"pattern": pattern, "context": context})
+        if "grep" in tools and obs["p-grep"].startswith("Error:") and "p-grep-0" not in obs:
+            # the whole-cache grep was refused (fte-single-grep): one grep per fetched file
+            return ScriptTurn(tool_calls=[ScriptToolCall(id=f"p-grep-{i}", name="grep", arguments={
+                "pattern": pattern, "path": p, "context": 0}) for i, p in enumerate(paths)])
+        grep_out = "\n".join(obs.get(k, "") for k in ["p-grep", *[f"p-grep-{i}" for i in range(len(paths))]])
+        hits = [h for h in parse_grep_structured(grep_out) if h.line > 3 and h.path]
+        if "read" not in tools:  # fte-no-read: a second, broader grep (title words too) stands in for read
+            if not hits and "p-grep2" not in obs:
+                return _call("p-grep2", "grep", {"pattern": term_pattern(terms) or pattern, "context": self.read_after})
+            hits += parse_grep_structured(obs.get("p-grep2", ""))
+            return self._answer_from(q, [h.text for h in hits if h.line > 3], terms, paths[0])
         best = best_line([h.text for h in hits], terms)
         if best is None:
             if "p-head" not in obs:
@@ -322,12 +331,8 @@ class ResearchPolicy:
             return self._answer_from(q, numbered_text(obs["p-head"]), terms, paths[0])
         hit = hits[best[0]]
         if "p-read" not in obs:
-            a = max(1, hit.line - self.read_before)
-            return _call(
-                "p-read",
-                "read",
-                {"path": hit.path, "offset": a, "limit": self.read_before + self.read_after + 1},
-            )
+            a, n = max(1, hit.line - self.read_before), self.read_before + self.read_after + 1
+            return _call("p-read", "read", {"path": hit.path, "offset": a, "limit": n})
         return self._answer_from(q, numbered_text(obs["p-read"]), terms, hit.text)
 
     # --- baselines ----------------------------------------------------------------------------------

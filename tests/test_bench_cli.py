@@ -113,7 +113,7 @@ def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: 
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     assert {p["profile"]: p["accuracy"] for p in metrics["profiles"]} == {"fte": 1.0, "snippet-only": 1.0}
-    assert "| fte | 3 | 0 | 3 | 100.0% |" in (tmp_path / "rep" / "report.md").read_text()
+    assert "| fte | scripted | 3 | 0 | 3 | 100.0% |" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:

@@ -114,7 +114,8 @@ def test_snippet_only_offers_search_alone_and_needs_a_backend(tmp_path: Path, co
 def test_unknown_profile_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown profile 'browser'"):
         make_profile("browser", make_ctx(tmp_path, None))
-    assert PROFILES == ("shell", "fte", "snippet-only", "visit-snippet", "visit-summary", "open-find")
+    assert PROFILES == ("shell", "fte", "snippet-only", "visit-snippet", "visit-summary", "open-find",
+                        "fte-no-grep", "fte-no-read", "fte-single-grep")
 
 
 # --- structured fetch -----------------------------------------------------------------------------------

@@ -22,12 +22,14 @@ def test_report_tables_and_files(tmp_path: Path) -> None:
     # shell first (side by side with the structured profile)
     assert [p.profile for p in rep.profiles] == ["shell", "fte"]
     # main: shell 1 search, 4 select, 5 extract, 8 calls, 500 tokens, 12.5 s; fte judged correct
-    assert "| shell | 1 | 0 | 0 | – | – | 100.0% | 1.00 | 4.00 | 5.00 | 8.00 | 500 | 12.5 |" in md
-    assert "| fte | 1 | 0 | 1 | 100.0% | 1.00 | 100.0% | 1.00 | 3.00 | 5.00 | 10.00 | 300 | 12.5 |" in md
+    # (model column; failed = infrastructure; Wilson 1/1 = [20.7, 100]; no refused calls)
+    assert "| shell | m | 1 | 0 | 0 | – | – | – | 100.0% | 1.00 | 4.00 | 5.00 | 8.00 | 0.00 | 500 | 12.5 |" in md
+    assert ("| fte | m | 1 | 0 | 1 | 100.0% | [20.7, 100.0] | 1.00 | 100.0% | 1.00 | 3.00 | 5.00 | 10.00 | 0.00 | 300 "
+            "| 12.5 |") in md
     # behaviour: revisit 1/3 and 2/2, grep:read 2/3 and 3/2, fetch repeat 1/4 and 1/3, cache 3 files 1,350 chars
     assert "| shell | 33.3% | 0.67 | 100.0% | 25.0% | 3.0 | 1,350 | 2.00 | 3.00 |" in md
     assert "| fte | 100.0% | 1.50 | 100.0% | 33.3% | 2.0 | 1,250 | 3.00 | 2.00 |" in md
-    assert "fetch→fetch (2)" in md
+    assert "fetch→fetch (2, 15.4%)" in md  # 2 of the shell run's 13 bigrams
     html = rep.html.read_text()
     assert "<h1>Hand-made</h1>" in html and "<table>" in html
     imgs = html.split("data:image/png;base64,")[1:]
@@ -52,8 +54,10 @@ def test_report_rows_per_model_when_several(tmp_path: Path) -> None:
     res = json.loads((d / "result.json").read_text())
     (d / "result.json").write_text(json.dumps({**res, "model": "other-model"}))
     rep = write_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out")
-    assert [p.profile for p in rep.profiles] == ["shell · m", "fte · other-model"]
-    assert "| shell · m | 1 |" in rep.markdown.read_text()
+    assert [p.label for p in rep.profiles] == ["shell · m", "fte · other-model"]
+    assert [(p.profile, p.model) for p in rep.profiles] == [("shell", "m"), ("fte", "other-model")]
+    md = rep.markdown.read_text()
+    assert "| shell | m | 1 |" in md and "| fte | other-model | 1 |" in md and "| shell · m | 33.3% |" in md
 
 
 def test_report_errors(tmp_path: Path) -> None:

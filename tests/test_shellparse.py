@@ -81,3 +81,32 @@ def test_classify_options_with_arguments() -> None:
     c = classify(["head", "-5"], piped=True)
     assert c.kind == "other"
     assert classify(["/usr/bin/grep", "-R", "x"]).recursive
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # (kind, docs, pattern, offset, limit, nested) per simple command
+        ("sed -n '10,29p' /work/a.txt", [("read", ["a.txt"], None, 10, 20, False)]),
+        ("sed -n 5p /work/a.txt", [("read", ["a.txt"], None, 5, 1, False)]),
+        ("sed -ne 3,+4p /work/a.txt", [("read", ["a.txt"], None, 3, 5, False)]),
+        ("sed 's/a/b/' /work/a.txt", [("read", ["a.txt"], None, None, None, False)]),  # no -n: no window
+        ("head -n 20 /work/a.txt", [("read", ["a.txt"], None, None, 20, False)]),
+        ("head -5 /work/a.txt", [("read", ["a.txt"], None, None, 5, False)]),
+        ("tail -n +40 /work/a.txt", [("read", ["a.txt"], None, 40, None, False)]),
+        ("grep -i -e 'foo|bar' /work/a.txt", [("grep", ["a.txt"], "foo|bar", None, None, False)]),
+        ("rg -n --regexp=x.y /work", [("grep", ["a.txt"], "x.y", None, None, False)]),
+        ("bash -c 'search \"foo bar\" && grep -rn baz /work'",
+         [("search", [], None, None, None, True), ("grep", ["a.txt"], "baz", None, None, True)]),
+        ("timeout 5 sh -c \"head -n 3 /work/a.txt\" | wc -l",
+         [("read", ["a.txt"], None, None, 3, True), ("other", [], None, None, None, False)]),
+        ("bash script.sh", [("other", [], None, None, None, False)]),  # a file, not a -c string
+    ],
+)
+def test_patterns_windows_and_shell_c(command: str, expected: list[tuple]) -> None:
+    got = [(c.kind, c.docs, c.pattern, c.offset, c.limit, c.nested) for c in parse_command(command, ["a.txt"]).commands]
+    assert got == expected
+
+
+def test_cd_inside_shell_c_does_not_move_the_session() -> None:
+    assert parse_command("bash -c 'cd /tmp'", ["a.txt"]).cwd_after == "/work"

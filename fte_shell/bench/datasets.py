@@ -42,7 +42,7 @@ class Question(BaseModel):
     """Extra fields of the dataset row (e.g. BrowseComp's ``problem_topic``, HotpotQA's ``type``)."""
 
 
-DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa"]
+DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa", "browsecomp-plus"]
 
 
 class Dataset(BaseModel):
@@ -195,11 +195,11 @@ def load_dataset(
     seed: int = 0,
 ) -> Dataset:
     """Load by ``spec``: ``hotpotqa`` (the shared data), ``hotpotqa:DIR``, ``browsecomp:FILE.csv``,
-    ``jsonl:FILE``, or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
+    ``jsonl:FILE``, ``browsecomp-plus:DIR`` (see :mod:`.bcplus`), or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
     kind: DatasetKind
     if spec == "hotpotqa":
         kind, path = "hotpotqa", default_hotpotqa_dir()
-    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl"):
+    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl", "browsecomp-plus"):
         prefix, rest = spec.split(":", 1)
         kind, path = prefix, Path(rest)  # type: ignore[assignment]
     else:
@@ -211,6 +211,10 @@ def load_dataset(
         qs = load_hotpotqa(path, split)
     elif kind == "browsecomp":
         qs = load_browsecomp(path)
+    elif kind == "browsecomp-plus":  # queries + relevance judgments; its corpus is indexed by the sweep
+        from .bcplus import load_browsecomp_plus
+
+        qs = load_browsecomp_plus(path)
     else:
         qs = load_jsonl(path)
     return Dataset(

@@ -1,17 +1,22 @@
 """Reports: ``report.md`` and one self-contained ``report.html`` (plots embedded as base64 PNG), plus
-``metrics.json`` (every number shown) and the PNG files, from one or more sweep / run directories.
+``metrics.json`` (every number shown), ``per_question.csv`` and the PNG files, from one or more sweep / run
+directories.
 
-Tables follow the paper's shape: main results per profile (accuracy, #Search, #Select, #Extract, tokens),
-the tool-call distribution, and the behavioural metrics (revisit rate, grep:read, whole-cache greps, fetch
-repeats, cache size). Plots (matplotlib, Agg): accuracy, calls per question by kind, revisit rate, cache
-size, tokens per question — the shell and structured profiles side by side.
+The report is a list of sections (:data:`SECTIONS`, builders in :mod:`.report_sections`): main results with
+Wilson intervals and a model column, repetitions (K > 1), paired comparisons (paired bootstrap, exact
+McNemar), behaviour, the paper's analysis tables (3, 7, 8, 9, 10), BrowseComp-Plus evidence recall (when
+the sweep's questions carry relevance judgments), and the per-question table. A benchmark adds its own
+section by appending a builder to :data:`SECTIONS`. Runs that are infrastructure failures are counted
+apart and left out of every score and mean.
 """
 
 from __future__ import annotations
 
 import base64
+import csv
 import datetime as _dt
 import html
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,13 +25,61 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import ConfigError
-from .metrics import ProfileSummary, RunMetrics, collect, summarize
+from .bcplus import evidence_section
+from .metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
+from .report_plots import COLORS, PLOTS, base_profile, make_plots
+from .report_sections import (
+    OPS,
+    ReportData,
+    Section,
+    SectionBuilder,
+    Table,
+    analysis_section,
+    behaviour_section,
+    behaviour_table,
+    distribution_table,
+    has_reader_tokens,
+    integer,
+    main_section,
+    main_table,
+    ngram_table,
+    num,
+    paired_section,
+    pct,
+    repetitions_section,
+)
+from .stats import paired, per_question, repetitions
 
-PROFILE_ORDER = ["shell", "fte", "open-find", "visit-snippet", "visit-summary", "snippet-only"]
-COLORS = {"shell": "#d95f02", "fte": "#1b9e77", "open-find": "#7570b3", "visit-snippet": "#8da0cb",
-          "visit-summary": "#a6a6d9", "snippet-only": "#999999"}
-OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
-PLOTS = ["accuracy", "calls", "revisit", "cache", "tokens"]
+PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep", "open-find", "visit-snippet",
+                 "visit-summary", "snippet-only"]
+"""Default row order (``fte-shell report --order`` replaces it); unknown profiles follow, by name."""
+
+__all__ = [
+    "COLORS",
+    "OPS",
+    "PLOTS",
+    "PROFILE_ORDER",
+    "SECTIONS",
+    "Report",
+    "ReportData",
+    "Section",
+    "SectionBuilder",
+    "Table",
+    "base_profile",
+    "behaviour_table",
+    "distribution_table",
+    "has_reader_tokens",
+    "html_table",
+    "integer",
+    "main_table",
+    "make_plots",
+    "md_table",
+    "ngram_table",
+    "num",
+    "ordered",
+    "pct",
+    "write_report",
+]
 
 
 class Report(BaseModel):
@@ -46,80 +99,25 @@ class Report(BaseModel):
     metrics: Path
     """``metrics.json``."""
 
+    per_question: Path
+    """``per_question.csv`` (question × profile: correct / wrong / failed / unjudged)."""
+
     plots: list[Path]
     """The PNG files."""
 
     profiles: list[ProfileSummary]
     """The per-profile summaries shown."""
 
-
-# --- formatting ---------------------------------------------------------------------------------------
-def pct(x: float | None, digits: int = 1) -> str:
-    """A share as a percentage (``–`` when unknown)."""
-    return "–" if x is None else f"{100 * x:.{digits}f}%"
+    warnings: list[str]
+    """Warnings shown at the top of the report."""
 
 
-def num(x: float | None, digits: int = 2) -> str:
-    """A mean with ``digits`` decimals (``–`` when unknown)."""
-    return "–" if x is None else f"{x:,.{digits}f}"
-
-
-def integer(x: float | None) -> str:
-    """A rounded count with thousands separators."""
-    return "–" if x is None else f"{x:,.0f}"
-
-
-def ordered(profiles: Sequence[ProfileSummary]) -> list[ProfileSummary]:
-    """Shell first, then the structured profile, then the baselines, then anything else."""
-    rank = {p: i for i, p in enumerate(PROFILE_ORDER)}
-    return sorted(profiles, key=lambda s: (rank.get(base_profile(s.profile), len(rank)), s.profile))
-
-
-def base_profile(label: str) -> str:
-    """``shell`` of a ``shell · model`` row label."""
-    return label.split(" · ", 1)[0]
-
-
-Table = tuple[list[str], list[list[str]]]
-
-
-def has_reader_tokens(ps: Sequence[ProfileSummary]) -> bool:
-    """Whether any profile spent reader-model tokens (visit-summary): only then are they shown."""
-    return any(p.summary_tokens for p in ps)
-
-
-def main_table(ps: Sequence[ProfileSummary]) -> Table:
-    reader = has_reader_tokens(ps)
-    head = ["Profile", "Runs", "Failed", "Judged", "Accuracy", "F1", "Answered", "#Search", "#Select",
-            "#Extract", "Calls", "Tokens", *(["Reader tokens"] if reader else []), "Wall s"]
-    rows = [[p.profile, str(p.runs), str(p.failed), str(p.judged), pct(p.accuracy), num(p.f1), pct(p.answered),
-             num(p.search), num(p.select), num(p.extract), num(p.calls), integer(p.tokens),
-             *([integer(p.summary_tokens)] if reader else []), num(p.wall_s, 1)]
-            for p in ps]
-    return head, rows
-
-
-def distribution_table(ps: Sequence[ProfileSummary]) -> Table:
-    used = [op for op in OPS if any(p.distribution.get(op) for p in ps)]
-    head = ["Profile", *used]
-    rows = [[p.profile, *[pct(p.distribution.get(op, 0.0)) for op in used]] for p in ps]
-    return head, rows
-
-
-def behaviour_table(ps: Sequence[ProfileSummary]) -> Table:
-    head = ["Profile", "Revisit rate", "grep:read", "Whole-cache grep", "Fetch repeat", "Cache files",
-            "Cache chars", "#grep", "#read"]
-    rows = [[p.profile, pct(p.revisit_rate), num(p.grep_read_ratio), pct(p.whole_cache_grep_share),
-             "–" if p.fetch_repeat_pct is None else f"{p.fetch_repeat_pct:.1f}%", num(p.cache_files, 1),
-             integer(p.cache_chars), num(p.grep), num(p.read)] for p in ps]
-    return head, rows
-
-
-def ngram_table(ps: Sequence[ProfileSummary]) -> Table:
-    head = ["Profile", "Top bigrams", "Top trigrams"]
-    rows = [[p.profile, ", ".join(f"{k} ({v})" for k, v in p.bigrams[:5]) or "–",
-             ", ".join(f"{k} ({v})" for k, v in p.trigrams[:5]) or "–"] for p in ps]
-    return head, rows
+def ordered(profiles: Sequence[ProfileSummary], order: Sequence[str] | None = None) -> list[ProfileSummary]:
+    """Rows by model (first appearance), then by the profile's place in ``order`` (default
+    :data:`PROFILE_ORDER`; unknown profiles after, by name), then by label."""
+    rank = {p: i for i, p in enumerate(order or PROFILE_ORDER)}
+    models = list(dict.fromkeys(p.model for p in profiles))
+    return sorted(profiles, key=lambda s: (models.index(s.model), rank.get(s.profile, len(rank)), s.profile, s.label))
 
 
 def md_table(t: Table) -> str:
@@ -137,158 +135,134 @@ def html_table(t: Table) -> str:
     return f"<table><thead><tr>{h}</tr></thead><tbody>{body}</tbody></table>"
 
 
-# --- plots --------------------------------------------------------------------------------------------
-def _bar(ax: Any, ps: Sequence[ProfileSummary], values: list[float | None], fmt: Callable[[float], str]) -> None:
-    xs = range(len(ps))
-    vals = [v if v is not None else 0.0 for v in values]
-    bars = ax.bar(xs, vals, color=[COLORS.get(base_profile(p.profile), "#666666") for p in ps])
-    for b, v in zip(bars, values):
-        ax.annotate("n/a" if v is None else fmt(v), (b.get_x() + b.get_width() / 2, b.get_height()),
-                    ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(list(xs), [p.profile for p in ps], rotation=20, ha="right")
-    ax.spines[["top", "right"]].set_visible(False)
+def per_question_section(d: ReportData) -> Section:
+    """The question × profile table (HTML, and ``per_question.csv`` for every report)."""
+    return Section("Per question", [per_question(d.groups)], [("Also in per_question.csv. Cells: the status of each "
+                   "repetition (correct / wrong / failed = infrastructure / unjudged), joined by /.")], html_only=True)
 
 
-def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
-    """Write the five PNGs; returns their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths: list[Path] = []
-
-    def save(fig: Any, name: str) -> None:
-        fig.tight_layout()
-        p = out / f"{name}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
-
-    w = max(5.0, 1.2 * len(ps) + 2)
-    fig, ax = plt.subplots(figsize=(w, 3.6))
-    _bar(ax, ps, [p.accuracy for p in ps], lambda v: f"{100 * v:.1f}%")
-    ax.set_ylim(0, 1.1)
-    ax.set_ylabel("accuracy")
-    ax.set_title("Accuracy per profile")
-    save(fig, "accuracy")
-
-    fig, ax = plt.subplots(figsize=(w + 1, 3.6))
-    kinds = [("search", "#Search", "#4c72b0"), ("select", "#Select", "#dd8452"), ("extract", "#Extract", "#55a868"),
-             ("list", "list", "#c4ad66"), ("other", "other", "#8c8c8c")]
-    width = 0.8 / len(kinds)
-    for i, (attr, label, color) in enumerate(kinds):
-        xs = [j + (i - (len(kinds) - 1) / 2) * width for j in range(len(ps))]
-        ax.bar(xs, [getattr(p, attr) or 0.0 for p in ps], width, label=label, color=color)
-    ax.set_xticks(range(len(ps)), [p.profile for p in ps], rotation=20, ha="right")
-    ax.set_ylabel("calls per question")
-    ax.set_title("Calls per question by kind")
-    ax.legend(fontsize=8, frameon=False, ncol=len(kinds), loc="upper center", bbox_to_anchor=(0.5, -0.25))
-    ax.spines[["top", "right"]].set_visible(False)
-    save(fig, "calls")
-
-    fig, ax = plt.subplots(figsize=(w, 3.6))
-    _bar(ax, ps, [p.revisit_rate for p in ps], lambda v: f"{100 * v:.1f}%")
-    ax.set_ylim(0, 1.1)
-    ax.set_ylabel("revisit rate")
-    ax.set_title("Revisit rate (materialized docs extracted again)")
-    save(fig, "revisit")
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(min(2 * w, 13.0), 4.0))
-    _bar(a1, ps, [p.cache_files for p in ps], lambda v: f"{v:.1f}")
-    a1.set_ylabel("files")
-    a1.set_title("End-of-run cache: files")
-    _bar(a2, ps, [None if p.cache_chars is None else p.cache_chars / 1000 for p in ps], lambda v: f"{v:,.1f}k")
-    a2.set_ylabel("thousand characters")
-    a2.set_title("End-of-run cache: characters")
-    save(fig, "cache")
-
-    fig, ax = plt.subplots(figsize=(w, 3.6))
-    xs = range(len(ps))
-    prompt = [(p.prompt_tokens or 0) / 1000 for p in ps]
-    comp = [(p.completion_tokens or 0) / 1000 for p in ps]
-    ax.bar(xs, prompt, color=[COLORS.get(base_profile(p.profile), "#666666") for p in ps], label="prompt")
-    ax.bar(xs, comp, bottom=prompt, color="#333333", label="completion")
-    reader = [(p.summary_tokens or 0) / 1000 for p in ps]
-    if any(reader):
-        ax.bar(xs, reader, bottom=[a + b for a, b in zip(prompt, comp)], color="#bbbbbb", hatch="//",
-               label="reader model (visit)")
-    for x, a, b, r in zip(xs, prompt, comp, reader):
-        ax.annotate(f"{a + b + r:,.1f}k", (x, a + b + r), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
-                    textcoords="offset points")
-    ax.set_xticks(list(xs), [p.profile for p in ps], rotation=20, ha="right")
-    ax.set_ylabel("thousand tokens per question")
-    ax.set_title("Tokens per question")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    save(fig, "tokens")
-    return paths
+SECTIONS: list[SectionBuilder] = [main_section, repetitions_section, paired_section, behaviour_section,
+                                  analysis_section, evidence_section, per_question_section]
+"""The report's sections in order. Add a benchmark's section by appending (or inserting) a builder."""
 
 
-# --- the report ---------------------------------------------------------------------------------------
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:14px}th,td{border:1px solid #ccc;padding:4px 8px;
 text-align:right}th:first-child,td:first-child{text-align:left}thead{background:#f3f3f3}
-img{max-width:100%;margin:.5em 0}code{background:#f3f3f3;padding:0 3px}.note{color:#555;font-size:13px}"""
+img{max-width:100%;margin:.5em 0}code{background:#f3f3f3;padding:0 3px}.note{color:#555;font-size:13px}
+.warn{background:#fff3cd;border:1px solid #e0c36b;padding:6px 10px}"""
 
 NOTES = [
-    "Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match).",
-    "Counts are means per question; failed/incomplete runs are counted but left out of the means.",
-    (
-        "Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are "
-        "counted apart (Reader tokens, shown when any run spent some)."
-    ),
-    (
-        "#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands "
-        "with document operands). Revisit rate: share of materialized documents extracted from again "
-        "after a different document was touched in between (docs/metrics.md)."
-    ),
+    ("Counts are means per question (per run with --runs K); infrastructure failures are counted apart and left "
+    "out of every mean."),
+    ("Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are counted apart "
+    "(Reader tokens, shown when any run spent some)."),
+    ("#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands with document "
+    "operands, also inside bash -c scripts). Refused: calls the profile refused (ablation arms). Every number is "
+    "defined in docs/metrics.md."),
 ]
 
 
-def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell benchmark report") -> Report:
-    """Collect every run under ``roots`` and write the report files into ``out``."""
+def _questions(roots: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for root in roots:
+        path = Path(root) / "questions.jsonl"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("id"), str):
+                    out.setdefault(row["id"], row)
+    return out
+
+
+def _warnings(ps: Sequence[ProfileSummary]) -> list[str]:
+    out = []
+    for p in ps:
+        if p.no_tool_calls:
+            out.append(f"{p.label}: none of its {p.runs - p.failed} finished run(s) made a tool call — check the model "
+                       "and endpoint (tool calling enabled? the right tool-call parser?) before reading this as a "
+                       "property of the interface.")
+        if p.failed:
+            out.append(f"{p.label}: {p.failed} of {p.runs} run(s) failed (infrastructure) and are left out of every "
+                       "score and mean.")
+    return out
+
+
+def build_data(roots: Sequence[Path], order: Sequence[str] | None = None, out: Path | None = None) -> ReportData:
+    """Collect the runs under ``roots`` and compute everything the sections show."""
     for r in roots:
         if not Path(r).exists():
             raise ConfigError(f"run directory not found: {r}")
     runs: list[RunMetrics] = collect([Path(r) for r in roots])
     if not runs:
         raise ConfigError(f"no run directories under {', '.join(str(r) for r in roots)}")
-    ps = ordered(summarize(runs))
+    groups = group_runs(runs)
+    ps = ordered(summarize(runs), order)
+    groups = {p.label: groups[p.label] for p in ps}
+    pairs = [x for a, b in itertools.combinations(ps, 2) if (x := paired(a.label, groups[a.label], b.label,
+                                                                           groups[b.label])).n]
+    reps = [x for p in ps if (x := repetitions(p.label, groups[p.label])) is not None]
+    return ReportData(roots=[Path(r) for r in roots], runs=runs, profiles=ps, groups=groups, paired=pairs,
+                      repetitions=reps, warnings=_warnings(ps), questions=_questions(roots), out=out)
+
+
+def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell benchmark report",
+                 order: Sequence[str] | None = None) -> Report:
+    """Collect every run under ``roots`` and write the report files into ``out``; ``order`` lists profiles
+    in the order their rows appear (default :data:`PROFILE_ORDER`)."""
     out = Path(out)
+    d = build_data(roots, order, out)
     out.mkdir(parents=True, exist_ok=True)
+    ps = d.profiles
+    sections = [s for build in SECTIONS if (s := build(d)) is not None]
     plots = make_plots(ps, out)
-    metrics_path = out / "metrics.json"
-    metrics_path.write_text(json.dumps({
+    pq_path = out / "per_question.csv"
+    head, rows = per_question(d.groups)
+    with pq_path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([head, *rows])
+    data: dict[str, Any] = {
         "sources": [str(Path(r).resolve()) for r in roots],
+        "warnings": d.warnings,
         "profiles": [p.model_dump(mode="json") for p in ps],
-        "runs": [r.model_dump(mode="json") for r in runs],
-    }, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    tables = [
-        ("Main results (per question, averaged)", main_table(ps)),
-        ("Tool-call distribution (share of actions)", distribution_table(ps)),
-        ("Behaviour", behaviour_table(ps)),
-        ("Most frequent action sequences", ngram_table(ps)),
-    ]
+        "paired": [x.model_dump(mode="json") for x in d.paired],
+        "repetitions": [x.model_dump(mode="json") for x in d.repetitions],
+    }
+    for s in sections:
+        data.update(s.metrics)
+    data["runs"] = [r.model_dump(mode="json") for r in d.runs]
+    metrics_path = out / "metrics.json"
+    metrics_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sources = ", ".join(f"`{r}`" for r in roots)
-    md = [f"# {title}", "", f"{len(runs)} runs from {sources}; generated {now}.", ""]
-    for name, t in tables:
-        md += [f"## {name}", "", md_table(t), ""]
+    md = [f"# {title}", "", f"{len(d.runs)} runs from {sources}; generated {now}.", ""]
+    md += [f"> **Warning:** {w}" for w in d.warnings] + ([""] if d.warnings else [])
+    for s in sections:
+        md += [f"## {s.title}", ""]
+        if s.html_only:
+            md += ["See report.html and per_question.csv.", ""]
+            continue
+        for t in s.tables:
+            md += [md_table(t), ""]
+        md += [f"*{n}*" for n in s.notes] + ([""] if s.notes else [])
     md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + ["", "## Notes", ""]
     md += [f"- {n}" for n in NOTES]
     md_path = out / "report.md"
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
-    intro = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    parts = [
+        (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<p class='note'>{len(runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
-        f"generated {now}.</p>"
-    )
-    parts = [intro]
-    for name, t in tables:
-        parts.append(f"<h2>{html.escape(name)}</h2>{html_table(t)}")
+        f"<p class='note'>{len(d.runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
+        f"generated {now}.</p>")
+    ]
+    parts += [f"<p class='warn'><b>Warning:</b> {html.escape(w)}</p>" for w in d.warnings]
+    for s in sections:
+        parts.append(f"<h2>{html.escape(s.title)}</h2>" + "".join(html_table(t) for t in s.tables))
+        parts += [f"<p class='note'>{html.escape(n)}</p>" for n in s.notes]
     parts.append("<h2>Plots</h2>")
     for p in plots:
         b64 = base64.b64encode(p.read_bytes()).decode()
@@ -297,4 +271,5 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     parts.append("</body></html>")
     html_path = out / "report.html"
     html_path.write_text("".join(parts), encoding="utf-8")
-    return Report(out=out, markdown=md_path, html=html_path, metrics=metrics_path, plots=plots, profiles=ps)
+    return Report(out=out, markdown=md_path, html=html_path, metrics=metrics_path, per_question=pq_path, plots=plots,
+                  profiles=ps, warnings=d.warnings)

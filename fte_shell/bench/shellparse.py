@@ -1,8 +1,7 @@
 """Parse and classify the bash commands of the shell profile.
 
-Every command line is parsed with bashlex (pipelines, ``&&``, ``||``, ``;``, subshells, ``{ …; }``,
-``for`` loops, command substitutions); when bashlex cannot parse it, a simple tokenizer splits it on
-control operators instead. Each simple command is classified (see :data:`Kind`) and the /work documents it
+Every command line is split into simple commands by :mod:`.shellsplit` (bashlex, with a fallback
+tokenizer); the script of ``bash -c '…'`` / ``sh -c "…"`` is split in turn. Each simple command is classified (see :data:`Kind`) and the /work documents it
 reads are resolved against the workspace listing. Definitions: ``docs/metrics.md``.
 """
 
@@ -11,12 +10,12 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-import shlex
 from collections.abc import Sequence
 from typing import Literal
 
-import bashlex
 from pydantic import BaseModel, ConfigDict, Field
+
+from .shellsplit import Split, split_commands
 
 Kind = Literal["search", "fetch", "grep", "read", "list", "other"]
 """search: ``search``; fetch: ``fetch``; grep: grep/egrep/fgrep/rg/zgrep with document operands (or a
@@ -84,6 +83,18 @@ class SimpleCommand(BaseModel):
     """The command reads every document of the workspace (recursive search of /work, ``/work/*``,
     a glob matching all files)."""
 
+    pattern: str | None = None
+    """grep-like: the pattern (first positional, or the first ``-e``/``--regexp`` value)."""
+
+    offset: int | None = None
+    """read-like: first line of an explicit window (``sed -n 'A,Bp'`` → A, ``tail -n +K`` → K)."""
+
+    limit: int | None = None
+    """read-like: explicit number of lines (``sed -n 'A,Bp'`` → B-A+1, ``head -n N`` / ``tail -n N`` → N)."""
+
+    nested: bool = False
+    """It came from the script of a ``bash -c '…'`` / ``sh -c "…"`` command."""
+
 
 class ParsedCommand(BaseModel):
     """A whole command line: its simple commands in textual order."""
@@ -99,137 +110,6 @@ class ParsedCommand(BaseModel):
     cwd_after: str
     """Working directory after top-level ``cd`` commands (tracked across calls of one session; a ``cd``
     in a subshell, a pipeline or a command substitution does not change it)."""
-
-
-# --- splitting -----------------------------------------------------------------------------------------
-Split = tuple[list[str], bool, bool]
-"""(argv, reads a pipe, runs in the top-level shell) of one simple command."""
-
-
-def _words_bashlex(command: str) -> list[Split]:
-    """Every simple command, via bashlex."""
-    out: list[Split] = []
-    loopvars: dict[str, list[str]] = {}
-
-    def word_values(w: bashlex.ast.node) -> list[str]:
-        text = w.word
-        m = re.fullmatch(r"\$\{?(\w+)\}?", text)
-        if m and m.group(1) in loopvars:
-            return list(loopvars[m.group(1)])
-        return [text]
-
-    def visit(node: bashlex.ast.node, piped: bool, top: bool = True) -> None:
-        kind = node.kind
-        if kind == "command":
-            argv: list[str] = []
-            for p in node.parts:
-                if p.kind == "word":
-                    argv.extend(word_values(p))
-                for sub in _substitutions(p):
-                    visit(sub, False, False)
-            if argv:
-                out.append((argv, piped, top))
-        elif kind == "pipeline":
-            cmds = [p for p in node.parts if p.kind != "pipe"]
-            for i, p in enumerate(cmds):
-                visit(p, piped or i > 0, top and len(cmds) == 1)
-        elif kind == "list":
-            for p in node.parts:
-                if p.kind != "operator":
-                    visit(p, piped, top)
-        elif kind == "compound":
-            subshell = bool(node.list) and getattr(node.list[0], "word", "") == "("
-            for p in node.list:
-                if p.kind not in ("reservedword", "operator"):
-                    visit(p, piped, top and not subshell)
-        elif kind == "for":
-            parts = node.parts
-            names = [p for p in parts if p.kind == "word"]
-            if names:
-                var = names[0].word
-                items: list[str] = []
-                for p in names[1:]:
-                    items.extend(word_values(p))
-                loopvars[var] = items
-            for p in parts:
-                if p.kind not in ("word", "reservedword", "operator"):
-                    visit(p, piped, top)
-        elif kind in ("if", "while", "until"):
-            for p in node.parts:
-                if p.kind not in ("reservedword", "operator", "word"):
-                    visit(p, piped, top)
-        elif kind == "function":
-            for p in node.parts:
-                if p.kind not in ("reservedword", "word"):
-                    visit(p, piped, False)
-
-    for tree in bashlex.parse(command):
-        visit(tree, False)
-    return out
-
-
-def _substitutions(node: bashlex.ast.node) -> list[bashlex.ast.node]:
-    subs: list[bashlex.ast.node] = []
-    for p in getattr(node, "parts", []) or []:
-        if p.kind in ("commandsubstitution", "processsubstitution"):
-            subs.append(p.command)
-        else:
-            subs.extend(_substitutions(p))
-    return subs
-
-
-_OPS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "|&", ";;", "\n"}
-
-
-def _words_fallback(command: str) -> list[Split]:
-    """Split on control operators with shlex; unbalanced quotes are closed at the end."""
-    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|(){}")
-    lex.whitespace_split = True
-    lex.commenters = ""
-    tokens: list[str] = []
-    try:
-        tokens = list(lex)
-    except ValueError:  # unbalanced quotes: split on whitespace around control operators
-        tokens = re.sub(r"(\|\||&&|;|\||\(|\))", r" \1 ", command).replace('"', " ").replace("'", " ").split()
-    out: list[tuple[list[str], bool, bool]] = []
-    cur: list[str] = []
-    piped = False
-    depth = 0
-    for tok in tokens + [";"]:
-        if tok in _OPS or set(tok) <= set(";&|(){}"):
-            if cur:
-                out.append((cur, piped, depth == 0 and not piped and tok not in ("|", "|&")))
-            cur = []
-            piped = tok in ("|", "|&")
-            depth += tok.count("(") - tok.count(")")
-        elif re.fullmatch(r"\d*[<>]+&?\d*", tok):
-            cur.append(tok)
-        else:
-            cur.append(tok)
-    # drop redirection targets from argv
-    cleaned: list[Split] = []
-    for argv, p, top in out:
-        words: list[str] = []
-        skip = False
-        for w in argv:
-            if skip:
-                skip = False
-                continue
-            if re.fullmatch(r"\d*(>>?|<|&>)&?\d*", w):
-                skip = not re.fullmatch(r"\d*>&\d+", w)
-                continue
-            words.append(w)
-        if words:
-            cleaned.append((words, p, top))
-    return cleaned
-
-
-def split_commands(command: str) -> tuple[list[Split], Literal["bashlex", "fallback"]]:
-    """Simple commands of ``command`` in textual order (see :data:`Split`), and which parser split them."""
-    try:
-        return _words_bashlex(command), "bashlex"
-    except Exception:  # noqa: BLE001 - bashlex raises many kinds (ParsingError, NotImplementedError, …)
-        return _words_fallback(command), "fallback"
 
 
 # --- classification ------------------------------------------------------------------------------------
@@ -255,13 +135,15 @@ def _strip(argv: list[str]) -> list[str]:
     return words
 
 
-def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
-    """(file operands, recursive flag, script-given-by-option flag) for ``tool``'s argument list."""
+def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, str | None]:
+    """(file operands, recursive flag, script/pattern) for ``tool``'s argument list; the script is the
+    first ``-e``/``--regexp``/``--expression`` value, else the first positional (grep, rg, sed, awk)."""
     arg_short = _ARG_SHORT.get(tool, "")
     arg_long = _ARG_LONG.get(tool, set())
     positional: list[str] = []
     recursive = tool == "rg"
     script_by_option = False
+    script: str | None = None
     i = 0
     end_of_opts = False
     while i < len(args):
@@ -281,6 +163,8 @@ def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
                 recursive = True
             if name in ("--regexp", "--file", "--expression") and tool in _FIRST_IS_SCRIPT:
                 script_by_option = True
+                if script is None and name != "--file":
+                    script = a.split("=", 1)[1] if "=" in a else (args[i] if i < len(args) else None)
             if name in arg_long and "=" not in a:
                 i += 1
             continue
@@ -292,12 +176,59 @@ def _operands(tool: str, args: list[str]) -> tuple[list[str], bool, bool]:
             if ch in arg_short:
                 if tool in _FIRST_IS_SCRIPT and ch in ("e", "f"):
                     script_by_option = True
+                    if script is None and ch == "e":
+                        rest = letters[j + 1 :]
+                        script = rest if rest else (args[i] if i < len(args) else None)
                 if j == len(letters) - 1:
                     i += 1  # argument is the next word
                 break  # rest of the cluster is the argument
     if tool in _FIRST_IS_SCRIPT and not script_by_option and positional:
+        script = positional[0]
         positional = positional[1:]
-    return positional, recursive, script_by_option
+    return positional, recursive, script
+
+
+_SED_WINDOW = re.compile(r"\s*(\d+)\s*(?:,\s*(\+)?(\d+)\s*)?p\s*;?\s*(?:q\s*)?")
+_COUNT = re.compile(r"[-+]?\d+")
+
+
+def _window(tool: str, args: list[str], script: str | None) -> tuple[int | None, int | None]:
+    """(offset, limit) of an explicit line window of a read-like command (docs/metrics.md, Table 8)."""
+    if tool == "sed":
+        quiet = False
+        for a in args:
+            if a in ("--quiet", "--silent"):
+                quiet = True
+            elif a.startswith("-") and not a.startswith("--"):
+                for ch in a[1:]:
+                    if ch == "n":
+                        quiet = True
+                    if ch in "efl":
+                        break
+        m = _SED_WINDOW.fullmatch(script or "")
+        if not (quiet and m):
+            return None, None
+        first = int(m.group(1))
+        if m.group(3) is None:
+            return first, 1
+        last = first + int(m.group(3)) if m.group(2) else int(m.group(3))
+        return first, max(0, last - first + 1)
+    if tool in ("head", "tail"):
+        for k, a in enumerate(args):
+            val: str | None = None
+            if a in ("-n", "--lines"):
+                val = args[k + 1] if k + 1 < len(args) else None
+            elif a.startswith("--lines="):
+                val = a.split("=", 1)[1]
+            elif re.fullmatch(r"-n[-+]?\d+", a):
+                val = a[2:]
+            elif re.fullmatch(r"-\d+", a):
+                val = a[1:]
+            if val is not None and _COUNT.fullmatch(val):
+                if tool == "tail" and val.startswith("+"):
+                    return int(val[1:]), None
+                return None, abs(int(val))
+    return None, None
 
 
 def classify(argv: list[str], piped: bool = False) -> SimpleCommand:
@@ -314,18 +245,20 @@ def classify(argv: list[str], piped: bool = False) -> SimpleCommand:
         urls = [a for a in args if not a.startswith("-")]
         return SimpleCommand(argv=words, tool=tool, kind="fetch", operands=urls)
     if tool in GREP_TOOLS:
-        files, recursive, _ = _operands(norm, args)
+        files, recursive, pattern = _operands(norm, args)
         if not files and not recursive:
             return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
         if not files and recursive:
             files = ["."]  # grep -r / rg without a path search the working directory
-        return SimpleCommand(argv=words, tool=tool, kind="grep", operands=files, recursive=recursive)
+        return SimpleCommand(argv=words, tool=tool, kind="grep", operands=files, recursive=recursive,
+                             pattern=pattern)
     if tool in READ_TOOLS:
-        files, _, _ = _operands(norm, args)
+        files, _, script = _operands(norm, args)
         files = [f for f in files if f != "-"]
         if not files:
             return SimpleCommand(argv=words, tool=tool, kind="other")  # filters stdin
-        return SimpleCommand(argv=words, tool=tool, kind="read", operands=files)
+        offset, limit = _window(norm, args, script)
+        return SimpleCommand(argv=words, tool=tool, kind="read", operands=files, offset=offset, limit=limit)
     if tool in LIST_TOOLS:
         files = [a for a in args if not a.startswith("-")]
         if piped and not files and tool != "list_fetched":
@@ -367,6 +300,39 @@ def resolve(
     return cmd.model_copy(update={"docs": list(dict.fromkeys(hit)), "whole_cache": whole})
 
 
+SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+MAX_NESTING = 3
+
+
+def shell_c_script(argv: list[str]) -> str | None:
+    """The script of ``bash -c 'SCRIPT'`` / ``sh -c "SCRIPT"`` (after wrappers), else None."""
+    words = _strip(argv)
+    if not words or posixpath.basename(words[0]) not in SHELLS:
+        return None
+    for k, w in enumerate(words[1:], start=1):
+        if w == "--":
+            return None
+        if not w.startswith("-"):
+            return None  # ``bash script.sh``: a file, not a string
+        if "c" in w[1:] and not w.startswith("--"):
+            return words[k + 1] if k + 1 < len(words) else None
+    return None
+
+
+def _expand_shell_c(words: list[Split], depth: int = 0) -> list[tuple[list[str], bool, bool, bool]]:
+    """Replace each ``bash -c 'SCRIPT'`` by the simple commands of SCRIPT (they run in a child shell: a
+    ``cd`` there does not move the session). Returns (argv, piped, top, nested)."""
+    out: list[tuple[list[str], bool, bool, bool]] = []
+    for argv, piped, top in words:
+        script = shell_c_script(argv) if depth < MAX_NESTING else None
+        if script is None:
+            out.append((argv, piped, top, depth > 0))
+            continue
+        inner, _parser = split_commands(script)
+        out.extend(_expand_shell_c([(a, p or piped, False) for a, p, _t in inner], depth + 1))
+    return out
+
+
 def parse_command(
     command: str, docs: Sequence[str] = (), *, mount: str = "/work", cwd: str = "/work"
 ) -> ParsedCommand:
@@ -375,8 +341,10 @@ def parse_command(
     the session is persistent)."""
     words, parser = split_commands(command)
     out: list[SimpleCommand] = []
-    for argv, piped, top in words:
+    for argv, piped, top, nested in _expand_shell_c(words):
         c = classify(argv, piped)
+        if nested:
+            c = c.model_copy(update={"nested": True})
         if c.tool == "cd" and top:
             target = c.argv[1] if len(c.argv) > 1 else "~"
             if not target.startswith(("~", "-", "$")):

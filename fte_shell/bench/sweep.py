@@ -89,8 +89,9 @@ class BenchConfig(BaseModel):
     """Sweep directory."""
 
     corpus_dir: Path | None = None
-    """HotpotQA only: where its local corpus index is built once and reused (default
-    ``$FTE_CACHE_DIR/corpora/hotpotqa-amor``, else ``~/.cache/fte-shell/corpora/hotpotqa-amor``)."""
+    """HotpotQA and BrowseComp-Plus only: where the dataset's local corpus index is built once and reused
+    (default ``$FTE_CACHE_DIR/corpora/hotpotqa-amor`` or ``…/browsecomp-plus-<hash of DIR>``, else under
+    ``~/.cache/fte-shell/corpora/``)."""
 
     retry_failed: bool = False
     """Redo runs recorded as ``failed`` instead of skipping them."""
@@ -234,7 +235,12 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
     if dataset.kind == "hotpotqa":
         cfg.search.backend = "local"
         cfg.search.corpus = ensure_hotpotqa_corpus(Path(dataset.source), bench.corpus_dir, log)
-    if cfg.search.cache_dir is None or dataset.kind == "hotpotqa":
+    elif dataset.kind == "browsecomp-plus":  # its fixed corpus, indexed once (fte_shell/bench/bcplus.py)
+        from .bcplus import ensure_corpus
+
+        cfg.search.backend = "local"
+        cfg.search.corpus = ensure_corpus(Path(dataset.source), bench.corpus_dir, log)
+    if cfg.search.cache_dir is None or dataset.kind in ("hotpotqa", "browsecomp-plus"):
         cfg.search.cache_dir = out / "shared" / "search-cache"
     search = make_search(cfg.search)
     page_source = make_page_source(cfg.search)

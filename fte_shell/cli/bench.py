@@ -149,25 +149,30 @@ def register(app: typer.Typer) -> None:
         run_dirs: Annotated[list[Path], typer.Argument(help="Sweep directories or single run directories.")],
         out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md, report.html, metrics.json and PNGs.")],
         title: Annotated[str, typer.Option("--title", help="Report title.")] = "fte-shell benchmark report",
+        order: Annotated[str | None, typer.Option("--order", help="Comma-separated profiles in the order their rows appear (default: shell, fte, the ablation arms, the baselines).")] = None,
     ) -> None:
         """Compute the behavioural metrics of every run and write the report (Markdown, one self-contained
         HTML page, metrics.json, PNG plots)."""
         from ..bench.report import main_table, write_report
 
         try:
-            r = write_report(run_dirs, out, title=title)
+            r = write_report(run_dirs, out, title=title,
+                             order=[p.strip() for p in order.split(",") if p.strip()] if order else None)
         except FteError as e:
             raise _fail(e) from None
         from rich.table import Table
 
         head, rows = main_table(r.profiles)
-        shown = ("Profile", "Runs", "Accuracy", "#Search", "#Select", "#Extract", "Tokens", "Reader tokens")
+        shown = ("Profile", "Model", "Runs", "Failed (infra)", "Accuracy", "95% CI (Wilson)", "#Search", "#Select",
+                 "#Extract", "Tokens", "Reader tokens")
         keep = [head.index(c) for c in shown if c in head]  # Reader tokens: only when some run spent them
         t = Table(*[head[i] for i in keep])
         for row in rows:
             t.add_row(*[row[i] for i in keep])
         _out.print(t)
-        _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}")
+        for w in r.warnings:
+            _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
+        _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")
 
 
 def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:

@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
         question: Annotated[str, typer.Argument(help="The question to answer.")],
         profile: Annotated[
             str | None,
-            typer.Option("--profile", "-p", help="shell (default), fte, snippet-only, visit-snippet, visit-summary, open-find."),
+            typer.Option("--profile", "-p", help="shell (default), fte, fte-no-grep, fte-no-read, fte-single-grep, snippet-only, visit-snippet, visit-summary, open-find."),
         ] = None,
         config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search]).")] = None,
         base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")] = None,

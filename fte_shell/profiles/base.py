@@ -40,6 +40,9 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "visit-snippet": "visit_snippet:VisitSnippetProfile",
     "visit-summary": "visit_summary:VisitSummaryProfile",
     "open-find": "open_find:OpenFindProfile",
+    "fte-no-grep": "fte_no_grep:FteNoGrepProfile",  # ablation arms (paper Table 5)
+    "fte-no-read": "fte_no_read:FteNoReadProfile",
+    "fte-single-grep": "fte_single_grep:FteSingleGrepProfile",
 }
 """Profile name -> ``module:class`` under ``fte_shell.profiles`` (imported on first use)."""
 

@@ -1,0 +1,57 @@
+"""Behavioural metrics of runs, from their run directories, for every profile (definitions:
+``docs/metrics.md``).
+
+- :mod:`.actions`: a run's tool calls as :class:`Action` s in one vocabulary, and the revisit rule;
+- :mod:`.runs`: :class:`RunMetrics` of one run directory, discovery of run directories;
+- :mod:`.summary`: :class:`ProfileSummary`, the per-profile numbers and the paper's analysis tables.
+"""
+
+from .actions import (
+    CATEGORY,
+    EXTRACTING_OPS,
+    MOUNT,
+    RECORD_RE,
+    SHELL_TOOL,
+    STRUCTURED_OPS,
+    Action,
+    Category,
+    Op,
+    actions_from_events,
+    materialized_pages,
+    ngrams,
+    records,
+    revisited_docs,
+    search_refs,
+)
+from .runs import (
+    RunMetrics,
+    collect,
+    find_runs,
+    judged,
+    read_events,
+    read_json,
+    run_metrics,
+    workspace_files,
+)
+from .summary import (
+    PERCENTILES,
+    REGEX_META,
+    ProfileSummary,
+    group_label,
+    group_runs,
+    percentile,
+    percentiles,
+    summarize,
+    summarize_profile,
+)
+
+NOT_FINISHED = ("failed", "crashed", "incomplete")
+"""Deprecated: use :attr:`RunMetrics.infra_failure` (:func:`fte_shell.stops.is_infra_failure`)."""
+
+__all__ = [
+    "CATEGORY", "EXTRACTING_OPS", "MOUNT", "NOT_FINISHED", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",
+    "STRUCTURED_OPS", "Action", "Category", "Op", "ProfileSummary", "RunMetrics", "actions_from_events",
+    "collect", "find_runs", "group_label", "group_runs", "judged", "materialized_pages", "ngrams", "percentile",
+    "percentiles", "read_events", "read_json", "records", "revisited_docs", "run_metrics", "search_refs",
+    "summarize", "summarize_profile", "workspace_files",
+]

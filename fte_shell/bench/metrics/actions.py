@@ -1,0 +1,290 @@
+"""Actions: the tool calls of a run in one vocabulary for every interface, and the revisit rule
+(definitions: ``docs/metrics.md``).
+
+A structured tool call is one :class:`Action`; a shell ``bash`` call is one action per classified simple
+command (fetches taken from the record lines the ``fetch`` helper printed; ``bash -c '…'`` scripts are
+looked into). For the transient profiles a page is materialized when it is opened (``open``) or visited
+(``visit``); ``open``, ``visit`` and a ``find`` on the open page are extractions from it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..shellparse import parse_command
+
+Op = Literal["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
+Category = Literal["search", "select", "extract", "other"]
+CATEGORY: dict[str, Category] = {
+    "search": "search",
+    "fetch": "select",
+    "visit": "select",
+    "open": "select",
+    "grep": "extract",
+    "read": "extract",
+    "find": "extract",
+    "list": "other",
+    "other": "other",
+}
+EXTRACTING_OPS = frozenset({"grep", "read", "find", "open", "visit"})
+"""Ops that extract text from the documents they touch (for the revisit rule): grep/read/find, and the
+transient profiles' ``open``/``visit``, which show page text as they select it."""
+MATERIALIZING_OPS = frozenset({"open", "visit"})
+"""Ops whose successful call materializes the page they name (the workspace does it for ``fetch``)."""
+STRUCTURED_OPS: dict[str, Op] = {
+    "search": "search",
+    "fetch": "fetch",
+    "visit": "visit",
+    "open": "open",
+    "grep": "grep",
+    "read": "read",
+    "find": "find",
+    "list_fetched": "list",
+}
+SHELL_TOOL = "bash"
+MOUNT = "/work"
+RECORD_RE = re.compile(r'^(?P<path>/\S+\.txt)  (?P<chars>[\d,]+) chars  (?P<state>new|held)  (?P<source>\S+)', re.MULTILINE)
+DOC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.txt")
+SEARCH_REF_RE = re.compile(r"^\[\d+\] .*\n {4}(\S+)", re.MULTILINE)
+UNKNOWN_TOOL = "Error: unknown tool"
+
+Scope = Literal["one", "all", "some"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Action(_M):
+    """One classified agent action."""
+
+    turn: int
+    """Model turn of the tool call it belongs to."""
+
+    call: int
+    """Index of the tool call in the run (0-based)."""
+
+    op: Op
+    """What it does (shared vocabulary of both interfaces)."""
+
+    tool: str
+    """Tool name (structured) or program name (shell)."""
+
+    docs: list[str] = Field(default_factory=list)
+    """Documents it touches: workspace file names (fetch/grep/read), page sources (open/visit/find)."""
+
+    whole_cache: bool = False
+    """A grep over every cached document."""
+
+    new: bool | None = None
+    """For fetch: True = newly materialized, False = already held (a repeat), None = failed/unknown."""
+
+    error: bool = False
+    """The tool call returned an error (structured tools; a shell command's exit status is not used)."""
+
+    refused: bool = False
+    """The profile refused the call (a tool it does not offer, or fte-single-grep's grep without one
+    fetched file): the call counts as its op and touches nothing."""
+
+    source: str | None = None
+    """fetch/open/visit: the URL or docid it materialized (the record's SOURCE, or the page source)."""
+
+    scope: Scope | None = None
+    """grep: ``one`` named file, ``all`` cached files (whole cache), or ``some`` (a glob/recursive subset)."""
+
+    pattern: str | None = None
+    """grep/find: the pattern."""
+
+    offset: int | None = None
+    """read: the explicit first line (structured ``offset``; ``sed -n 'A,Bp'``; ``tail -n +K``)."""
+
+    limit: int | None = None
+    """read: the explicit number of lines (structured ``limit``; ``sed -n 'A,Bp'``; ``head -n N``)."""
+
+    search_refs: list[str] = Field(default_factory=list)
+    """search: the result references (URL or docid) shown, in rank order."""
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+def records(observation: str) -> list[tuple[str, bool, str]]:
+    """(file name, new, source) of every fetch record line in an observation."""
+    return [(posixpath.basename(m["path"]), m["state"] == "new", m["source"])
+            for m in RECORD_RE.finditer(observation)]
+
+
+def search_refs(observation: str) -> list[str]:
+    """References (URL or docid) of a :func:`fte_shell.search.format_results` text, in rank order."""
+    return SEARCH_REF_RE.findall(observation)
+
+
+def _names_in(text: str, among: Iterable[str]) -> list[str]:
+    found = set(DOC_NAME_RE.findall(text))
+    return [d for d in among if d in found]
+
+
+def _doc_of(path: Any) -> str | None:
+    if not isinstance(path, str) or not path.strip():
+        return None
+    return posixpath.basename(path.strip())
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def is_refused(ev: dict[str, Any]) -> bool:
+    """A refused call: an error whose ``meta.refused`` is set, or a call of a tool the profile lacks."""
+    if not ev.get("error"):
+        return False
+    meta = ev.get("meta") if isinstance(ev.get("meta"), dict) else {}
+    return bool(meta.get("refused")) or str(ev.get("observation") or "").startswith(UNKNOWN_TOOL)
+
+
+# --- shell --------------------------------------------------------------------------------------------
+def _shell_actions(turn: int, call: int, command: str, obs: str, known: list[str], cwd: str) -> tuple[list[Action], str]:
+    parsed = parse_command(command, known, mount=MOUNT, cwd=cwd)
+    recs = records(obs)
+    rec_i = 0
+    n_fetch_cmds = sum(1 for c in parsed.commands if c.kind == "fetch")
+    extra = max(0, len(recs) - n_fetch_cmds)  # loops/multi-URL fetches
+    out: list[Action] = []
+    base = {"turn": turn, "call": call}
+    for c in parsed.commands:
+        if c.kind == "fetch":
+            take = 1 + (extra if rec_i == 0 else 0)
+            got = recs[rec_i : rec_i + take]
+            rec_i += take
+            if not got:
+                out.append(Action(**base, op="fetch", tool=c.tool))
+            for doc, new, src in got:
+                out.append(Action(**base, op="fetch", tool=c.tool, docs=[doc], new=new, source=src))
+                if doc not in known:
+                    known.append(doc)
+        elif c.kind == "grep":
+            one = len(c.operands) == 1 and not c.recursive and "*" not in c.operands[0] and "?" not in c.operands[0]
+            scope: Scope = "all" if c.whole_cache else "one" if one else "some"
+            docs = _names_in(obs, c.docs) if len(c.docs) > 1 else c.docs
+            out.append(Action(**base, op="grep", tool=c.tool, docs=docs, whole_cache=c.whole_cache,
+                              scope=scope, pattern=c.pattern))
+        elif c.kind == "read":
+            out.append(Action(**base, op="read", tool=c.tool, docs=c.docs, offset=c.offset, limit=c.limit))
+        elif c.kind == "search":
+            out.append(Action(**base, op="search", tool=c.tool, search_refs=search_refs(obs)))
+        else:
+            out.append(Action(**base, op=c.kind, tool=c.tool, docs=c.docs))
+    if not parsed.commands:
+        out.append(Action(**base, op="other", tool=SHELL_TOOL))
+    return out, parsed.cwd_after
+
+
+# --- every interface ----------------------------------------------------------------------------------
+def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[str] = ()) -> list[Action]:
+    """Turn the tool-call events of a run into actions. ``final_docs`` (the end-of-run workspace listing)
+    completes the listing known at each point for documents whose fetch record was not seen."""
+    recorded: set[str] = set()
+    for ev in events:
+        if ev.get("type") == "tool_call":
+            recorded.update(n for n, _, _ in records(str(ev.get("observation") or "")))
+    known: list[str] = [d for d in final_docs if d not in recorded]  # documents present at this point
+    cwd = MOUNT
+    open_page: str | None = None
+    out: list[Action] = []
+    call = -1
+    for ev in events:
+        if ev.get("type") != "tool_call":
+            continue
+        call += 1
+        turn = int(ev.get("turn") or 0)
+        name = str(ev.get("name") or "")
+        args = ev.get("arguments") if isinstance(ev.get("arguments"), dict) else {}
+        obs = str(ev.get("observation") or "")
+        error = bool(ev.get("error"))
+        meta = ev.get("meta") if isinstance(ev.get("meta"), dict) else {}
+        if name == SHELL_TOOL:
+            command = args.get("command")
+            if not isinstance(command, str):
+                out.append(Action(turn=turn, call=call, op="other", tool=name, error=error))
+                continue
+            acts, cwd = _shell_actions(turn, call, command, obs, known, cwd)
+            out.extend(acts)
+            continue
+        op: Op = STRUCTURED_OPS.get(name, "other")
+        a = Action(turn=turn, call=call, op=op, tool=name, error=error, refused=is_refused(ev))
+        if op == "fetch" and not error:
+            recs = records(obs)
+            if recs:
+                a.docs, a.new, a.source = [recs[0][0]], recs[0][1], recs[0][2]
+            elif _doc_of(meta.get("path")):
+                a.docs, a.new = [_doc_of(meta.get("path"))], meta.get("new")  # type: ignore[list-item]
+                a.source = meta.get("source") if isinstance(meta.get("source"), str) else None
+            known.extend(d for d in a.docs if d not in known)
+        elif op == "grep":
+            a.pattern = args.get("pattern") if isinstance(args.get("pattern"), str) else None
+            raw = args.get("path")
+            doc = _doc_of(raw)
+            if isinstance(raw, str) and posixpath.normpath(posixpath.join(MOUNT, raw.strip() or ".")) == MOUNT:
+                doc = None  # the mount itself = every cached file
+            if not error:
+                a.scope = "one" if doc is not None else "all"
+                a.whole_cache = doc is None
+                a.docs = ([doc] if doc in known else []) if doc is not None else _names_in(obs, known)
+        elif op == "read":
+            a.offset, a.limit = _int(args.get("offset")), _int(args.get("limit"))
+            doc = _doc_of(args.get("path"))
+            if not error and doc is not None:
+                a.docs = [doc]
+        elif op == "search":
+            a.search_refs = [] if error else search_refs(obs)
+        elif op in ("open", "visit"):
+            ref = meta.get("source") if isinstance(meta.get("source"), str) else args.get("url")
+            if not error and isinstance(ref, str) and ref.strip():
+                a.docs, a.source = [ref.strip()], ref.strip()
+                if op == "open":
+                    open_page = ref.strip()
+        elif op == "find":
+            a.pattern = args.get("pattern") if isinstance(args.get("pattern"), str) else None
+            page = meta.get("source") if isinstance(meta.get("source"), str) else open_page
+            if not error and page:
+                a.docs = [page]
+        out.append(a)
+    return out
+
+
+def materialized_pages(actions: Sequence[Action]) -> set[str]:
+    """Pages materialized by successful ``open``/``visit`` calls (the transient profiles)."""
+    return {d for a in actions if a.op in MATERIALIZING_OPS and not a.error for d in a.docs}
+
+
+def revisited_docs(actions: Sequence[Action], materialized: Iterable[str]) -> set[str]:
+    """Materialized documents extracted from (grep/read/find/open/visit) at least twice with an action
+    touching a different document strictly in between."""
+    mat = set(materialized)
+    last_extract: set[str] = set()
+    other_since: dict[str, bool] = {}
+    revisited: set[str] = set()
+    for a in actions:
+        touched = set(a.docs)
+        is_extract = a.op in EXTRACTING_OPS
+        if is_extract:
+            for d in touched:
+                if d in last_extract and other_since.get(d):
+                    revisited.add(d)
+                last_extract.add(d)
+                other_since[d] = False
+        for d in last_extract:
+            if d in touched and is_extract:
+                continue
+            if touched - {d}:
+                other_since[d] = True
+    return revisited & mat
+
+
+def ngrams(seq: Sequence[str], n: int) -> Counter[tuple[str, ...]]:
+    """Counts of consecutive n-grams of ``seq``."""
+    return Counter(tuple(seq[i : i + n]) for i in range(len(seq) - n + 1))

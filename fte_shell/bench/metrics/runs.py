@@ -1,0 +1,324 @@
+"""Per-run numbers (:class:`RunMetrics`) from a run directory alone: ``trajectory.jsonl``, ``result.json``,
+``workspace/`` and ``judgement.json`` (definitions: ``docs/metrics.md``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from ...stops import is_infra_failure
+from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
+
+
+class RunMetrics(_M):
+    """Numbers of one run (one question, one profile, one repetition)."""
+
+    run_dir: str
+    """The run directory."""
+
+    profile: str
+    """Profile name."""
+
+    model: str | None = None
+    """Model name the run used (``result.json``, else the start event)."""
+
+    qid: str
+    """Question id (directory name under the profile in a sweep)."""
+
+    rep: int = 0
+    """Repetition index (``r<k>``)."""
+
+    stop_reason: str
+    """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete`` (no result.json)."""
+
+    infra_failure: bool = False
+    """The run is not a result: its stop reason is an infrastructure failure
+    (:func:`fte_shell.stops.is_infra_failure`) or it has no ``result.json`` (``incomplete``)."""
+
+    config_digest: str | None = None
+    """``result.json``'s ``config_digest`` (the digest of the config the run used), when written."""
+
+    answered: bool
+    """The run ended with an ``<answer>``."""
+
+    correct: bool | None = None
+    """Judged correct (LLM judge if present, else the model-free exact match); None = not judged."""
+
+    f1: float | None = None
+    """Token F1 of the model-free judge, if it ran."""
+
+    turns: int = 0
+    """Model calls."""
+
+    calls: int = 0
+    """Tool calls."""
+
+    n_search: int = 0
+    """#Search."""
+
+    n_select: int = 0
+    """#Select (fetch, visit, open)."""
+
+    n_extract: int = 0
+    """#Extract (grep, read, find)."""
+
+    n_grep: int = 0
+    """grep-like extractions."""
+
+    n_read: int = 0
+    """read-like extractions."""
+
+    n_list: int = 0
+    """Listings (ls, find, list_fetched, wc …)."""
+
+    n_other: int = 0
+    """Other actions."""
+
+    n_fetch: int = 0
+    """Fetches (shell and structured)."""
+
+    n_fetch_repeat: int = 0
+    """Fetches of a document the workspace already held."""
+
+    n_whole_cache_grep: int = 0
+    """Greps over every cached document."""
+
+    materialized: int = 0
+    """Documents in the workspace at the end of the run."""
+
+    revisited: int = 0
+    """Materialized documents extracted from again after a different document was touched in between."""
+
+    revisit_rate: float | None = None
+    """``revisited / materialized``; None without materialized documents."""
+
+    cache_files: int = 0
+    """Files in the workspace at the end."""
+
+    cache_chars: int = 0
+    """Body characters (provenance header excluded) of those files."""
+
+    prompt_tokens: int = 0
+    """Summed prompt tokens."""
+
+    completion_tokens: int = 0
+    """Summed completion tokens."""
+
+    total_tokens: int = 0
+    """Summed total tokens."""
+
+    summary_tokens: int = 0
+    """Total tokens of models that tools called on their own (visit-summary's reader model); not in
+    ``total_tokens``."""
+
+    wall_s: float = 0.0
+    """Wall-clock seconds of the run."""
+
+    n_refused: int = 0
+    """Tool calls the profile refused (a tool it lacks; fte-single-grep's grep without one fetched file)."""
+
+    n_unique_fetch: int = 0
+    """Distinct documents fetched (the fetch actions' documents, new or held)."""
+
+    grep_scopes: dict[str, int] = Field(default_factory=dict)
+    """grep actions per scope: ``one`` named file, ``all`` (whole cache), ``some`` (a subset)."""
+
+    grep_patterns: list[str] = Field(default_factory=list)
+    """The patterns of the grep actions (Table 7)."""
+
+    read_windows: list[tuple[int | None, int | None]] = Field(default_factory=list)
+    """(explicit offset, explicit limit) of each read action, None where not given (Table 8)."""
+
+    fetched_sources: list[str] = Field(default_factory=list)
+    """Sources (URL or docid) fetched/opened/visited, first-seen order (evidence recall)."""
+
+    seen_sources: list[str] = Field(default_factory=list)
+    """References shown in search results, first-seen order (evidence recall among results seen)."""
+
+    revisited_sources: list[str] = Field(default_factory=list)
+    """Sources of the revisited documents (evidence share of revisits)."""
+
+    ops: list[str] = Field(default_factory=list)
+    """The action sequence (ops), for n-grams."""
+
+
+# --- reading a run directory --------------------------------------------------------------------------
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    """Events of ``trajectory.jsonl``; a torn last line (a killed run) is skipped."""
+    path = Path(run_dir) / "trajectory.jsonl"
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+    return events
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def workspace_files(run_dir: Path) -> dict[str, int]:
+    """``{file name: body chars}`` of ``RUN_DIR/workspace`` (body = after the first blank line)."""
+    ws = Path(run_dir) / "workspace"
+    out: dict[str, int] = {}
+    if not ws.is_dir():
+        return out
+    for p in sorted(ws.iterdir()):
+        if p.is_file() and p.suffix == ".txt" and not p.name.startswith("."):
+            text = p.read_text(encoding="utf-8", errors="replace")
+            _header, sep, body = text.partition("\n\n")
+            out[p.name] = len(body) if sep else len(text)
+    return out
+
+
+def judged(judgement: dict[str, Any] | None) -> tuple[bool | None, float | None]:
+    """(correct, f1) from ``judgement.json``: the LLM verdict wins over the model-free one."""
+    if not judgement:
+        return None, None
+    llm, match = judgement.get("llm"), judgement.get("match")
+    f1 = match.get("f1") if isinstance(match, dict) else None
+    for j in (llm, match):
+        if isinstance(j, dict) and isinstance(j.get("correct"), bool):
+            return j["correct"], f1
+    return None, f1
+
+
+# --- one run ------------------------------------------------------------------------------------------
+def _summed(usages: Iterable[Any]) -> dict[str, int]:
+    """Key-wise sum of the integer counts of several usage dicts (non-dicts are skipped)."""
+    total: dict[str, int] = {}
+    for u in usages:
+        if isinstance(u, dict):
+            for k, v in u.items():
+                if isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+    return total
+
+
+def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
+    """Compute :class:`RunMetrics` of one run directory."""
+    run_dir = Path(run_dir)
+    result = read_json(run_dir / "result.json")
+    events = read_events(run_dir)
+    start = next((e for e in events if e.get("type") == "start"), {})
+    files = workspace_files(run_dir)
+    actions = actions_from_events(events, files)
+    fetched = [d for a in actions if a.op == "fetch" and a.new for d in a.docs]
+    materialized = set(files) | set(fetched) | materialized_pages(actions)
+    rev = revisited_docs(actions, materialized)
+    correct, f1 = judged(read_json(run_dir / "judgement.json"))
+    usage = (result or {}).get("usage") or _summed(e.get("usage") for e in events if e.get("type") == "model_call")
+    summary_usage = (result or {}).get("summary_usage")
+    if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
+        summary_usage = _summed(
+            (e.get("meta") or {}).get("summary_usage") for e in events
+            if e.get("type") == "tool_call" and isinstance(e.get("meta"), dict)
+        )
+    counts = Counter(a.op for a in actions)
+    cats = Counter(CATEGORY[a.op] for a in actions)
+    stop = (result or {}).get("stop_reason") or "incomplete"
+    digest = (result or {}).get("config_digest")
+    wall = (result or {}).get("wall_s")
+    if wall is None:
+        wall = max((float(e.get("t") or 0) for e in events), default=0.0)
+    return RunMetrics(
+        run_dir=str(run_dir),
+        profile=profile or (result or {}).get("profile") or start.get("profile") or "?",
+        model=(result or {}).get("model") or start.get("model"),
+        qid=qid or run_dir.name,
+        rep=rep,
+        stop_reason=stop,
+        infra_failure=result is None or is_infra_failure(stop),
+        config_digest=digest if isinstance(digest, str) and digest else None,
+        answered=(result or {}).get("answer") is not None,
+        correct=correct,
+        f1=f1,
+        turns=int((result or {}).get("turns") or sum(1 for e in events if e.get("type") == "model_call")),
+        calls=sum(1 for e in events if e.get("type") == "tool_call"),
+        n_search=cats["search"],
+        n_select=cats["select"],
+        n_extract=cats["extract"],
+        n_grep=counts["grep"],
+        n_read=counts["read"],
+        n_list=counts["list"],
+        n_other=counts["other"],
+        n_fetch=counts["fetch"],
+        n_fetch_repeat=sum(1 for a in actions if a.op == "fetch" and a.new is False),
+        n_whole_cache_grep=sum(1 for a in actions if a.op == "grep" and a.whole_cache),
+        materialized=len(materialized),
+        revisited=len(rev),
+        revisit_rate=(len(rev) / len(materialized)) if materialized else None,
+        cache_files=len(files),
+        cache_chars=sum(files.values()),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        total_tokens=int(usage.get("total_tokens") or 0),
+        summary_tokens=int(summary_usage.get("total_tokens") or 0),
+        wall_s=float(wall),
+        n_refused=len({a.call for a in actions if a.refused}),
+        n_unique_fetch=len({d for a in actions if a.op == "fetch" for d in a.docs}),
+        grep_scopes=dict(Counter(a.scope for a in actions if a.op == "grep" and a.scope)),
+        grep_patterns=[a.pattern for a in actions if a.op == "grep" and a.pattern is not None],
+        read_windows=[(a.offset, a.limit) for a in actions if a.op == "read" and not a.error],
+        fetched_sources=list(dict.fromkeys(a.source for a in actions if a.source and a.op in ("fetch", "open", "visit"))),
+        seen_sources=list(dict.fromkeys(r for a in actions for r in a.search_refs)),
+        revisited_sources=_sources_of(actions, rev),
+        ops=[a.op for a in actions],
+    )
+
+
+def _sources_of(actions: list[Action], docs: set[str]) -> list[str]:
+    """The source (URL/docid) of each document in ``docs``: from the fetch that named it, or the page
+    source itself (open/visit)."""
+    by_doc: dict[str, str] = {}
+    for a in actions:
+        if a.source:
+            for d in a.docs:
+                by_doc.setdefault(d, a.source)
+    return sorted(by_doc.get(d, d) for d in docs)
+
+
+# --- discovery and aggregation ------------------------------------------------------------------------
+def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
+    """Run directories under ``root``: a sweep (``runs/<profile>/<qid>/r<k>/``), or one run directory
+    (it has ``trajectory.jsonl``). Returns (dir, profile, qid, rep)."""
+    root = Path(root)
+    if (root / "trajectory.jsonl").exists() or (root / "result.json").exists():
+        return [(root, None, None, 0)]
+    base = root / "runs" if (root / "runs").is_dir() else root
+    out = []
+    for d in sorted(base.glob("*/*/r*")):
+        m = re.fullmatch(r"r(\d+)", d.name)
+        if m and d.is_dir():
+            out.append((d, d.parent.parent.name, d.parent.name, int(m.group(1))))
+    return out
+
+
+def collect(roots: Iterable[Path]) -> list[RunMetrics]:
+    """:class:`RunMetrics` of every run under ``roots``."""
+    out = []
+    for root in roots:
+        for d, profile, qid, rep in find_runs(Path(root)):
+            out.append(run_metrics(d, profile=profile, qid=qid, rep=rep))
+    return out
+
+

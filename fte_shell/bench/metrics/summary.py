@@ -1,0 +1,317 @@
+"""Per-profile numbers (:class:`ProfileSummary`): means per question over the runs that are results,
+the pooled ratios, and the paper's analysis tables (3, 7, 8, 9, 10). Definitions: ``docs/metrics.md``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from .actions import _M, ngrams
+from .runs import RunMetrics
+
+REGEX_META = frozenset(".*+?[](){}|^$\\")
+"""Characters that make a grep pattern a regular expression rather than a literal (Table 7)."""
+PERCENTILES = (10, 25, 50, 75, 90)
+"""Percentiles reported for pattern lengths and read windows."""
+
+
+class ProfileSummary(_M):
+    """Per-profile averages over its runs (per question, then averaged)."""
+
+    profile: str
+    """Profile name."""
+
+    model: str | None = None
+    """The backbone model of the runs (None when unknown)."""
+
+    config_digest: str | None = None
+    """The runs' ``config_digest`` when the report had to split a profile's runs by digest, else None."""
+
+    label: str = ""
+    """Unique row label: the profile, ``profile · model`` with several models, ``… · cfg XXXXXXXX`` when
+    runs of the same profile and model used different configs."""
+
+    runs: int
+    """Runs found (results and infrastructure failures)."""
+
+    failed: int
+    """Infrastructure failures (:func:`fte_shell.stops.is_infra_failure`, or no ``result.json``): not
+    results, left out of every number below."""
+
+    judged: int
+    """Finished runs with a verdict."""
+
+    accuracy: float | None
+    """Share of judged runs judged correct."""
+
+    accuracy_ci95: tuple[float, float] | None = None
+    """Wilson score 95 % interval of ``accuracy`` (over the judged runs); None without verdicts."""
+
+    f1: float | None
+    """Mean token F1 (model-free judge), if any."""
+
+    answered: float | None
+    """Share of finished runs that ended with an answer."""
+
+    search: float | None
+    """Mean #Search per question."""
+
+    select: float | None
+    """Mean #Select per question."""
+
+    extract: float | None
+    """Mean #Extract per question."""
+
+    grep: float | None
+    """Mean grep-like extractions per question."""
+
+    read: float | None
+    """Mean read-like extractions per question."""
+
+    list: float | None
+    """Mean listings per question."""
+
+    other: float | None
+    """Mean other actions per question."""
+
+    calls: float | None
+    """Mean tool calls per question."""
+
+    revisit_rate: float | None
+    """Mean revisit rate over runs with at least one materialized document."""
+
+    grep_read_ratio: float | None
+    """Total grep-like / total read-like extractions (None without reads)."""
+
+    whole_cache_grep_share: float | None
+    """Share of questions with at least one whole-cache grep."""
+
+    fetch_repeat_pct: float | None
+    """Percent of fetches that named an already cached document (None without fetches)."""
+
+    cache_files: float | None
+    """Mean end-of-run cache size in files."""
+
+    cache_chars: float | None
+    """Mean end-of-run cache size in body characters."""
+
+    tokens: float | None
+    """Mean total tokens per question."""
+
+    prompt_tokens: float | None
+    """Mean prompt tokens per question."""
+
+    completion_tokens: float | None
+    """Mean completion tokens per question."""
+
+    summary_tokens: float | None
+    """Mean reader-model tokens per question (visit-summary's ``visit``; 0 for other profiles), not
+    included in ``tokens``."""
+
+    wall_s: float | None
+    """Mean wall-clock seconds per question."""
+
+    fetch: float | None = None
+    """Mean fetch actions per question (Table 3)."""
+
+    unique_fetches: float | None = None
+    """Mean distinct documents fetched per question (Table 10)."""
+
+    repeated_fetches: float | None = None
+    """Mean fetches of an already held document per question (Table 10)."""
+
+    refused: float | None = None
+    """Mean refused tool calls per question (ablation arms)."""
+
+    grep_pattern_chars: dict[str, float] = Field(default_factory=dict)
+    """Percentiles (``p10`` … ``p90``) of grep pattern lengths in characters, over all grep actions (Table 7)."""
+
+    grep_regex_share: float | None = None
+    """Share of grep patterns with a regex metacharacter (:data:`REGEX_META`) (Table 7)."""
+
+    grep_whole_cache_call_share: float | None = None
+    """Share of grep actions (with a known scope) over the whole cache (Table 7)."""
+
+    grep_single_file_call_share: float | None = None
+    """Share of grep actions (with a known scope) naming one file (Table 7)."""
+
+    read_offset_share: float | None = None
+    """Share of read actions with an explicit offset (Table 8)."""
+
+    read_limit_share: float | None = None
+    """Share of read actions with an explicit limit (Table 8)."""
+
+    read_offsets: dict[str, float] = Field(default_factory=dict)
+    """Percentiles of the explicit offsets (Table 8)."""
+
+    read_limits: dict[str, float] = Field(default_factory=dict)
+    """Percentiles of the explicit limits (Table 8)."""
+
+    bigram_pct: list[tuple[str, float]] = Field(default_factory=list)
+    """Most frequent bigrams as percent of all bigrams (Table 9)."""
+
+    trigram_pct: list[tuple[str, float]] = Field(default_factory=list)
+    """Most frequent trigrams as percent of all trigrams (Table 9)."""
+
+    no_tool_calls: bool = False
+    """The profile has results but none of its runs made a tool call (a misconfigured model?)."""
+
+    distribution: dict[str, float] = Field(default_factory=dict)
+    """Share of each op among all actions."""
+
+    bigrams: list[tuple[str, int]] = Field(default_factory=list)
+    """Most frequent op bigrams (``a→b``) with counts, pooled over runs."""
+
+    trigrams: list[tuple[str, int]] = Field(default_factory=list)
+    """Most frequent op trigrams with counts."""
+
+
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def percentile(xs: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile with linear interpolation between order statistics (position
+    ``(n - 1) * q / 100`` of the sorted values; numpy's default); None for no values."""
+    if not xs:
+        return None
+    v = sorted(xs)
+    pos = (len(v) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def percentiles(xs: Sequence[float]) -> dict[str, float]:
+    """``{"p10": …, …, "p90": …}`` of :data:`PERCENTILES` ({} for no values)."""
+    return {f"p{q}": percentile(xs, q) for q in PERCENTILES} if xs else {}  # type: ignore[misc]
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -> ProfileSummary:
+    """Average ``runs`` of one profile (see :class:`ProfileSummary` for each definition). Runs that are
+    infrastructure failures count in ``failed`` only."""
+    from ..stats import wilson  # stats imports this package: import at call time
+
+    ok = [r for r in runs if not r.infra_failure]
+    judged_runs = [r for r in ok if r.correct is not None]
+    f1s = [r.f1 for r in ok if r.f1 is not None]
+    reads = sum(r.n_read for r in ok)
+    fetches = sum(r.n_fetch for r in ok)
+    ops = Counter(op for r in ok for op in r.ops)
+    n_ops = sum(ops.values())
+    bi: Counter[tuple[str, ...]] = Counter()
+    tri: Counter[tuple[str, ...]] = Counter()
+    for r in ok:
+        bi.update(ngrams(r.ops, 2))
+        tri.update(ngrams(r.ops, 3))
+    n_bi, n_tri = sum(bi.values()), sum(tri.values())
+    patterns = [p for r in ok for p in r.grep_patterns]
+    scopes: Counter[str] = Counter()
+    for r in ok:
+        scopes.update(r.grep_scopes)
+    n_scoped = sum(scopes.values())
+    windows = [w for r in ok for w in r.read_windows]
+    offsets = [float(o) for o, _ in windows if o is not None]
+    limits = [float(lim) for _, lim in windows if lim is not None]
+
+    def m(attr: str) -> float | None:
+        return _mean([float(getattr(r, attr)) for r in ok])
+
+    first = runs[0] if runs else None
+    return ProfileSummary(
+        profile=first.profile if first else profile,
+        model=first.model if first else None,
+        label=profile,
+        runs=len(runs),
+        failed=len(runs) - len(ok),
+        judged=len(judged_runs),
+        accuracy=_mean([1.0 if r.correct else 0.0 for r in judged_runs]),
+        accuracy_ci95=wilson(sum(1 for r in judged_runs if r.correct), len(judged_runs)),
+        f1=_mean(f1s),
+        answered=_mean([1.0 if r.answered else 0.0 for r in ok]),
+        search=m("n_search"),
+        select=m("n_select"),
+        extract=m("n_extract"),
+        grep=m("n_grep"),
+        read=m("n_read"),
+        list=m("n_list"),
+        other=m("n_other"),
+        calls=m("calls"),
+        revisit_rate=_mean([r.revisit_rate for r in ok if r.revisit_rate is not None]),
+        grep_read_ratio=(sum(r.n_grep for r in ok) / reads) if reads else None,
+        whole_cache_grep_share=_mean([1.0 if r.n_whole_cache_grep else 0.0 for r in ok]),
+        fetch_repeat_pct=(100.0 * sum(r.n_fetch_repeat for r in ok) / fetches) if fetches else None,
+        cache_files=m("cache_files"),
+        cache_chars=m("cache_chars"),
+        tokens=m("total_tokens"),
+        prompt_tokens=m("prompt_tokens"),
+        completion_tokens=m("completion_tokens"),
+        summary_tokens=m("summary_tokens"),
+        wall_s=m("wall_s"),
+        fetch=m("n_fetch"),
+        unique_fetches=m("n_unique_fetch"),
+        repeated_fetches=m("n_fetch_repeat"),
+        refused=m("n_refused"),
+        grep_pattern_chars=percentiles([float(len(p)) for p in patterns]),
+        grep_regex_share=_share(sum(1 for p in patterns if REGEX_META & set(p)), len(patterns)),
+        grep_whole_cache_call_share=_share(scopes["all"], n_scoped),
+        grep_single_file_call_share=_share(scopes["one"], n_scoped),
+        read_offset_share=_share(len(offsets), len(windows)),
+        read_limit_share=_share(len(limits), len(windows)),
+        read_offsets=percentiles(offsets),
+        read_limits=percentiles(limits),
+        bigram_pct=[("→".join(k), 100.0 * v / n_bi) for k, v in bi.most_common(top)],
+        trigram_pct=[("→".join(k), 100.0 * v / n_tri) for k, v in tri.most_common(top)],
+        no_tool_calls=bool(ok) and all(r.calls == 0 for r in ok),
+        distribution={k: v / n_ops for k, v in sorted(ops.items())} if n_ops else {},
+        bigrams=[("→".join(k), v) for k, v in bi.most_common(top)],
+        trigrams=[("→".join(k), v) for k, v in tri.most_common(top)],
+    )
+
+
+def group_key(run: RunMetrics, several_models: bool, split_digest: bool) -> str:
+    """The row a run belongs to: its profile; ``profile · model`` when the runs used several models;
+    ``… · cfg XXXXXXXX`` (8 hex of the digest) when split by config digest."""
+    label = f"{run.profile} · {run.model}" if several_models and run.model else run.profile
+    if split_digest:
+        label += f" · cfg {run.config_digest[:8]}" if run.config_digest else " · cfg ?"
+    return label
+
+
+def group_label(run: RunMetrics, several_models: bool) -> str:
+    """The row a run belongs to: its profile, or ``profile · model`` when the runs used several models."""
+    return group_key(run, several_models, False)
+
+
+def group_runs(runs: Sequence[RunMetrics]) -> dict[str, list[RunMetrics]]:
+    """Runs per row label, in order of first appearance: by profile; by profile and model when the runs
+    used more than one model (sweeps of several backbones); and by config digest when runs of one
+    profile and model carry different ``config_digest`` values (runs without one form their own row)."""
+    several = len({r.model for r in runs if r.model}) > 1
+    digests: dict[str, set[str | None]] = {}
+    for r in runs:
+        digests.setdefault(group_key(r, several, False), set()).add(r.config_digest)
+    out: dict[str, list[RunMetrics]] = {}
+    for r in runs:
+        base = group_key(r, several, False)
+        out.setdefault(group_key(r, several, len(digests[base]) > 1), []).append(r)
+    return out
+
+
+def summarize(runs: Sequence[RunMetrics]) -> list[ProfileSummary]:
+    """One :class:`ProfileSummary` per row of :func:`group_runs`, in order of first appearance."""
+    out = []
+    for label, rs in group_runs(runs).items():
+        s = summarize_profile(label, rs)
+        if " · cfg " in label:
+            s.config_digest = rs[0].config_digest
+        out.append(s)
+    return out

@@ -1,0 +1,249 @@
+"""The report's sections: each builder takes the :class:`ReportData` and returns a :class:`Section` (or
+None to leave it out). ``fte_shell.bench.report.SECTIONS`` lists them in order; a new benchmark adds its
+own builder there. Every number is defined in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .metrics import ProfileSummary, RunMetrics
+from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
+
+Table = tuple[list[str], list[list[str]]]
+OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
+
+
+# --- formatting ---------------------------------------------------------------------------------------
+def pct(x: float | None, digits: int = 1) -> str:
+    """A share as a percentage (``–`` when unknown)."""
+    return "–" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def num(x: float | None, digits: int = 2) -> str:
+    """A mean with ``digits`` decimals (``–`` when unknown)."""
+    return "–" if x is None else f"{x:,.{digits}f}"
+
+
+def integer(x: float | None) -> str:
+    """A rounded count with thousands separators."""
+    return "–" if x is None else f"{x:,.0f}"
+
+
+def ci(x: tuple[float, float] | None, share: bool = True) -> str:
+    """An interval ``[lo, hi]`` (percent points when ``share``)."""
+    if x is None:
+        return "–"
+    return f"[{100 * x[0]:.1f}, {100 * x[1]:.1f}]" if share else f"[{x[0]:.2f}, {x[1]:.2f}]"
+
+
+def pvalue(p: float | None) -> str:
+    """A p-value with 3 significant digits (``<0.001`` below)."""
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3g}"
+
+
+def pcts(d: dict[str, float], keys: Sequence[str] = ("p25", "p50", "p75", "p90")) -> list[str]:
+    """Selected percentiles of a ``percentiles()`` dict as cells."""
+    return [num(d.get(k), 1) for k in keys]
+
+
+def display_name(p: ProfileSummary) -> str:
+    """The main table's profile cell: the profile, plus the config digest when runs were split by it."""
+    return p.profile + (f" · cfg {p.config_digest[:8]}" if p.config_digest else "")
+
+
+# --- data and sections --------------------------------------------------------------------------------
+@dataclass
+class ReportData:
+    """Everything the section builders read."""
+
+    roots: list[Path]
+    """The sweep / run directories given."""
+
+    runs: list[RunMetrics]
+    """Every run found."""
+
+    profiles: list[ProfileSummary]
+    """One summary per row, in the report's order."""
+
+    groups: dict[str, list[RunMetrics]]
+    """Runs per row label (same order as ``profiles``)."""
+
+    paired: list[Paired]
+    """Every pair of rows with common judged (question, repetition) pairs."""
+
+    repetitions: list[Repetitions]
+    """Rows with more than one repetition."""
+
+    warnings: list[str]
+    """Problems a reader must see first (no tool calls, infrastructure failures)."""
+
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``{qid: row}`` of the sweeps' ``questions.jsonl`` (gold answers, dataset meta)."""
+
+    out: Path | None = None
+    """The output directory (builders may write extra files there)."""
+
+
+@dataclass
+class Section:
+    """One section of the report."""
+
+    title: str
+    """Heading."""
+
+    tables: list[Table] = field(default_factory=list)
+    """Tables, in order."""
+
+    notes: list[str] = field(default_factory=list)
+    """Paragraphs under the tables (plain text)."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Extra top-level keys of metrics.json."""
+
+    html_only: bool = False
+    """Shown in report.html only (report.md links the files named in ``notes``)."""
+
+
+SectionBuilder = Callable[[ReportData], "Section | None"]
+
+
+def has_reader_tokens(ps: Sequence[ProfileSummary]) -> bool:
+    """Whether any profile spent reader-model tokens (visit-summary): only then are they shown."""
+    return any(p.summary_tokens for p in ps)
+
+
+# --- tables -------------------------------------------------------------------------------------------
+def main_table(ps: Sequence[ProfileSummary]) -> Table:
+    reader = has_reader_tokens(ps)
+    head = ["Profile", "Model", "Runs", "Failed (infra)", "Judged", "Accuracy", "95% CI (Wilson)", "F1", "Answered",
+            "#Search", "#Select", "#Extract", "Calls", "Refused", "Tokens", *(["Reader tokens"] if reader else []),
+            "Wall s"]
+    rows = [[display_name(p), p.model or "–", str(p.runs), str(p.failed), str(p.judged), pct(p.accuracy),
+             ci(p.accuracy_ci95), num(p.f1), pct(p.answered), num(p.search), num(p.select), num(p.extract),
+             num(p.calls), num(p.refused), integer(p.tokens), *([integer(p.summary_tokens)] if reader else []),
+             num(p.wall_s, 1)] for p in ps]
+    return head, rows
+
+
+def distribution_table(ps: Sequence[ProfileSummary]) -> Table:
+    used = [op for op in OPS if any(p.distribution.get(op) for p in ps)]
+    head = ["Profile", *used]
+    rows = [[p.label, *[pct(p.distribution.get(op, 0.0)) for op in used]] for p in ps]
+    return head, rows
+
+
+def behaviour_table(ps: Sequence[ProfileSummary]) -> Table:
+    head = ["Profile", "Revisit rate", "grep:read", "Whole-cache grep", "Fetch repeat", "Cache files",
+            "Cache chars", "#grep", "#read"]
+    rows = [[p.label, pct(p.revisit_rate), num(p.grep_read_ratio), pct(p.whole_cache_grep_share),
+             "–" if p.fetch_repeat_pct is None else f"{p.fetch_repeat_pct:.1f}%", num(p.cache_files, 1),
+             integer(p.cache_chars), num(p.grep), num(p.read)] for p in ps]
+    return head, rows
+
+
+def per_question_calls_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Table 3: per-question tool use and the cache."""
+    head = ["Profile", "search", "fetch", "grep", "read", "list_fetched", "Cache files", "Cache chars",
+            "grep:read", "Whole-cache grep (questions)"]
+    rows = [[p.label, num(p.search), num(p.fetch), num(p.grep), num(p.read), num(p.list), num(p.cache_files, 1),
+             integer(p.cache_chars), num(p.grep_read_ratio), pct(p.whole_cache_grep_share)] for p in ps]
+    return head, rows
+
+
+def grep_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Table 7: grep patterns and scopes."""
+    head = ["Profile", "Pattern chars p25", "p50", "p75", "p90", "Regex metachar", "Whole-cache calls",
+            "Single-file calls"]
+    rows = [[p.label, *pcts(p.grep_pattern_chars), pct(p.grep_regex_share), pct(p.grep_whole_cache_call_share),
+             pct(p.grep_single_file_call_share)] for p in ps]
+    return head, rows
+
+
+def read_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Table 8: explicit read windows."""
+    head = ["Profile", "With offset", "Offset p50", "Offset p90", "With limit", "Limit p50", "Limit p90"]
+    rows = [[p.label, pct(p.read_offset_share), *pcts(p.read_offsets, ("p50", "p90")), pct(p.read_limit_share),
+             *pcts(p.read_limits, ("p50", "p90"))] for p in ps]
+    return head, rows
+
+
+def ngram_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Table 9: top n-grams with their count and share of all n-grams."""
+    def cells(counts: list[tuple[str, int]], shares: list[tuple[str, float]]) -> str:
+        share = dict(shares)
+        return ", ".join(f"{k} ({v}, {share.get(k, 0.0):.1f}%)" for k, v in counts[:5]) or "–"
+
+    head = ["Profile", "Top bigrams (count, % of all)", "Top trigrams (count, % of all)"]
+    rows = [[p.label, cells(p.bigrams, p.bigram_pct), cells(p.trigrams, p.trigram_pct)] for p in ps]
+    return head, rows
+
+
+def fetch_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Table 10: fetch repeats."""
+    head = ["Profile", "Fetches", "Unique fetches", "Repeated fetches", "Fetch repeat %"]
+    rows = [[p.label, num(p.fetch), num(p.unique_fetches), num(p.repeated_fetches),
+             "–" if p.fetch_repeat_pct is None else f"{p.fetch_repeat_pct:.1f}%"] for p in ps]
+    return head, rows
+
+
+def paired_table(pairs: Sequence[Paired]) -> Table:
+    head = ["A", "B", "n", "A only", "B only", "A − B", "95% CI (paired bootstrap)", "McNemar p (exact)"]
+    rows = [[x.a, x.b, str(x.n), str(x.a_only), str(x.b_only),
+             "–" if x.diff is None else f"{100 * x.diff:+.1f} pp", ci(x.diff_ci95), pvalue(x.p_value)]
+            for x in pairs]
+    return head, rows
+
+
+def repetitions_table(reps: Sequence[Repetitions]) -> Table:
+    head = ["Profile", "K", "Accuracy per run", "Mean ± sd", "Best of K", "pass@K"]
+    rows = [[r.label, str(r.k), ", ".join(pct(x) for x in r.per_rep),
+             f"{pct(r.mean)} ± {'–' if r.sd is None else f'{100 * r.sd:.1f}'}", pct(r.best_of_k), pct(r.pass_at_k)]
+            for r in reps]
+    return head, rows
+
+
+# --- builders -----------------------------------------------------------------------------------------
+def main_section(d: ReportData) -> Section:
+    notes = [
+        ("Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match); "
+        "95% CI: Wilson score interval over the judged runs."),
+        ("Failed (infra): runs whose stop reason is an infrastructure failure (or that have no result.json): "
+        "not results, left out of every score and mean."),
+    ]
+    return Section("Main results (per question, averaged)", [main_table(d.profiles)], notes)
+
+
+def repetitions_section(d: ReportData) -> Section | None:
+    if not d.repetitions:
+        return None
+    notes = [("Mean ± sample sd of the per-repetition accuracies; best of K = the best repetition's accuracy (the "
+             "paper reports the best of three); pass@K = share of questions some repetition got right.")]
+    return Section("Repetitions", [repetitions_table(d.repetitions)], notes)
+
+
+def paired_section(d: ReportData) -> Section | None:
+    if not d.paired:
+        return None
+    notes = [(f"Pairs: the (question, repetition) pairs judged in both. A − B: accuracy difference; 95% CI: paired "
+             f"bootstrap over questions ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}); p: exact "
+             "McNemar test (two-sided binomial of A only vs B only).")]
+    return Section("Paired comparisons", [paired_table(d.paired)], notes)
+
+
+def behaviour_section(d: ReportData) -> Section:
+    return Section("Behaviour", [distribution_table(d.profiles), behaviour_table(d.profiles)],
+                   [("Tool-call distribution: share of each op among all actions. Revisit rate: share of materialized "
+                    "documents (fetched, opened or visited) extracted from again after a different document was "
+                    "touched in between.")])
+
+
+def analysis_section(d: ReportData) -> Section:
+    ps = d.profiles
+    return Section("Analysis tables (paper Tables 3, 7, 8, 9, 10)",
+                   [per_question_calls_table(ps), grep_table(ps), read_table(ps), ngram_table(ps), fetch_table(ps)],
+                   [("Percentiles: linear interpolation between order statistics. Pattern chars: length of each grep "
+                    "pattern. Whole-cache / single-file calls: share of grep actions by scope.")])
