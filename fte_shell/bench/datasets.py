@@ -41,8 +41,12 @@ class Question(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     """Extra fields of the dataset row (e.g. BrowseComp's ``problem_topic``, HotpotQA's ``type``)."""
 
+    evaluation: dict[str, Any] | None = None
+    """WideSearch: the task's evaluation spec (``required``, ``unique_columns``, ``eval_pipeline``); the
+    gold table's CSV text is ``answer``. None for other datasets."""
 
-DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa"]
+
+DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa", "widesearch"]
 
 
 class Dataset(BaseModel):
@@ -195,19 +199,25 @@ def load_dataset(
     seed: int = 0,
 ) -> Dataset:
     """Load by ``spec``: ``hotpotqa`` (the shared data), ``hotpotqa:DIR``, ``browsecomp:FILE.csv``,
-    ``jsonl:FILE``, or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
+    ``jsonl:FILE``, ``widesearch:DIR``, or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
     kind: DatasetKind
     if spec == "hotpotqa":
         kind, path = "hotpotqa", default_hotpotqa_dir()
-    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl"):
+    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl", "widesearch"):
         prefix, rest = spec.split(":", 1)
         kind, path = prefix, Path(rest)  # type: ignore[assignment]
     else:
         path = Path(spec)
         kind = "hotpotqa" if path.is_dir() else "browsecomp" if path.suffix.lower() == ".csv" else "jsonl"
+        if path.is_dir() and (path / "widesearch.jsonl").exists():
+            kind = "widesearch"
     if not path.exists():
         raise ConfigError(f"dataset not found: {path}")
-    if kind == "hotpotqa":
+    if kind == "widesearch":
+        from .widesearch.spec import load_widesearch
+
+        qs = load_widesearch(path)
+    elif kind == "hotpotqa":
         qs = load_hotpotqa(path, split)
     elif kind == "browsecomp":
         qs = load_browsecomp(path)
