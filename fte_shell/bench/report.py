@@ -272,7 +272,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     ]
     from .widesearch.report import widesearch_section  # WideSearch sweeps: Success, Row-F1, Item-F1
 
-    tables[1:1] = widesearch_section(runs, out)
+    tables[1:1] = widesearch_section(runs, out, order=[p.profile for p in ps])
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sources = ", ".join(f"`{r}`" for r in roots)
     md = [f"# {title}", "", f"{len(runs)} runs from {sources}; generated {now}.", ""]

@@ -64,10 +64,11 @@ def summarize(runs: Sequence[RunMetrics]) -> list[dict[str, Any]]:
     return out
 
 
-def widesearch_section(runs: Sequence[RunMetrics], out: Path) -> list[tuple[str, Table]]:
-    """The report tables of the WideSearch runs among ``runs`` ([] when none was scored), in the order of
-    ``runs``' profiles; writes every number to ``out/widesearch.json``."""
-    rows = [g for g in summarize(runs) if g["scored"]]
+def widesearch_section(runs: Sequence[RunMetrics], out: Path, order: Sequence[str] = ()) -> list[tuple[str, Table]]:
+    """The report tables of the WideSearch runs among ``runs`` ([] when none was scored), rows in the order
+    of the labels in ``order`` (then first appearance); writes every number to ``out/widesearch.json``."""
+    rank = {label: i for i, label in enumerate(order)}
+    rows = sorted((g for g in summarize(runs) if g["scored"]), key=lambda g: rank.get(g["profile"], len(rank)))
     if not rows:
         return []
     (Path(out) / SECTION_FILE).write_text(json.dumps({"profiles": rows}, indent=1, ensure_ascii=False) + "\n",
