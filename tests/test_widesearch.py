@@ -20,7 +20,7 @@ from fte_shell.bench.widesearch.spec import Evaluation, split_task_prompt
 from fte_shell.bench.widesearch.table import extract_markdown_table, read_gold_csv
 from fte_shell.errors import ConfigError
 from fte_shell.scripted import ScriptedServer
-from widesearch_data import write_tasks
+from tests.widesearch_data import write_tasks
 
 EN_EVAL = {
     "required": ["Name", "Year", "Revenue", "Founded", "Web Site", "City"],

@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ...errors import ModelError
 
+MIN_MAX_TOKENS = 8192
+"""Completion cap of a table-judge call at least (a column of many cells needs room for the reasoning the
+prompt asks for; the public scorer allows 10240)."""
 _JSON_BLOCK = re.compile(r"```json\s*(\{.*?\})\s*```", re.DOTALL)
 
 COLUMN_PROMPT = """An agent was asked for a table with certain columns, but some of its column names differ
@@ -127,7 +130,7 @@ class OpenAITableJudge:
                 model=self.model,
                 messages=[{"role": "user", "content": prompt}],
                 temperature=self.temperature,
-                max_tokens=self.cfg.max_tokens,
+                max_tokens=max(self.cfg.max_tokens, MIN_MAX_TOKENS),
             )
         except Exception as e:
             raise ModelError(f"judge model call failed: {e.__class__.__name__}: {e}") from e

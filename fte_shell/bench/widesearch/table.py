@@ -62,8 +62,8 @@ def type_column(values: list[str]) -> list[str]:
         return ["nan" if v in NA_VALUES else str(float(int(v))) for v in values]
     if present and all(_FLOAT.match(v) for v in present):
         return ["nan" if v in NA_VALUES else str(float(v)) for v in values]
-    if present and not missing and all(v in _BOOL for v in present):
-        return [_BOOL[v] for v in values]
+    if present and all(v in _BOOL for v in present):
+        return ["nan" if v in NA_VALUES else _BOOL[v] for v in values]
     return ["nan" if v in NA_VALUES else v for v in values]
 
 
@@ -105,6 +105,13 @@ def markdown_block(text: str) -> str | None:
     return run.group(1) if run else None
 
 
+def _unquote(cell: str) -> str:
+    """A cell wrapped in double quotes loses them (``""`` inside is one quote), as pandas reads it."""
+    if len(cell) >= 2 and cell[0] == cell[-1] == '"':
+        return cell[1:-1].replace('""', '"')
+    return cell
+
+
 def extract_markdown_table(text: str | None) -> Table | None:
     """The agent's table, or None when the answer holds none. Separator rows (only ``|``, ``-``, ``:`` and
     spaces) and lines without ``|`` are dropped; the first remaining line is the header; cells are
@@ -116,7 +123,7 @@ def extract_markdown_table(text: str | None) -> Table | None:
     kept = [ln for ln in lines if "|" in ln and not set(ln) <= _SEPARATOR_CHARS]
     if not kept:
         return None
-    split = [[c.strip() for c in ln.split("|")] for ln in kept]
+    split = [[_unquote(c.strip()) for c in ln.split("|")] for ln in kept]
     return build_table(split[0], split[1:])
 
 
