@@ -14,7 +14,7 @@ import pytest
 from fte_shell.bench.datasets import load_dataset
 from fte_shell.bench.judge import JudgeConfig
 from fte_shell.bench.widesearch import OpenAITableJudge, score_table
-from fte_shell.bench.widesearch.report import summarize
+from fte_shell.bench.widesearch.report import summarize, widesearch_section
 from fte_shell.bench.widesearch.score import NeedsJudge
 from fte_shell.bench.widesearch.spec import Evaluation, split_task_prompt
 from fte_shell.bench.widesearch.table import extract_markdown_table, read_gold_csv
@@ -268,6 +268,11 @@ def test_avg_max_min_over_repetitions(tmp_path: Path) -> None:
     # f1: t1 {1, .5} t2 {.2, .4}: avg (.75 + .3) / 2; max (1 + .4) / 2; min (.5 + .2) / 2
     assert g["f1_by_row"] == pytest.approx({"avg_n": 0.525, "max_n": 0.7, "min_n": 0.35})
     assert (g["tasks"], g["scored"], g["not_scored"], g["max_reps"]) == (2, 4, 1, 2)
+    ((_name, (head, body)),) = widesearch_section(runs, tmp_path)
+    assert head[4:7] == ["Success", "Row-F1", "Item-F1"] and "Success max_n" in head and "Item-F1 min_n" in head
+    assert body == [["fte", "2", "4", "1", "25.0%", "52.5%", "52.5%", "25.0%", "50.0%", "0.0%", "52.5%", "70.0%",
+                     "35.0%", "52.5%", "70.0%", "35.0%"]]
+    assert json.loads((tmp_path / "widesearch.json").read_text())["profiles"][0]["score"]["max_n"] == 0.5
 
 
 def test_cells_csv_columns(tmp_path: Path) -> None:

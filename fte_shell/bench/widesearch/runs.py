@@ -93,7 +93,8 @@ def judge_widesearch(
     todo: list[tuple[Path, dict[str, Any], str | None, str]] = []
     for d, _profile, qid, _rep in find_runs(Path(root)):
         result = read_json(d / "result.json")
-        task = tasks.get(qid or "")
+        qid = qid or str(((result or {}).get("meta") or {}).get("qid") or "")  # a single run directory
+        task = tasks.get(qid)
         if result is None or task is None or is_infra_failure(result.get("stop_reason")):
             summary.skipped += 1
             continue
