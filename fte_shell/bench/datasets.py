@@ -1,5 +1,6 @@
-"""Benchmark datasets: BrowseComp's encrypted CSV, a generic JSONL ``{id, question, answer}``, and the
-HotpotQA questions at ``../shared/data/hotpotqa-amor`` (with their passages as a local search corpus).
+"""Benchmark datasets: BrowseComp's encrypted CSV, a generic JSONL ``{id, question, answer}``, the
+HotpotQA questions at ``../shared/data/hotpotqa-amor`` (with their passages as a local search corpus), and
+WideSearch's table tasks (loaded by :mod:`fte_shell.bench.widesearch.spec`).
 
 Every question gets a stable id: the dataset's own id when it has one, else the first 16 hex digits of
 SHA-256 of the question text. Ids are made safe for use as a directory name.
@@ -199,7 +200,8 @@ def load_dataset(
     seed: int = 0,
 ) -> Dataset:
     """Load by ``spec``: ``hotpotqa`` (the shared data), ``hotpotqa:DIR``, ``browsecomp:FILE.csv``,
-    ``jsonl:FILE``, ``widesearch:DIR``, or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
+    ``jsonl:FILE``, ``widesearch:DIR``, or a plain path (``*.csv`` = BrowseComp, a directory holding
+    ``widesearch.jsonl`` = WideSearch, another directory = HotpotQA, else JSONL)."""
     kind: DatasetKind
     if spec == "hotpotqa":
         kind, path = "hotpotqa", default_hotpotqa_dir()
