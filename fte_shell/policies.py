@@ -20,7 +20,8 @@ profile from the tools offered:
 The answer is a span of the best-matching line (most distinct question terms): a dotted name defined on
 that line (``json.dumps: Serialize…``), a year or number when the question asks for one, ``yes`` for
 yes/no questions, else the first capitalised phrase that is not part of the question (several words
-preferred over one). Lines are split into sentences first.
+preferred over one). Lines are split into sentences first. A WideSearch table task is answered with a
+one-row Markdown table of its required columns, the span in the first column.
 """
 
 from __future__ import annotations
@@ -240,6 +241,16 @@ class ResearchPolicy:
         }
 
     def __call__(self, request: dict[str, Any]) -> ScriptTurn:
+        from .bench.widesearch.spec import split_task_prompt, table_answer  # table tasks answer with a table
+
+        query, columns = split_task_prompt(self._question(request.get("messages") or []))
+        if not columns:
+            return self._step(request)
+        messages = [dict(m) for m in request.get("messages") or []]
+        next(m for m in messages if m.get("role") == "user")["content"] = query  # research the query only
+        return table_answer(self._step({**request, "messages": messages}), columns)
+
+    def _step(self, request: dict[str, Any]) -> ScriptTurn:
         messages = request.get("messages") or []
         tools = {t.get("function", {}).get("name") for t in request.get("tools") or []}
         question = self._question(messages)

@@ -1,5 +1,6 @@
-"""Benchmark datasets: BrowseComp's encrypted CSV, a generic JSONL ``{id, question, answer}``, and the
-HotpotQA questions at ``../shared/data/hotpotqa-amor`` (with their passages as a local search corpus).
+"""Benchmark datasets: BrowseComp's encrypted CSV, a generic JSONL ``{id, question, answer}``, the
+HotpotQA questions at ``../shared/data/hotpotqa-amor`` (with their passages as a local search corpus), and
+WideSearch's table tasks (loaded by :mod:`fte_shell.bench.widesearch.spec`).
 
 Every question gets a stable id: the dataset's own id when it has one, else the first 16 hex digits of
 SHA-256 of the question text. Ids are made safe for use as a directory name.
@@ -41,8 +42,11 @@ class Question(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     """Extra fields of the dataset row (e.g. BrowseComp's ``problem_topic``, HotpotQA's ``type``)."""
 
+    evaluation: dict[str, Any] | None = None
+    """WideSearch: the task's evaluation spec (``required``, ``unique_columns``, ``eval_pipeline``); the
+    gold table's CSV text is ``answer``. None for other datasets."""
 
-DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa", "browsecomp-plus"]
+DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa", "browsecomp-plus", "widesearch"]
 
 
 class Dataset(BaseModel):
@@ -195,19 +199,27 @@ def load_dataset(
     seed: int = 0,
 ) -> Dataset:
     """Load by ``spec``: ``hotpotqa`` (the shared data), ``hotpotqa:DIR``, ``browsecomp:FILE.csv``,
-    ``jsonl:FILE``, ``browsecomp-plus:DIR`` (see :mod:`.bcplus`), or a plain path (``*.csv`` = BrowseComp, a directory = HotpotQA, else JSONL)."""
+    ``jsonl:FILE``, ``browsecomp-plus:DIR`` (see :mod:`.bcplus`), ``widesearch:DIR``, or a plain path
+    (``*.csv`` = BrowseComp, a directory holding ``widesearch.jsonl`` = WideSearch, another directory = HotpotQA, else JSONL)."""
     kind: DatasetKind
     if spec == "hotpotqa":
         kind, path = "hotpotqa", default_hotpotqa_dir()
-    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl", "browsecomp-plus"):
+    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl", "browsecomp-plus",
+                                                   "widesearch"):
         prefix, rest = spec.split(":", 1)
         kind, path = prefix, Path(rest)  # type: ignore[assignment]
     else:
         path = Path(spec)
         kind = "hotpotqa" if path.is_dir() else "browsecomp" if path.suffix.lower() == ".csv" else "jsonl"
+        if path.is_dir() and (path / "widesearch.jsonl").exists():
+            kind = "widesearch"
     if not path.exists():
         raise ConfigError(f"dataset not found: {path}")
-    if kind == "hotpotqa":
+    if kind == "widesearch":
+        from .widesearch.spec import load_widesearch
+
+        qs = load_widesearch(path)
+    elif kind == "hotpotqa":
         qs = load_hotpotqa(path, split)
     elif kind == "browsecomp":
         qs = load_browsecomp(path)

@@ -9,7 +9,8 @@ with ``"yes"`` and marks every answer wrong).
 Model-free judge (HotpotQA style): exact match and token F1 after the official normalization (lower case,
 punctuation and the articles a/an/the removed, whitespace collapsed).
 
-Verdicts are cached per run in ``RUN_DIR/judgement.json`` as ``{"llm": {...}, "match": {...}}``.
+Verdicts are cached per run in ``RUN_DIR/judgement.json`` as ``{"llm": {...}, "match": {...}}``. A WideSearch
+sweep is scored by :mod:`fte_shell.bench.widesearch` instead (its ``widesearch`` entry).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError, ModelError
 from ..recorder import write_json_atomic
 from .metrics import find_runs, read_events, read_json
+from .widesearch import OpenAITableJudge, is_widesearch_sweep, judge_widesearch
 
 JUDGEMENT = "judgement.json"
 Method = Literal["llm", "match"]
@@ -310,6 +312,10 @@ def judge_runs(
         if not root.exists():
             raise ConfigError(f"run directory not found: {root}")
         sroot = sweep_root(root)
+        if sroot is not None and is_widesearch_sweep(sroot):  # table answers: the WideSearch scorer
+            judge_widesearch(root, sroot, summary, judge=OpenAITableJudge(judge.cfg) if judge else None,
+                             force=force, concurrency=concurrency, on_done=on_done)
+            continue
         known = dict(load_golds(sroot) if sroot else {})
         known.update(golds or {})
         for d, _profile, qid, _rep in find_runs(root):

@@ -49,6 +49,7 @@ from .report_sections import (
     repetitions_section,
 )
 from .stats import paired, per_question, repetitions
+from .widesearch.report import widesearch_report_section
 
 PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep", "open-find", "visit-snippet",
                  "visit-summary", "snippet-only"]
@@ -141,7 +142,7 @@ def per_question_section(d: ReportData) -> Section:
                    "repetition (correct / wrong / failed = infrastructure / unjudged), joined by /.")], html_only=True)
 
 
-SECTIONS: list[SectionBuilder] = [main_section, repetitions_section, paired_section, behaviour_section,
+SECTIONS: list[SectionBuilder] = [main_section, widesearch_report_section, repetitions_section, paired_section, behaviour_section,
                                   analysis_section, evidence_section, per_question_section]
 """The report's sections in order. Add a benchmark's section by appending (or inserting) a builder."""
 

@@ -62,7 +62,8 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     dataset: str
-    """Dataset spec: ``hotpotqa``, ``hotpotqa:DIR``, ``browsecomp:FILE.csv``, ``jsonl:FILE`` or a path."""
+    """Dataset spec: ``hotpotqa``, ``hotpotqa:DIR``, ``browsecomp:FILE.csv``, ``jsonl:FILE``,
+    ``widesearch:DIR`` or a path."""
 
     split: str = "dev"
     """HotpotQA split (``dev`` or ``test``)."""

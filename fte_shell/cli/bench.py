@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("bench")
     def bench_cmd(
-        dataset: Annotated[str, typer.Argument(help="hotpotqa | hotpotqa:DIR | browsecomp:FILE.csv | jsonl:FILE | a path.")],
+        dataset: Annotated[str, typer.Argument(help="hotpotqa | hotpotqa:DIR | browsecomp:FILE.csv | jsonl:FILE | widesearch:DIR | a path.")],
         out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory; rerun with the same --out to resume.")],
         profiles: Annotated[str, typer.Option("--profiles", "-p", help="Comma-separated profiles to compare.")] = "shell,fte",
         runs: Annotated[int, typer.Option("--runs", "-k", help="Repetitions per question and profile.")] = 1,
