@@ -170,6 +170,8 @@ def register(app: typer.Typer) -> None:
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
         date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
+        snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
+        snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
     ) -> None:
         """Answer QUESTION with a real model: live log of every tool call, then the answer and the run
         directory (trajectory.jsonl, result.json, workspace/)."""
@@ -181,6 +183,7 @@ def register(app: typer.Typer) -> None:
             "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens},
             "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date},
             "search": {"corpus": str(corpus) if corpus else None, "backend": search},
+            "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode},
         }
         try:
             cfg = load_config(config, flags)

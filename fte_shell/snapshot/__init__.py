@@ -135,3 +135,29 @@ def bind_run(
     meta = {"snapshot": {"dir": str(snap.dir), "mode": snap.mode, "on_miss": snap.on_miss,
                          "replayed": snap.mode == "replay"}}
     return search, view, page_source, view.listener(log), meta
+
+
+class ShellSnapshot:
+    """What ``fte-shell shell --snapshot DIR`` gives its sandbox: the page store and the search."""
+
+    def __init__(self, config: RunConfig, snap: Snapshot):
+        self.view = snap.bind(None, None)
+        self.search = snapshot_search(config.search, self.view)
+
+
+def shell_session(config: RunConfig, directory: Path | None, mode: str | None) -> tuple[ShellSnapshot | None, RunConfig]:
+    """``(snapshot, config)`` for the interactive shell: ``directory``/``mode`` override ``[snapshot]``."""
+    from pydantic import ValidationError
+
+    from ..errors import ConfigError
+
+    cfg = config.model_copy(deep=True)
+    try:
+        if directory is not None:
+            cfg.snapshot.dir = directory
+        if mode is not None:
+            cfg.snapshot.mode = mode  # type: ignore[assignment]
+    except ValidationError as e:
+        raise ConfigError(f"--snapshot-mode must be record, replay or refresh (got {mode!r})") from e
+    snap = open_session(cfg)
+    return (ShellSnapshot(cfg, snap) if snap is not None else None), cfg

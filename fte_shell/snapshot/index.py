@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS captures (
   time TEXT NOT NULL,           -- capture time, ISO-8601 UTC with microseconds (sortable)
   status TEXT NOT NULL,         -- ok | refused
   file TEXT NOT NULL,           -- WARC file name in the snapshot directory
+  start_offset INTEGER NOT NULL,  -- the capture's first record (its records are contiguous)
   meta_offset INTEGER NOT NULL, meta_length INTEGER NOT NULL,
   body_offset INTEGER NOT NULL, body_length INTEGER NOT NULL,  -- conversion/resource record; -1 when refused
   body_id TEXT,                 -- its WARC-Record-ID
@@ -48,6 +49,7 @@ class Capture:
     time: str
     status: str
     file: str
+    start_offset: int
     meta_offset: int
     meta_length: int
     body_offset: int
@@ -60,7 +62,7 @@ class Capture:
         return dict(self.__dict__)
 
 
-_COLS = "id, kind, key, uri, time, status, file, meta_offset, meta_length, body_offset, body_length, body_id, sha256, size"
+_COLS = "id, kind, key, uri, time, status, file, start_offset, meta_offset, meta_length, body_offset, body_length, body_id, sha256, size"
 
 
 class Index:
@@ -87,7 +89,7 @@ class Index:
     def add(self, cap: Capture) -> None:
         with self._lock:
             self._db.execute(
-                f"INSERT OR IGNORE INTO captures ({_COLS}) VALUES ({', '.join('?' * 14)})",
+                f"INSERT OR IGNORE INTO captures ({_COLS}) VALUES ({', '.join('?' * 15)})",
                 tuple(cap.__dict__.values()),
             )
 
@@ -134,13 +136,18 @@ def scan_file(path: Path) -> list[Capture]:
     import hashlib
 
     bodies: dict[str, tuple[int, int, str]] = {}
-    metas: list[tuple[int, int, str, str, str, dict[str, Any]]] = []
+    metas: list[tuple[int, int, int, str, str, str, dict[str, Any]]] = []
+    start = -1  # first record after the previous capture
     try:
         for offset, length, rec, payload in iter_records(path):
             h = rec.rec_headers
+            if start < 0:
+                start = offset
             rid = h.get_header("WARC-Record-ID")
             rtype = h.get_header("WARC-Type")
-            if rtype in ("conversion", "resource"):
+            if rtype == "warcinfo":
+                start = -1
+            elif rtype in ("conversion", "resource"):
                 bodies[rid] = (offset, length, hashlib.sha256(payload).hexdigest())
             elif rtype == "metadata" and (h.get_header("Content-Type") or "").startswith("application/json"):
                 try:
@@ -148,12 +155,13 @@ def scan_file(path: Path) -> list[Capture]:
                 except ValueError:
                     continue
                 if isinstance(meta, dict) and isinstance(meta.get("capture"), dict):
-                    metas.append((offset, length, rid, h.get_header("WARC-Target-URI") or "",
+                    metas.append((start, offset, length, rid, h.get_header("WARC-Target-URI") or "",
                                   h.get_header("WARC-Date") or "", meta))
+                start = -1
     except (ArchiveLoadFailed, EOFError, OSError, ValueError):
         pass  # a record cut by a crash at the end of the file: the captures before it count
     out = []
-    for offset, length, rid, uri, date, meta in metas:
+    for first, offset, length, rid, uri, date, meta in metas:
         cap = meta["capture"]
         body_id = cap.get("body_record")
         body = bodies.get(body_id) if body_id else None
@@ -161,7 +169,7 @@ def scan_file(path: Path) -> list[Capture]:
             continue  # its text never made it to disk
         out.append(Capture(
             id=rid, kind=str(cap.get("kind")), key=str(cap.get("key")), uri=uri, time=date,
-            status=str(cap.get("status")), file=path.name, meta_offset=offset, meta_length=length,
+            status=str(cap.get("status")), file=path.name, start_offset=first, meta_offset=offset, meta_length=length,
             body_offset=body[0] if body else -1, body_length=body[1] if body else -1, body_id=body_id,
             sha256=body[2] if body else None, size=int(cap.get("size") or 0),
         ))

@@ -120,7 +120,7 @@ class SnapshotStore:
         body = next((r for r in recs if r.record_id == body_id), None)
         cap = Capture(
             id=meta_w.record_id, kind=kind, key=key, uri=uri, time=warc_date(when), status=status,
-            file=meta_w.file, meta_offset=meta_w.offset, meta_length=meta_w.length,
+            file=meta_w.file, start_offset=written[0].offset, meta_offset=meta_w.offset, meta_length=meta_w.length,
             body_offset=body_w.offset if body_w else -1, body_length=body_w.length if body_w else -1,
             body_id=body_id, sha256=hashlib.sha256(body.payload).hexdigest() if body else None, size=size,
         )
