@@ -90,21 +90,236 @@ def files(run_dir: Path) -> dict[str, bytes]:
 STRUCTURED = ["fte", "open-find", "visit-snippet", "visit-summary", "snippet-only"]
 
 
-def test_record_stop_replay_is_byte_identical_for_every_structured_profile(tmp_path: Path) -> None:
-    snap = tmp_path / "snap"
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every structured profile recorded once into one snapshot; then the web is stopped."""
+    root = tmp_path_factory.mktemp("recorded")
+    snap = root / "snap"
     web = Web()
     SERPER_URL[0] = web.serper.url
     try:
-        recorded = {p: run(p, snap, "record", tmp_path / "rec" / p, web) for p in STRUCTURED}
+        results = {p: run(p, snap, "record", root / "rec" / p, web) for p in STRUCTURED}
+        serper_calls = len(web.serper.requests)
+        page_calls = web.pages.count()
     finally:
         web.close()
-    assert all(r.stop_reason == "answer" for r in recorded.values()), {p: r.stop_reason for p, r in recorded.items()}
+    return {"root": root, "snap": snap, "results": results, "serper_calls": serper_calls, "page_calls": page_calls}
+
+
+def test_record_stop_replay_is_byte_identical_for_every_structured_profile(recorded: dict[str, Any], tmp_path: Path) -> None:
+    root, snap = recorded["root"], recorded["snap"]
+    assert all(r.stop_reason == "answer" for r in recorded["results"].values())
+    # one search and one download per page for the five profiles together: the later ones were served by the store
+    assert recorded["serper_calls"] == 1 and recorded["page_calls"] == 3  # harbour, redirect + breakwater
     for p in STRUCTURED:
-        replayed = run(p, snap, "replay", tmp_path / "rep" / p)
-        assert replayed.answer == recorded[p].answer
-        assert observations(tmp_path / "rep" / p) == observations(tmp_path / "rec" / p), p
-        assert files(tmp_path / "rep" / p) == files(tmp_path / "rec" / p), p
-    fte_files = files(tmp_path / "rec" / "fte")
-    assert len(fte_files) >= 2  # the harbour and the breakwater (behind its redirect)
-    result = json.loads((tmp_path / "rep" / "fte" / "result.json").read_text())
-    assert result["meta"]["snapshot"]["mode"] == "replay" and result["meta"]["snapshot"]["replayed"] is True
+        replayed = run(p, snap, "replay", tmp_path / p)
+        assert replayed.stop_reason == "answer" and replayed.answer == recorded["results"][p].answer
+        assert observations(tmp_path / p) == observations(root / "rec" / p), p
+        assert files(tmp_path / p) == files(root / "rec" / p), p
+    assert len(files(root / "rec" / "fte")) == 2  # the harbour and the breakwater (behind its redirect)
+    assert any(name == "visit" for name, _ in observations(tmp_path / "visit-summary"))
+    result = json.loads((tmp_path / "fte" / "result.json").read_text())
+    assert result["meta"]["snapshot"] == {"dir": str(snap.resolve()), "mode": "replay", "on_miss": "refuse", "replayed": True}
+    served = [json.loads(line)["served"] for line in (tmp_path / "fte" / "snapshot.jsonl").read_text().splitlines()]
+    assert served and set(served) == {"snapshot"}
+
+
+def _digest(payload: bytes) -> str:
+    import base64
+    import hashlib
+
+    return "sha256:" + base64.b32encode(hashlib.sha256(payload).digest()).decode()
+
+
+def test_archives_pass_warcio_check_and_index_and_read_back(recorded: dict[str, Any]) -> None:
+    warcs = sorted(recorded["snap"].glob("*.warc.gz"))
+    assert len(warcs) == 1  # one writer process, one file
+    warcio = [sys.executable, "-c", "import sys; from warcio.cli import main; sys.exit(main())"]
+    check = subprocess.run([*warcio, "check", "-v", *map(str, warcs)], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "digest pass" in check.stdout and "digest fail" not in check.stdout
+    index = subprocess.run([*warcio, "index", "-f", "warc-type,warc-target-uri", *map(str, warcs)],
+                           capture_output=True, text=True, timeout=120)
+    assert index.returncode == 0, index.stderr
+    rows = [json.loads(line) for line in index.stdout.splitlines()]
+    types = [r["warc-type"] for r in rows]
+    assert types[0] == "warcinfo"
+    assert types.count("conversion") == 2 and types.count("resource") == 1
+    assert types.count("request") == 4 and types.count("response") == 3  # a search + 3 hops (one redirect)
+    assert types.count("metadata") == 3
+    seen: dict[str, int] = {}
+    with open(warcs[0], "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            h = rec.rec_headers
+            assert h.protocol == "WARC/1.1"
+            payload = rec.content_stream().read()
+            seen[h.get_header("WARC-Type")] = seen.get(h.get_header("WARC-Type"), 0) + 1
+            if h.get_header("WARC-Type") == "warcinfo":
+                continue
+            assert h.get_header("WARC-Payload-Digest") == _digest(payload)  # sha256 of the payload as stored
+            assert h.get_header("WARC-Block-Digest").startswith("sha256:")
+            if h.get_header("WARC-Type") == "conversion":
+                text = payload.decode()
+                assert text.startswith("URL: " + h.get_header("WARC-Target-URI") + "\nTitle: ")
+                rep = recorded["root"] / "rec" / "fte" / "workspace"
+                assert text.encode() in {p.read_bytes() for p in rep.glob("*.txt")}  # exactly what went to /work
+            if h.get_header("WARC-Type") == "metadata":
+                meta = json.loads(payload)
+                if meta["capture"]["kind"] == "page":
+                    assert meta["status"] == 200 and meta["address"] == "127.0.0.1" and meta["first_asked_by"]["run"] == "q1"
+                    assert len(meta["body_sha256"]) == 64 and meta["converter"]["name"].startswith("crawl4ai")
+                    if meta["capture"]["key"].endswith("/old-breakwater"):
+                        assert meta["redirects"][-1].endswith("/breakwater") and meta["final_url"].endswith("/breakwater")
+    assert seen["response"] == 3
+    from fte_shell.snapshot.tools import verify
+
+    assert verify(recorded["snap"]).ok
+
+
+def test_replay_miss_is_one_line_and_builds_no_http_client(recorded: dict[str, Any], tmp_path: Path) -> None:
+    store = open_store(recorded["snap"])
+    snap = Snapshot(store, "replay")
+    svc = FetchService(Workspace(tmp_path / "ws"), RunConfig().sandbox.fetch_policy, page_cache=snap)
+    with pytest.raises(FetchRefused) as e:
+        svc.fetch("https://never.example/page")
+    assert str(e.value) == "refused https://never.example/page: not in the snapshot (replay mode: nothing is fetched live)"
+    assert svc._http is None  # replay never builds an HTTP client
+    # a search miss is one line for the model too
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = config(srv.base_url, None, "fte", recorded["snap"], "replay")
+        res = run_question("What is a quay?", cfg, tmp_path / "run", qid="q2")
+    (first, *_) = observations(tmp_path / "run")
+    assert first[1].startswith('Error: search "What is a quay?" (serper@') and first[1].endswith(
+        "not in the snapshot (replay mode: nothing is searched live)")
+    assert res.stop_reason == "answer"
+
+
+def test_fail_run_mode_stops_the_run_as_an_infrastructure_failure(recorded: dict[str, Any], tmp_path: Path) -> None:
+    from fte_shell.stops import is_infra_failure
+
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = config(srv.base_url, None, "fte", recorded["snap"], "replay", on_miss="fail-run")
+        with pytest.raises(SnapshotMiss, match="not in the snapshot .* on_miss = fail-run"):
+            run_question("What is a quay?", cfg, tmp_path / "run", qid="q3")
+    end = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "end"]
+    assert end and is_infra_failure(end[0]["stop_reason"])
+
+
+def test_refusals_are_recorded_and_replayed(tmp_path: Path) -> None:
+    web = Web()
+    policy = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
+    gone = web.pages.url("/gone")
+    try:
+        snap = Snapshot(SnapshotStore(tmp_path / "snap"), "record")
+        with pytest.raises(FetchRefused) as live:
+            FetchService(Workspace(tmp_path / "a"), policy, page_cache=snap).fetch(gone)
+        hits = web.pages.count("/gone")
+    finally:
+        web.close()
+    assert live.value.message.startswith("HTTP 404")
+    replay = Snapshot(SnapshotStore(tmp_path / "snap"), "replay")
+    with pytest.raises(FetchRefused) as again:
+        FetchService(Workspace(tmp_path / "b"), policy, page_cache=replay).fetch(gone)
+    assert again.value.message == live.value.message and hits == 1
+    (cap,) = replay.store.index.all()
+    assert cap.status == "refused" and replay.store.metadata(cap)["status"] == 404
+
+
+def test_manifest_pins_the_captures_a_sweep_used_after_a_refresh(tmp_path: Path) -> None:
+    web = Web()
+    policy = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
+    url = web.pages.url("/tern-quay")
+    manifest = tmp_path / "sweep-a" / "snapshot-manifest.jsonl"
+    try:
+        a = Snapshot(SnapshotStore(tmp_path / "snap"), "record", manifest=manifest)
+        first = FetchService(Workspace(tmp_path / "a1"), policy, page_cache=a.bind("a", tmp_path / "a1r")).get_document(url)
+        web.set_harbour(HARBOUR.replace("Lio Brand", "Ada Reef"))
+        # a later refresh adds a newer capture; within its session every run sees that one capture
+        b = Snapshot(SnapshotStore(tmp_path / "snap"), "refresh")
+        newer = FetchService(Workspace(tmp_path / "b1"), policy, page_cache=b).get_document(url)
+        again = FetchService(Workspace(tmp_path / "b2"), policy, page_cache=b).get_document(url)
+        assert web.pages.count("/tern-quay") == 2
+    finally:
+        web.close()
+    assert "Lio Brand" in first.text and "Ada Reef" in newer.text and again == newer
+    store = SnapshotStore(tmp_path / "snap")
+    assert len(store.index.for_key("page", first.source)) == 2
+    # replaying with sweep A's manifest serves A's capture; without it, the newest
+    pinned = Snapshot(store, "replay", pins_from=[manifest])
+    assert FetchService(Workspace(tmp_path / "c"), policy, page_cache=pinned).get_document(url).text == first.text
+    latest = Snapshot(store, "replay")
+    assert "Ada Reef" in FetchService(Workspace(tmp_path / "d"), policy, page_cache=latest).get_document(url).text
+    # the run's own log pins the same capture (export reads it)
+    (line,) = [json.loads(x) for x in (tmp_path / "a1r" / "snapshot.jsonl").read_text().splitlines()]
+    assert line["capture"] == json.loads(manifest.read_text().splitlines()[0])["capture"]
+
+
+WRITER = r"""
+import sys
+from fte_shell.config import FetchPolicy
+from fte_shell.fetch import FetchService
+from fte_shell.snapshot import Snapshot, open_store
+from fte_shell.workspace import Workspace
+snap_dir, ws, host, *urls = sys.argv[1:]
+snap = Snapshot(open_store(snap_dir), "refresh")
+svc = FetchService(Workspace(ws), FetchPolicy(allow_private=[host]), page_cache=snap)
+for u in urls:
+    svc.get_document(u)
+print("ok")
+"""
+
+
+def test_concurrent_writers_and_an_index_rebuilt_after_deletion(tmp_path: Path) -> None:
+    import os
+
+    web = Web()
+    urls = [web.pages.route(f"/p{i}", body=f"<html><title>P{i}</title><body><p>page {i}</p></body></html>") for i in range(6)]
+    snap = tmp_path / "snap"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(snap), str(tmp_path / f"ws{k}"), web.pages.host_port, *urls],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(3)]
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        web.close()
+    assert all(p.returncode == 0 for p in procs), outs
+    assert len(list(snap.glob("*.warc.gz"))) == 3  # one WARC file per writer process
+    store = SnapshotStore(snap)
+    before = sorted((c.id, c.key, c.file, c.meta_offset, c.sha256) for c in store.index.all())
+    assert len(before) == 18 and {k for _, k, *_ in before} == set(urls)
+    store.close()
+    from fte_shell.snapshot.tools import verify
+
+    assert verify(snap).ok
+    for f in snap.glob("index.sqlite*"):
+        f.unlink()
+    rebuilt = SnapshotStore(snap)
+    assert rebuilt.index.rebuilt
+    assert sorted((c.id, c.key, c.file, c.meta_offset, c.sha256) for c in rebuilt.index.all()) == before
+    doc = FetchService(Workspace(tmp_path / "r"), RunConfig().sandbox.fetch_policy,
+                       page_cache=Snapshot(rebuilt, "replay")).get_document(urls[2])
+    assert doc.title == "P2" and "page 2" in doc.text
+
+
+def test_closed_world_refuses_outside_urls_unless_open_web(tmp_path: Path) -> None:
+    from fte_shell.fetch.service import OpenWorld
+    from fte_shell.search.corpus import CorpusDoc, build_corpus
+    from fte_shell.search import LocalCorpus
+
+    corpus = LocalCorpus(build_corpus([CorpusDoc(docid="tern-quay", title="Tern Quay", text="dredged in 1887")],
+                                      tmp_path / "idx", name="harbour"))
+    web = Web()
+    url = web.pages.url("/tern-quay")
+    policy = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
+    try:
+        closed = FetchService(Workspace(tmp_path / "a"), policy, local=corpus)
+        assert closed.fetch("tern-quay").new
+        with pytest.raises(FetchRefused) as e:
+            closed.fetch(url)
+        assert web.pages.count("/tern-quay") == 0  # never fetched live
+        assert "not in the local corpus" in str(e.value) and "open_web = true" in str(e.value) and "\n" not in str(e.value)
+        opened = FetchService(Workspace(tmp_path / "b"), policy, local=OpenWorld(corpus))
+        assert opened.fetch(url).new and web.pages.count("/tern-quay") == 1
+    finally:
+        web.close()
+        corpus.close()
