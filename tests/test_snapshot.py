@@ -273,7 +273,7 @@ def test_concurrent_writers_and_an_index_rebuilt_after_deletion(tmp_path: Path) 
     import os
 
     web = Web()
-    urls = [web.pages.route(f"/p{i}", body=f"<html><title>P{i}</title><body><p>page {i}</p></body></html>") for i in range(6)]
+    urls = [web.pages.route(f"/p{i}", body=f"page {i}\\n", content_type="text/plain") for i in range(6)]
     snap = tmp_path / "snap"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     try:
@@ -298,11 +298,11 @@ def test_concurrent_writers_and_an_index_rebuilt_after_deletion(tmp_path: Path) 
     assert sorted((c.id, c.key, c.file, c.meta_offset, c.sha256) for c in rebuilt.index.all()) == before
     doc = FetchService(Workspace(tmp_path / "r"), RunConfig().sandbox.fetch_policy,
                        page_cache=Snapshot(rebuilt, "replay")).get_document(urls[2])
-    assert doc.title == "P2" and "page 2" in doc.text
+    assert doc.title == "p2" and "page 2" in doc.text
 
 
 def test_closed_world_refuses_outside_urls_unless_open_web(tmp_path: Path) -> None:
-    from fte_shell.fetch.service import OpenWorld
+    from fte_shell.fetch.service import ClosedWorld
     from fte_shell.search.corpus import CorpusDoc, build_corpus
     from fte_shell.search import LocalCorpus
 
@@ -312,14 +312,163 @@ def test_closed_world_refuses_outside_urls_unless_open_web(tmp_path: Path) -> No
     url = web.pages.url("/tern-quay")
     policy = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
     try:
-        closed = FetchService(Workspace(tmp_path / "a"), policy, local=corpus)
+        closed = FetchService(Workspace(tmp_path / "a"), policy, local=ClosedWorld(corpus))
         assert closed.fetch("tern-quay").new
         with pytest.raises(FetchRefused) as e:
             closed.fetch(url)
         assert web.pages.count("/tern-quay") == 0  # never fetched live
         assert "not in the local corpus" in str(e.value) and "open_web = true" in str(e.value) and "\n" not in str(e.value)
-        opened = FetchService(Workspace(tmp_path / "b"), policy, local=OpenWorld(corpus))
+        opened = FetchService(Workspace(tmp_path / "b"), policy, local=corpus)
         assert opened.fetch(url).new and web.pages.count("/tern-quay") == 1
     finally:
         web.close()
         corpus.close()
+
+
+# --- the shell profile (real sandbox) and the CLI: run, bench, shell ------------------------------------
+@pytest.mark.docker
+def test_shell_profile_record_stop_replay_is_byte_identical(tmp_path: Path, docker_ready: None) -> None:
+    snap = tmp_path / "snap"
+    web = Web()
+    SERPER_URL[0] = web.serper.url
+    try:
+        rec = run("shell", snap, "record", tmp_path / "rec", web)
+    finally:
+        web.close()
+    rep = run("shell", snap, "replay", tmp_path / "rep")
+    assert rec.stop_reason == rep.stop_reason == "answer" and rec.answer == rep.answer
+    assert observations(tmp_path / "rep") == observations(tmp_path / "rec")
+    assert len(files(tmp_path / "rec")) == 2 and files(tmp_path / "rep") == files(tmp_path / "rec")
+
+
+CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
+
+
+def _toml(path: Path, web: Web) -> Path:
+    path.write_text(
+        f'[search]\nbackend = "serper"\nserper_url = "{web.serper.url}"\nnum_results = 3\n'
+        f'[sandbox.fetch_policy]\nallow_private = ["{web.pages.host_port}"]\n'
+    )
+    return path
+
+
+def test_cli_run_and_bench_record_then_replay_and_export(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
+
+    cli = CliRunner()
+    snap = tmp_path / "snap"
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"id": "tq", "question": Q, "answer": "Lio Brand"}) + "\n")
+    web = Web()
+    cfg = _toml(tmp_path / "c.toml", web)
+    bench = ["bench", f"jsonl:{qs}", "--profiles", "fte,visit-snippet", "--scripted", "--config", str(cfg),
+             "--snapshot", str(snap), "--no-progress", "--no-judge"]
+    try:
+        with ScriptedServer(policy=ResearchPolicy()) as srv:
+            env = {**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m", "SERPER_API_KEY": "k"}
+            r = cli.invoke(app, ["run", Q, "--profile", "fte", "--config", str(cfg), "--out", str(tmp_path / "run-rec"),
+                                 "--snapshot", str(snap), "--snapshot-mode", "record", "--quiet"], env=env)
+            assert r.exit_code == 0, r.output
+        b = cli.invoke(app, [*bench, "--out", str(tmp_path / "sweep-rec"), "--snapshot-mode", "record"],
+                       env={**CLEAN_ENV, "SERPER_API_KEY": "k"})
+        assert b.exit_code == 0, b.output
+        other = Snapshot(open_store(snap), "record")  # a capture no run used (export leaves it out)
+        policy = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
+        with pytest.raises(FetchRefused):
+            FetchService(Workspace(tmp_path / "other"), policy, page_cache=other).fetch(web.pages.url("/gone"))
+    finally:
+        web.close()
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        env = {**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m"}  # no Serper key: replay needs none
+        r = cli.invoke(app, ["run", Q, "--profile", "fte", "--config", str(cfg), "--out", str(tmp_path / "run-rep"),
+                             "--snapshot", str(snap), "--snapshot-mode", "replay", "--quiet"], env=env)
+        assert r.exit_code == 0, r.output
+    assert observations(tmp_path / "run-rep") == observations(tmp_path / "run-rec")
+    assert files(tmp_path / "run-rep") == files(tmp_path / "run-rec") and files(tmp_path / "run-rec")
+    b = cli.invoke(app, [*bench, "--out", str(tmp_path / "sweep-rep"), "--snapshot-mode", "replay"], env=CLEAN_ENV)
+    assert b.exit_code == 0, b.output
+    assert "1 run(s) finished now (1 answered, 0 failed)" not in b.output and "2 run(s) finished now (2 answered" in b.output
+    for profile in ("fte", "visit-snippet"):
+        a, z = tmp_path / "sweep-rec" / "runs" / profile / "tq" / "r0", tmp_path / "sweep-rep" / "runs" / profile / "tq" / "r0"
+        assert observations(a) == observations(z) and files(a) == files(z), profile
+    manifest = (tmp_path / "sweep-rec" / "shared" / "snapshot-manifest.jsonl").read_text().splitlines()
+    assert {json.loads(x)["kind"] for x in manifest} == {"page", "search"}
+    # export what the single run used: a small archive that warcio accepts and replays the run alone
+    e = cli.invoke(app, ["snapshot", "export", str(snap), "--run", str(tmp_path / "run-rec"), "--out", str(tmp_path / "pub")])
+    assert e.exit_code == 0, e.output
+    (pub,) = (tmp_path / "pub").glob("*.warc.gz")
+    check = subprocess.run([sys.executable, "-c", "import sys; from warcio.cli import main; sys.exit(main())", "check", str(pub)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
+    exported = SnapshotStore(tmp_path / "pub").index.all()
+    used = {json.loads(x)["capture"] for x in (tmp_path / "run-rec" / "snapshot.jsonl").read_text().splitlines()}
+    assert {c.id for c in exported} == used and len(exported) < len(SnapshotStore(snap).index.all())
+    v = cli.invoke(app, ["snapshot", "verify", str(tmp_path / "pub")])
+    assert v.exit_code == 0 and "ok" in v.output
+    ls = cli.invoke(app, ["snapshot", "ls", str(snap), "--json"])
+    assert ls.exit_code == 0 and any(json.loads(x)["uri"].endswith("/old-breakwater") for x in ls.output.splitlines())
+    show = cli.invoke(app, ["snapshot", "show", str(snap), json.loads(manifest[0])["uri"]])
+    assert show.exit_code == 0 and "capture <urn:uuid:" in show.output
+    m = cli.invoke(app, ["snapshot", "merge", str(tmp_path / "merged"), str(tmp_path / "pub"), str(snap)])
+    assert m.exit_code == 0, m.output
+    assert {c.id for c in SnapshotStore(tmp_path / "merged").index.all()} == {c.id for c in SnapshotStore(snap).index.all()}
+    missing = cli.invoke(app, ["snapshot", "show", str(snap), "https://never.example/"])
+    assert missing.exit_code == 1 and "is not in the snapshot" in missing.output
+
+
+@pytest.mark.docker
+def test_cli_shell_records_and_replays_through_the_real_sandbox(tmp_path: Path, docker_ready: None) -> None:
+    import os
+
+    snap = tmp_path / "snap"
+    env = {**os.environ, **CLEAN_ENV, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    web = Web()
+    cfg = _toml(tmp_path / "c.toml", web)
+    url = web.pages.url("/old-breakwater")
+    script = f"search 'Tern Quay harbour'\nfetch {url}\nexit\n"
+
+    def shell(mode: str, ws: Path, extra_env: dict[str, str]) -> str:
+        p = subprocess.run([sys.executable, "-m", "fte_shell", "shell", "--config", str(cfg), "--workspace", str(ws),
+                            "--snapshot", str(snap), "--snapshot-mode", mode], input=script, capture_output=True,
+                           text=True, timeout=300, env={**env, **extra_env})
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    try:
+        live = shell("record", tmp_path / "ws-rec", {"SERPER_API_KEY": "k"})
+    finally:
+        web.close()
+    again = shell("replay", tmp_path / "ws-rep", {})
+    assert "3 results for" in live and "new" in live
+    assert again == live
+    rec = {p.name: p.read_bytes() for p in (tmp_path / "ws-rec").glob("*.txt")}
+    assert len(rec) == 1 and rec == {p.name: p.read_bytes() for p in (tmp_path / "ws-rep").glob("*.txt")}
+
+
+def test_a_run_over_a_local_corpus_is_a_closed_world_unless_open_web(tmp_path: Path) -> None:
+    from fte_shell.search.corpus import CorpusDoc, build_corpus
+
+    idx = build_corpus([CorpusDoc(docid="tern-quay", title="Tern Quay", text="dredged in 1887 by Lio Brand")],
+                       tmp_path / "idx", name="harbour")
+    web = Web()
+    url = web.pages.url("/tern-quay")
+    script = [{"tool_calls": [{"name": "fetch", "arguments": {"url": url}}]}, "<answer>x</answer>"]
+    seen = {}
+    try:
+        for open_web in (False, True):
+            cfg = RunConfig.model_validate({
+                "model": {"model": "scripted", "max_retries": 0}, "agent": {"profile": "fte", "current_date": "2026-11-30"},
+                "search": {"backend": "local", "corpus": str(idx), "open_web": open_web},
+                "sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}},
+            })
+            with ScriptedServer(script) as srv:
+                cfg.model.base_url = srv.base_url
+                run_question(Q, cfg, tmp_path / f"run-{open_web}")
+            seen[open_web] = (observations(tmp_path / f"run-{open_web}")[0][1], web.pages.count("/tern-quay"))
+    finally:
+        web.close()
+    assert seen[False] == (f"Error: refused {url}: not in the local corpus (this run is a closed world over the corpus; "
+                           "[search] open_web = true lets it fetch other URLs)", 0)
+    assert seen[True][0].endswith(f'  new  {url}  "Tern Quay harbour"') and seen[True][1] == 1

@@ -58,11 +58,12 @@ class PageSource(Protocol):
         ...
 
 
-class OpenWorld:
-    """A local corpus whose run may also fetch URLs outside it (``search.open_web = true``). A bare
-    :class:`PageSource` is a closed world: fetch refuses every URL it does not hold."""
+class ClosedWorld:
+    """A local corpus as the whole world of a run: fetch refuses every URL it does not hold (never
+    fetched live, never served from a page cache or snapshot). ``run_question`` puts a run's corpus in
+    one unless ``search.open_web``."""
 
-    open_web = True
+    closed_world = True
 
     def __init__(self, inner: PageSource):
         self.inner = inner
@@ -220,7 +221,7 @@ class FetchService:
             doc = self.local.lookup(ref) or (self.local.lookup(canon) if canon != ref else None)
             if doc is not None:
                 return doc, False
-            if not getattr(self.local, "open_web", False):
+            if getattr(self.local, "closed_world", False):
                 raise FetchRefused(
                     f"refused {shown_url(ref)}: not in the local corpus (this run is a closed world over the "
                     "corpus; [search] open_web = true lets it fetch other URLs)"

@@ -112,11 +112,11 @@ def bind_run(
     """What :func:`fte_shell.runner.run_question` runs with: ``(search, page_cache, page_source, log,
     meta)``. With a snapshot (given as ``page_cache`` by a sweep, or ``config.snapshot.dir``), the page
     cache becomes the run's :class:`RunView`, searches go through it, ``log`` follows the turn and ``meta``
-    says how the run used the snapshot. ``page_source`` is opened to the web when ``search.open_web``."""
-    from ..fetch.service import OpenWorld
+    says how the run used the snapshot. ``page_source`` (a local corpus) becomes a closed world unless ``search.open_web``."""
+    from ..fetch.service import ClosedWorld
 
-    if page_source is not None and config.search.open_web and not getattr(page_source, "open_web", False):
-        page_source = OpenWorld(page_source)
+    if page_source is not None and not config.search.open_web and not getattr(page_source, "closed_world", False):
+        page_source = ClosedWorld(page_source)
     snap = page_cache if isinstance(page_cache, Snapshot) else None
     if snap is None and page_cache is None:
         snap = open_session(config)
