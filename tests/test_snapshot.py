@@ -145,7 +145,8 @@ def test_archives_pass_warcio_check_and_index_and_read_back(recorded: dict[str, 
     types = [r["warc-type"] for r in rows]
     assert types[0] == "warcinfo"
     assert types.count("conversion") == 2 and types.count("resource") == 1
-    assert types.count("request") == 4 and types.count("response") == 3  # a search + 3 hops (one redirect)
+    # Serper's HTTP exchange + 3 page hops (one redirect)
+    assert types.count("request") == 4 and types.count("response") == 4
     assert types.count("metadata") == 3
     seen: dict[str, int] = {}
     with open(warcs[0], "rb") as fh:
@@ -170,7 +171,12 @@ def test_archives_pass_warcio_check_and_index_and_read_back(recorded: dict[str, 
                     assert len(meta["body_sha256"]) == 64 and meta["converter"]["name"].startswith("crawl4ai")
                     if meta["capture"]["key"].endswith("/old-breakwater"):
                         assert meta["redirects"][-1].endswith("/breakwater") and meta["final_url"].endswith("/breakwater")
-    assert seen["response"] == 3
+    assert seen["response"] == 4
+    import gzip
+
+    raw = gzip.decompress(warcs[0].read_bytes())
+    assert b"serper-key" not in raw and b"X-API-KEY: REDACTED" in raw  # the key never reaches the archive
+    assert b'"q": "Who dredged the Tern Quay harbour?"' in raw or b'"q":"Who dredged' in raw  # the body sent
     from fte_shell.snapshot.tools import verify
 
     assert verify(recorded["snap"]).ok
@@ -387,14 +393,20 @@ def test_cli_run_and_bench_record_then_replay_and_export(tmp_path: Path) -> None
         assert r.exit_code == 0, r.output
     assert observations(tmp_path / "run-rep") == observations(tmp_path / "run-rec")
     assert files(tmp_path / "run-rep") == files(tmp_path / "run-rec") and files(tmp_path / "run-rec")
-    b = cli.invoke(app, [*bench, "--out", str(tmp_path / "sweep-rep"), "--snapshot-mode", "replay"], env=CLEAN_ENV)
+    pins = tmp_path / "sweep-rec" / "shared" / "snapshot-manifest.jsonl"
+    b = cli.invoke(app, [*bench, "--out", str(tmp_path / "sweep-rep"), "--snapshot-mode", "replay",
+                         "--snapshot-manifest", str(pins)], env=CLEAN_ENV)
     assert b.exit_code == 0, b.output
     assert "1 run(s) finished now (1 answered, 0 failed)" not in b.output and "2 run(s) finished now (2 answered" in b.output
     for profile in ("fte", "visit-snippet"):
         a, z = tmp_path / "sweep-rec" / "runs" / profile / "tq" / "r0", tmp_path / "sweep-rep" / "runs" / profile / "tq" / "r0"
         assert observations(a) == observations(z) and files(a) == files(z), profile
-    manifest = (tmp_path / "sweep-rec" / "shared" / "snapshot-manifest.jsonl").read_text().splitlines()
+    manifest = pins.read_text().splitlines()
     assert {json.loads(x)["kind"] for x in manifest} == {"page", "search"}
+    replay_pins = (tmp_path / "sweep-rep" / "shared" / "snapshot-manifest.jsonl").read_text().splitlines()
+    assert sorted(json.loads(x)["capture"] for x in replay_pins) == sorted(json.loads(x)["capture"] for x in manifest)
+    bad = cli.invoke(app, [*bench, "--out", str(tmp_path / "sweep-bad"), "--snapshot-mode", "bogus"], env=CLEAN_ENV)
+    assert bad.exit_code == 2 and "snapshot.mode" in bad.output
     # export what the single run used: a small archive that warcio accepts and replays the run alone
     e = cli.invoke(app, ["snapshot", "export", str(snap), "--run", str(tmp_path / "run-rec"), "--out", str(tmp_path / "pub")])
     assert e.exit_code == 0, e.output

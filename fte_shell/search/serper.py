@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -24,6 +25,16 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 DEFAULT_URL = "https://google.serper.dev/search"
+
+_exchange = threading.local()
+"""``last``: this thread's last successful (request, response) (the snapshot records it as WARC)."""
+
+
+def take_exchange() -> tuple[httpx.Request, httpx.Response] | None:
+    """This thread's last successful Serper HTTP exchange, once (then cleared)."""
+    last = getattr(_exchange, "last", None)
+    _exchange.last = None
+    return last
 
 
 class SerperSearch:
@@ -96,7 +107,9 @@ class SerperSearch:
                 data = resp.json()
             except ValueError as e:
                 raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
-            return parse_organic(data, n)
+            results = parse_organic(data, n)
+            _exchange.last = (resp.request, resp)
+            return results
         raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
 
 

@@ -303,9 +303,9 @@ class SearchLease(_Lease):
             self._lock.release()
             raise
 
-    def store(self, results: list[SearchResult]) -> None:
+    def store(self, results: list[SearchResult], exchange: Any = None) -> None:
         cap = self.snapshot.store.add_search(self.backend, self.params, [r.to_dict() for r in results],
-                                             self._provenance())
+                                             self._provenance(), exchange=exchange)
         self._served(cap, "live")
 
     def __exit__(self, *exc: object) -> None:
@@ -365,8 +365,12 @@ class SnapshotSearch:
         with self.archive.search_lease(self.name, search_params(self.name, q, n)) as lease:
             if lease.results is not None:
                 return list(lease.results)
-            results = list(self._lazy.get().search(q, n))
-            lease.store(results)
+            from ..search.serper import take_exchange
+
+            backend = self._lazy.get()
+            take_exchange()  # drop a stale one: the call below may be answered by the result cache
+            results = list(backend.search(q, n))
+            lease.store(results, take_exchange())
             return results
 
     def close(self) -> None:

@@ -93,6 +93,28 @@ def _response_rec(hop: Hop, request_id: str) -> Rec:
     return Rec("response", str(hop.request.url), hop.body, http=http, headers=tuple(extra), record_id=new_record_id())
 
 
+_SECRET_HEADERS = {"x-api-key", "authorization", "cookie", "proxy-authorization"}
+
+
+def _search_http(exchange: tuple[Any, Any], req_id: str) -> list[Rec]:
+    """``request`` + ``response`` records of a search backend's HTTP exchange; credentials redacted."""
+    req, resp = exchange
+    headers = [(k.decode("latin-1"), "REDACTED" if k.decode("latin-1").lower() in _SECRET_HEADERS else v.decode("latin-1"))
+               for k, v in req.headers.raw]
+    body = req.content or b""
+    http = StatusAndHeaders(f"{req.method} {req.url.raw_path.decode('ascii', 'replace') or '/'} HTTP/1.1", headers,
+                            protocol="HTTP/1.1", is_http_request=True)
+    rheaders = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.headers.raw
+                if k.decode("latin-1").lower() not in _HOP_DROP | {"set-cookie"}]
+    content = resp.content or b""
+    rheaders.append(("Content-Length", str(len(content))))
+    rhttp = StatusAndHeaders(f"{resp.status_code} {resp.reason_phrase or ''}".strip(), rheaders,
+                             protocol=resp.http_version or "HTTP/1.1")
+    return [Rec("request", str(req.url), body, http=http, record_id=req_id),
+            Rec("response", str(req.url), content, http=rhttp, headers=(("WARC-Concurrent-To", req_id),),
+                record_id=new_record_id())]
+
+
 class SnapshotStore:
     """The WARC files and index of one snapshot directory. Thread-safe; several processes may share it."""
 
@@ -178,18 +200,20 @@ class SnapshotStore:
                            body_id=body_id, size=size)
 
     def add_search(self, backend: str, params: dict[str, Any], results: list[dict[str, Any]],
-                   provenance: dict[str, Any]) -> Capture:
-        """Write one search capture (parameters sent, results, metadata)."""
+                   provenance: dict[str, Any], exchange: tuple[Any, Any] | None = None) -> Capture:
+        """Write one search capture: the backend's HTTP request and response when it made one (Serper; the
+        API key redacted), else the parameters as a JSON ``request`` record; the results; metadata."""
         when = datetime.now(UTC)
         key, uri = search_key(backend, params), search_uri(backend, params)
         req_id, body_id = new_record_id(), new_record_id()
         payload = json_bytes({"backend": backend, "results": results})
-        recs = [
-            Rec("request", uri, json_bytes({"backend": backend, "params": params}), content_type="application/json",
-                record_id=req_id),
-            Rec("resource", uri, payload, content_type="application/json",
-                headers=(("WARC-Concurrent-To", req_id),), record_id=body_id),
-        ]
+        if exchange is not None:
+            recs = _search_http(exchange, req_id)
+        else:
+            recs = [Rec("request", uri, json_bytes({"backend": backend, "params": params}),
+                        content_type="application/json", record_id=req_id)]
+        recs.append(Rec("resource", uri, payload, content_type="application/json",
+                        headers=(("WARC-Concurrent-To", req_id),), record_id=body_id))
         meta = {"backend": backend, "params": params, "results": len(results), "retrieved": warc_date(when),
                 **provenance,
                 "capture": {"kind": "search", "key": key, "status": "ok", "body_record": body_id, "size": len(payload)}}
