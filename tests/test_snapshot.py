@@ -484,3 +484,23 @@ def test_a_run_over_a_local_corpus_is_a_closed_world_unless_open_web(tmp_path: P
     assert seen[False] == (f"Error: refused {url}: not in the local corpus (this run is a closed world over the corpus; "
                            "[search] open_web = true lets it fetch other URLs)", 0)
     assert seen[True][0].endswith(f'  new  {url}  "Tern Quay harbour"') and seen[True][1] == 1
+
+
+def test_a_policy_refusal_is_checked_again_when_recording_and_replayed_as_recorded(tmp_path: Path) -> None:
+    web = Web()
+    url = web.pages.url("/tern-quay")
+    strict = RunConfig().sandbox.fetch_policy  # loopback is not allowed
+    loose = RunConfig.model_validate({"sandbox": {"fetch_policy": {"allow_private": [web.pages.host_port]}}}).sandbox.fetch_policy
+    try:
+        snap = Snapshot(SnapshotStore(tmp_path / "snap"), "record")
+        with pytest.raises(FetchRefused) as refused:
+            FetchService(Workspace(tmp_path / "a"), strict, page_cache=snap).fetch(url)
+        replay = Snapshot(SnapshotStore(tmp_path / "snap"), "replay")
+        with pytest.raises(FetchRefused) as again:
+            FetchService(Workspace(tmp_path / "b"), loose, page_cache=replay).fetch(url)
+        assert again.value.message == refused.value.message and web.pages.count() == 0
+        later = Snapshot(SnapshotStore(tmp_path / "snap"), "record")
+        assert FetchService(Workspace(tmp_path / "c"), loose, page_cache=later).fetch(url).new
+        assert web.pages.count("/tern-quay") == 1
+    finally:
+        web.close()

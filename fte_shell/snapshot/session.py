@@ -241,8 +241,11 @@ class PageLease(_Lease):
                     raise self.snapshot.miss(f"refused {_shown(self.key)}", self.view)
                 return self
             if cap.status != "ok":
+                meta = self.snapshot.store.metadata(cap)
+                if self.snapshot.mode == "record" and not meta.get("redirects"):
+                    return self  # refused before any request (address policy, DNS): checked again, live
                 self._served(cap, "snapshot")
-                raise FetchRefused(str(self.snapshot.store.metadata(cap).get("error") or "refused (recorded)"))
+                raise FetchRefused(str(meta.get("error") or "refused (recorded)"))
             self.document = parse_document(self.snapshot.store.body(cap).decode("utf-8"))
             self._served(cap, "snapshot")
             return self
