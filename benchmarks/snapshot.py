@@ -27,11 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from fte_shell.config import FetchPolicy  # noqa: E402
-from fte_shell.fetch import FetchService, PageCache  # noqa: E402
-from fte_shell.snapshot import Snapshot, SnapshotStore  # noqa: E402
-from fte_shell.workspace import Workspace  # noqa: E402
-from tests.servers import LoopbackServer  # noqa: E402
+from fte_shell.config import FetchPolicy
+from fte_shell.fetch import FetchService, PageCache
+from fte_shell.snapshot import Snapshot, SnapshotStore
+from fte_shell.workspace import Workspace
+from tests.servers import LoopbackServer
 
 PYDOCS = Path("/usr/share/doc/python3.11/html")
 

@@ -27,9 +27,9 @@ import unicodedata
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from contextlib import AbstractContextManager
 from typing import Any, Protocol, Self, runtime_checkable
 from urllib.parse import urlsplit
 

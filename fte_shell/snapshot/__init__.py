@@ -68,10 +68,10 @@ def open_session(config: RunConfig, manifest: Path | None = None) -> Snapshot | 
 
 def _backend_name(cfg: SearchConfig, snap: Snapshot | RunView) -> str | None:
     """The name the configured backend records under, found without building it (a replay needs no key)."""
+    from urllib.parse import urlsplit
+
     from ..search import _serper_key, open_corpus
     from ..search.serper import DEFAULT_URL
-
-    from urllib.parse import urlsplit
 
     serper = "serper" if cfg.serper_url == DEFAULT_URL else f"serper@{urlsplit(cfg.serper_url).netloc or cfg.serper_url}"
     kind = cfg.backend

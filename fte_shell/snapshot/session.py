@@ -21,12 +21,12 @@ import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from ..errors import BudgetExceeded, FetchRefused, FteError, ToolError
 from ..workspace import Document, parse_document, render
 from .index import Capture
-from .store import SnapshotStore, search_key, search_uri
+from .store import SnapshotStore, search_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..fetch.http import Hop
@@ -231,7 +231,7 @@ class PageLease(_Lease):
         self.document: Document | None = None
         self.hops: list[Hop] = []
 
-    def __enter__(self) -> PageLease:
+    def __enter__(self) -> Self:
         self._lock.acquire()
         try:
             cap = self.snapshot.resolve("page", self.key)
@@ -285,7 +285,7 @@ class SearchLease(_Lease):
         super().__init__(snapshot, view, search_key(backend, params))
         self.results: list[SearchResult] | None = None
 
-    def __enter__(self) -> SearchLease:
+    def __enter__(self) -> Self:
         from ..search.base import SearchResult
 
         self._lock.acquire()

@@ -17,7 +17,7 @@ from ..errors import FteError
 from ..workspace import canonical_url
 from .index import INDEX, Capture, Index, scan_file
 from .store import SnapshotStore
-from .warc import SUFFIX, Sha256WARCWriter, WARC_VERSION, iter_records
+from .warc import SUFFIX, WARC_VERSION, Sha256WARCWriter, iter_records
 
 
 def _open(directory: Path) -> SnapshotStore:
