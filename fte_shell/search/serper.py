@@ -27,13 +27,18 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 DEFAULT_URL = "https://google.serper.dev/search"
 
 _exchange = threading.local()
-"""``last``: this thread's last successful (request, response) (the snapshot records it as WARC)."""
+"""``want``/``last``: a snapshot asked this thread to keep its next successful (request, response)."""
+
+
+def want_exchange() -> None:
+    """Keep this thread's next successful Serper HTTP exchange for :func:`take_exchange` (the snapshot)."""
+    _exchange.want, _exchange.last = True, None
 
 
 def take_exchange() -> tuple[httpx.Request, httpx.Response] | None:
-    """This thread's last successful Serper HTTP exchange, once (then cleared)."""
+    """The exchange kept since :func:`want_exchange` (None when none was made, e.g. a cache hit)."""
     last = getattr(_exchange, "last", None)
-    _exchange.last = None
+    _exchange.want, _exchange.last = False, None
     return last
 
 
@@ -108,7 +113,8 @@ class SerperSearch:
             except ValueError as e:
                 raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
             results = parse_organic(data, n)
-            _exchange.last = (resp.request, resp)
+            if getattr(_exchange, "want", False):
+                _exchange.last = (resp.request, resp)
             return results
         raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
 

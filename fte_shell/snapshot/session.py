@@ -368,12 +368,15 @@ class SnapshotSearch:
         with self.archive.search_lease(self.name, search_params(self.name, q, n)) as lease:
             if lease.results is not None:
                 return list(lease.results)
-            from ..search.serper import take_exchange
+            from ..search.serper import take_exchange, want_exchange
 
             backend = self._lazy.get()
-            take_exchange()  # drop a stale one: the call below may be answered by the result cache
-            results = list(backend.search(q, n))
-            lease.store(results, take_exchange())
+            want_exchange()  # Serper keeps its HTTP exchange for the WARC records (none on a result-cache hit)
+            try:
+                results = list(backend.search(q, n))
+            finally:
+                exchange = take_exchange()
+            lease.store(results, exchange)
             return results
 
     def close(self) -> None:
