@@ -344,6 +344,11 @@ def test_shell_profile_record_stop_replay_is_byte_identical(tmp_path: Path, dock
     assert rec.stop_reason == rep.stop_reason == "answer" and rec.answer == rep.answer
     assert observations(tmp_path / "rep") == observations(tmp_path / "rec")
     assert len(files(tmp_path / "rec")) == 2 and files(tmp_path / "rep") == files(tmp_path / "rec")
+    # fail-run through the gateway: the container's `search` misses, the run stops
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = config(srv.base_url, None, "shell", snap, "replay", on_miss="fail-run")
+        with pytest.raises(SnapshotMiss, match="on_miss = fail-run"):
+            run_question("What is a quay?", cfg, tmp_path / "miss", qid="q4")
 
 
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
