@@ -262,7 +262,7 @@ def parse_document(content: str) -> Document:
     snapshot's ``conversion`` record (the exact text once written to /work) byte for byte."""
     source, title, _ = _parse(content)
     lines = content.split("\n", 4)
-    retrieved = datetime.strptime(lines[2][len("Retrieved: "):], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    retrieved = datetime.fromisoformat(lines[2][len("Retrieved: "):])  # the "%Y-%m-%dT%H:%M:%SZ" _iso writes
     kind: Kind = "url" if lines[0].startswith("URL: ") else "docid"
     return Document(source=source, kind=kind, title=title, text=lines[4] if len(lines) == 5 else "", retrieved_at=retrieved)
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
+import zlib
 from datetime import UTC, datetime
 from importlib import metadata as _md
 from pathlib import Path
@@ -27,6 +29,8 @@ from .warc import Rec, WarcFile, json_bytes, new_record_id, read_record, warc_da
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..fetch.http import Hop
+
+_CONTENT_LENGTH = re.compile(rb"\r\nContent-Length: *(\d+)", re.IGNORECASE)
 
 _HOP_DROP = {"content-encoding", "transfer-encoding", "content-length"}
 """Response headers replaced: the stored body is the decoded one, so its length is set anew."""
@@ -224,10 +228,22 @@ class SnapshotStore:
 
     # --- read ----------------------------------------------------------------------------------------
     def body(self, cap: Capture) -> bytes:
-        """The payload of a capture's conversion/resource record (``b""`` for a refusal)."""
+        """The payload of a capture's conversion/resource record (``b""`` for a refusal): its one gzip
+        member read and inflated directly (the replay path), warcio's reader if that fails."""
         if cap.body_offset < 0:
             return b""
-        return read_record(self.dir / cap.file, cap.body_offset)[1]
+        path = self.dir / cap.file
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(cap.body_offset)
+                raw = zlib.decompress(fh.read(cap.body_length), 16 + zlib.MAX_WBITS)
+            head, sep, block = raw.partition(b"\r\n\r\n")
+            m = _CONTENT_LENGTH.search(head)
+            if sep and m and head.startswith(b"WARC/") and len(block) >= int(m.group(1)):
+                return block[: int(m.group(1))]
+        except (OSError, zlib.error, ValueError):
+            pass
+        return read_record(path, cap.body_offset)[1]
 
     def metadata(self, cap: Capture) -> dict[str, Any]:
         """The capture's metadata record (JSON)."""
