@@ -509,3 +509,38 @@ def test_a_policy_refusal_is_checked_again_when_recording_and_replayed_as_record
         assert web.pages.count("/tern-quay") == 1
     finally:
         web.close()
+
+
+def test_verify_finds_a_tampered_index_a_missing_entry_and_a_corrupt_record(recorded: dict[str, Any], tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
+    from fte_shell.snapshot.tools import verify
+
+    snap = tmp_path / "snap"
+    shutil.copytree(recorded["snap"], snap)
+    db = sqlite3.connect(snap / "index.sqlite")
+    (first, second) = [r[0] for r in db.execute("SELECT id FROM captures WHERE kind = 'page' ORDER BY id")]
+    db.execute("UPDATE captures SET sha256 = ? WHERE id = ?", ("0" * 64, first))
+    db.execute("DELETE FROM captures WHERE id = ?", (second,))
+    db.commit()
+    db.close()
+    problems = verify(snap).problems
+    assert any(f"index entry of {first}" in p for p in problems)
+    assert any(f"capture {second}" in p and "is not in the index" in p for p in problems)
+    r = CliRunner().invoke(app, ["snapshot", "verify", str(snap)])
+    assert r.exit_code == 1 and "problem" in r.output
+    # a stored page edited by hand (its gzip member rewritten) fails its digest
+    import gzip
+
+    (warc,) = snap.glob("*.warc.gz")
+    conv = next(c for c in SnapshotStore(recorded["snap"]).index.all() if c.kind == "page")
+    data = warc.read_bytes()
+    member = gzip.decompress(data[conv.body_offset : conv.body_offset + conv.body_length])
+    edited = member.replace(b"Lio Brand", b"Lio Brant", 1) if b"Lio Brand" in member else member.replace(b"1903", b"1904", 1)
+    assert edited != member
+    warc.write_bytes(data[: conv.body_offset] + gzip.compress(edited) + data[conv.body_offset + conv.body_length :])
+    assert any("digest" in p.lower() for p in verify(snap).problems)
