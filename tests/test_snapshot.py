@@ -71,6 +71,8 @@ def config(model_url: str, web: Web | None, profile: str, snap: Path, mode: str,
 
 
 SERPER_URL: list[str] = [""]
+"""The Serper endpoint of the recording (set when a web is started): a replay names the same endpoint, so
+its searches have the same keys, though nothing listens there any more."""
 
 
 def run(profile: str, snap: Path, mode: str, out: Path, web: Web | None = None, **snapshot: Any) -> Any:
