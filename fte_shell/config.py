@@ -7,6 +7,7 @@ A TOML file mirrors these models table for table::
     [sandbox]               # SandboxConfig
     [sandbox.fetch_policy]  # FetchPolicy
     [search]                # SearchConfig
+    [snapshot]              # SnapshotConfig
 
 Unknown keys are an error that names the key. Flags and environment variables override the file
 (see :func:`load_config`).
@@ -182,6 +183,30 @@ class SearchConfig(_Model):
     """Directory caching results per (backend, query, n), so every profile of a comparison sees the same
     results. None = no cache across runs (results are still cached within one question)."""
 
+    open_web: bool = False
+    """With a local corpus, let fetch reach URLs outside it (live, or from the snapshot). False (the
+    default): a run over a local corpus is a closed world; a URL the corpus does not hold is refused."""
+
+
+class SnapshotConfig(_Model):
+    """The web as a WARC archive: every page and search recorded, runs replayed from it (docs/snapshots.md)."""
+
+    dir: Path | None = None
+    """Snapshot directory (WARC files + index). None = no snapshot."""
+
+    mode: Literal["record", "replay", "refresh"] = "record"
+    """``record``: answer from the snapshot when it holds the resource, else fetch live and store it;
+    ``replay``: never touch the network (no HTTP client is built), a miss is refused; ``refresh``: always
+    fetch live (once per run or sweep) and add a new capture."""
+
+    on_miss: Literal["refuse", "fail-run"] = "refuse"
+    """Replay miss: ``refuse`` (one line to the model: not in the snapshot) or ``fail-run`` (the run stops
+    as an infrastructure failure)."""
+
+    manifest: Path | None = None
+    """Serve exactly the captures this manifest pins (a sweep's ``shared/snapshot-manifest.jsonl`` or a
+    run's ``snapshot.jsonl``), even when newer ones exist."""
+
 
 class ModelConfig(_Model):
     """An OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp, Ollama, DeepSeek, OpenAI)."""
@@ -303,6 +328,9 @@ class RunConfig(_Model):
 
     search: SearchConfig = Field(default_factory=SearchConfig)
     """The search backend."""
+
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    """Record/replay every page and search as WARC (off unless ``dir`` is set)."""
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

@@ -79,6 +79,7 @@ def run_question(
     from .profiles import QuestionContext, make_profile
     from .profiles.base import check_profile_name
     from .search import make_page_source, make_search
+    from .snapshot import bind_run
 
     if not question.strip():
         raise ConfigError("the question is empty")
@@ -87,13 +88,17 @@ def run_question(
         if model is None:
             model = ModelClient(config.model)  # fails fast without an endpoint
             cleanup.callback(model.close)
+        run_id = qid or new_run_id(question)
+        if page_source is None:
+            page_source = make_page_source(config.search)
+        # a snapshot (the sweep's, or config.snapshot.dir) becomes this run's page store and search recorder
+        search, page_cache, page_source, log, snap_meta = bind_run(
+            config, search, page_cache, page_source, run_id, Path(out_dir), log, cleanup
+        )
         if search is None:
             search = make_search(config.search)
             if search is not None:
                 cleanup.callback(_close_search, search)
-        if page_source is None:
-            page_source = make_page_source(config.search)
-        run_id = qid or new_run_id(question)
         cleanup.enter_context(sigterm_as_interrupt())  # kept through the closes below, so SIGTERM cannot skip them
         recorder = cleanup.enter_context(Recorder(Path(out_dir), listener=log))
         ctx = QuestionContext(
@@ -111,7 +116,7 @@ def run_question(
             recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
             raise
         cleanup.callback(_close_quietly, profile)
-        agent = Agent(config, model, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **(meta or {})})
+        agent = Agent(config, model, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **snap_meta, **(meta or {})})
         return agent.run(question)
 
 

@@ -256,6 +256,17 @@ def _parse(content: str) -> tuple[str, str, int]:
     return source, title[7:], len(lines[4]) if len(lines) == 5 else 0
 
 
+def parse_document(content: str) -> Document:
+    """The :class:`Document` a stored file's ``content`` holds (the inverse of :func:`render`:
+    ``render(parse_document(c))[1] == c`` for every file :func:`render` wrote). Used to replay a
+    snapshot's ``conversion`` record (the exact text once written to /work) byte for byte."""
+    source, title, _ = _parse(content)
+    lines = content.split("\n", 4)
+    retrieved = datetime.fromisoformat(lines[2][len("Retrieved: "):])  # the "%Y-%m-%dT%H:%M:%SZ" _iso writes
+    kind: Kind = "url" if lines[0].startswith("URL: ") else "docid"
+    return Document(source=source, kind=kind, title=title, text=lines[4] if len(lines) == 5 else "", retrieved_at=retrieved)
+
+
 class Workspace:
     """A directory of fetched documents, mounted in the container at ``mount`` (read-only there).
 

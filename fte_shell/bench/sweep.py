@@ -243,8 +243,13 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
         cfg.search.corpus = ensure_corpus(Path(dataset.source), bench.corpus_dir, log)
     if cfg.search.cache_dir is None or dataset.kind in ("hotpotqa", "browsecomp-plus"):
         cfg.search.cache_dir = out / "shared" / "search-cache"
-    search = make_search(cfg.search)
     page_source = make_page_source(cfg.search)
+    from ..snapshot import MANIFEST, open_session, snapshot_search
+
+    snap = open_session(cfg, manifest=out / "shared" / MANIFEST)  # [snapshot] dir: the one store of pages and searches
+    if snap is not None:
+        return Shared(config=cfg, search=snapshot_search(cfg.search, snap), page_source=page_source, page_cache=snap)  # type: ignore[arg-type]
+    search = make_search(cfg.search)
     return Shared(config=cfg, search=search, page_source=page_source, page_cache=_page_cache(out / "shared" / "page-cache"))
 
 

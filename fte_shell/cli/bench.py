@@ -64,6 +64,9 @@ def register(app: typer.Typer) -> None:
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
         judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+        snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
+        snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
+        snapshot_manifest: Annotated[Path | None, typer.Option("--snapshot-manifest", help="Serve exactly the captures this manifest (or a run's snapshot.jsonl) pins.")] = None,
     ) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
@@ -86,6 +89,8 @@ def register(app: typer.Typer) -> None:
                           "api_key": "none" if scripted else api_key},
                 "agent": {"max_turns": max_turns},
                 "search": {"corpus": str(corpus) if corpus else None, "backend": search},
+                "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode,
+                             "manifest": str(snapshot_manifest) if snapshot_manifest else None},
             }
             try:
                 cfg = load_config(config, flags)

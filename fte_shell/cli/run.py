@@ -170,6 +170,9 @@ def register(app: typer.Typer) -> None:
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
         date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
+        snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
+        snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
+        snapshot_manifest: Annotated[Path | None, typer.Option("--snapshot-manifest", help="Serve exactly the captures this manifest (or a run's snapshot.jsonl) pins.")] = None,
     ) -> None:
         """Answer QUESTION with a real model: live log of every tool call, then the answer and the run
         directory (trajectory.jsonl, result.json, workspace/)."""
@@ -181,6 +184,8 @@ def register(app: typer.Typer) -> None:
             "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens},
             "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date},
             "search": {"corpus": str(corpus) if corpus else None, "backend": search},
+            "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode,
+                         "manifest": str(snapshot_manifest) if snapshot_manifest else None},
         }
         try:
             cfg = load_config(config, flags)
@@ -191,6 +196,9 @@ def register(app: typer.Typer) -> None:
         run_dir = out if out is not None else default_out_dir(question)
         if not quiet:
             _err.print(f"[dim]{escape(describe_search(cfg))}[/dim]", soft_wrap=True)
+            if cfg.snapshot.dir is not None:
+                _err.print(f"[dim]snapshot: {escape(str(cfg.snapshot.dir))} ({cfg.snapshot.mode}"
+                           f"{'; nothing is fetched or searched live' if cfg.snapshot.mode == 'replay' else ''})[/dim]")
         try:
             result = run_question(question, cfg, run_dir, log=None if quiet else EventPrinter())
         except KeyboardInterrupt:

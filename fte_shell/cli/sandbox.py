@@ -117,6 +117,8 @@ def shell(
         typer.Option("--workspace", "-w", help="Host directory to mount read-only at /work (kept)."),
     ] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace when leaving.")] = False,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
+    snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
 ) -> None:
     """Open an interactive terminal in a fresh sandbox (same limits and helpers as the agent's).
 
@@ -135,13 +137,16 @@ def shell(
         if workspace is not None:
             scfg = scfg.model_copy(update={"workspace_dir": workspace})
         search = None
+        from ..snapshot import shell_session
+
+        snap, cfg = shell_session(cfg, snapshot, snapshot_mode)  # None without --snapshot / [snapshot] dir
         try:
             from ..search import make_search
 
-            search = make_search(cfg.search)
+            search = make_search(cfg.search) if snap is None else snap.search
         except FteError as e:
             _err.print(f"[yellow]note:[/yellow] no search backend ({escape(str(e))})")
-        with Sandbox(scfg, search=search) as sb:
+        with Sandbox(scfg, search=search, page_cache=snap.view if snap else None) as sb:
             _err.print(
                 f"[bold]fte-shell sandbox[/bold] {sb.container_id[:12]}: no network, /work read-only "
                 f"(host: {sb.workspace}), scratch in /tmp; type exit to leave"

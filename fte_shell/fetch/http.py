@@ -55,6 +55,27 @@ class HttpResult:
     """Bytes received from the network for this fetch (all hops, before decompression)."""
 
 
+@dataclass(frozen=True)
+class Hop:
+    """One request of a download and what came back (the snapshot writes its WARC records from it)."""
+
+    request: httpx.Request
+    response: httpx.Response | None
+    """None: no answer (connection failed, timed out)."""
+    body: bytes
+    """The (decompressed) body read: the page for the final hop, ``b""`` for redirects and refusals."""
+    address: str | None
+    """The IP address the connection went to."""
+
+
+def _peer(response: httpx.Response) -> str | None:
+    try:
+        addr = response.extensions["network_stream"].get_extra_info("server_addr")
+        return str(addr[0]) if addr else None
+    except Exception:  # noqa: BLE001 - provenance only
+        return None
+
+
 _deadline = threading.local()
 """``value``: the monotonic deadline of the fetch running in this thread (sync httpx: one thread)."""
 
@@ -237,16 +258,17 @@ class HttpFetcher:
         budget_bytes: int | None = None,
         accept_type: Callable[[str | None], None] | None = None,
         deadline: float | None = None,
+        on_hop: Callable[[Hop], None] | None = None,
     ) -> HttpResult:
         """Download ``url``. ``budget_bytes``: network bytes this question may still spend
         (:class:`BudgetExceeded` beyond it). ``accept_type(content_type)`` may raise to refuse a type
-        before the body is read."""
+        before the body is read. ``on_hop`` sees every request and its answer (the snapshot)."""
         policy = self.policy
         own = time.monotonic() + policy.timeout_s
         deadline = own if deadline is None else min(own, deadline)
         _deadline.value = deadline
         try:
-            return self._get(url, deadline, budget_bytes, accept_type)
+            return self._get(url, deadline, budget_bytes, accept_type, on_hop or (lambda hop: None))
         finally:
             _deadline.value = None
 
@@ -256,6 +278,7 @@ class HttpFetcher:
         deadline: float,
         budget_bytes: int | None,
         accept_type: Callable[[str | None], None] | None,
+        on_hop: Callable[[Hop], None],
     ) -> HttpResult:
         policy = self.policy
         current = url
@@ -270,11 +293,17 @@ class HttpFetcher:
                 request = self._client.build_request(
                     "GET", current, timeout=httpx.Timeout(max(0.01, deadline - time.monotonic()))
                 )
-                response = self._client.send(request, stream=True)
-            except httpx.TimeoutException:
-                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {shown_url(current)}") from None
             except httpx.HTTPError as e:
                 raise FetchRefused(_network_error(current, e)) from None
+            try:
+                response = self._client.send(request, stream=True)
+            except httpx.TimeoutException:
+                on_hop(Hop(request, None, b"", None))
+                raise FetchRefused(f"timed out after {policy.timeout_s:g} s fetching {shown_url(current)}") from None
+            except httpx.HTTPError as e:
+                on_hop(Hop(request, None, b"", None))
+                raise FetchRefused(_network_error(current, e)) from None
+            recorded = False
             try:
                 if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
                     location = response.headers["location"]
@@ -296,6 +325,8 @@ class HttpFetcher:
                     accept_type(ctype)
                 body, got = self._read_body(response, current, deadline, budget_bytes, wire)
                 wire += got
+                recorded = True
+                on_hop(Hop(request, response, body, _peer(response)))
                 return HttpResult(
                     url=current,
                     status=response.status_code,
@@ -305,6 +336,8 @@ class HttpFetcher:
                     wire_bytes=wire,
                 )
             finally:
+                if not recorded:  # a redirect or a refused answer: recorded without its body
+                    on_hop(Hop(request, response, b"", _peer(response)))
                 response.close()
         raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {shown_url(url)}")
 

@@ -26,9 +26,11 @@ import time
 import unicodedata
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError
@@ -37,7 +39,7 @@ from ..config import FetchPolicy
 from ..errors import BudgetExceeded, ConfigError, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from . import convert as _convert
-from .http import HttpFetcher, HttpResult, shown_url
+from .http import Hop, HttpFetcher, HttpResult, shown_url
 from .policy import check_host_patterns
 
 MAX_REF_CHARS = 4096
@@ -53,6 +55,31 @@ class PageSource(Protocol):
 
     def lookup(self, ref: str) -> Document | None:
         """The document for a docid or URL, or None if this source does not know ``ref``."""
+        ...
+
+
+class ClosedWorld:
+    """A local corpus as the whole world of a run: fetch refuses every URL it does not hold (never
+    fetched live, never served from a page cache or snapshot). ``run_question`` puts a run's corpus in
+    one unless ``search.open_web``."""
+
+    closed_world = True
+
+    def __init__(self, inner: PageSource):
+        self.inner = inner
+
+    def lookup(self, ref: str) -> Document | None:
+        return self.inner.lookup(ref)
+
+
+@runtime_checkable
+class PageArchive(Protocol):
+    """A page store that records how pages were fetched and replays them (:mod:`fte_shell.snapshot`)."""
+
+    def capture(self, canon: str) -> AbstractContextManager[Any]:
+        """A lease whose ``document`` answers ``canon``, else None: then download with ``hop`` as the
+        exchange hook and hand the document to ``store(doc)``, which returns it as replay will give it.
+        Raises :class:`FetchRefused` for a recorded refusal or a replay miss."""
         ...
 
 
@@ -194,6 +221,19 @@ class FetchService:
             doc = self.local.lookup(ref) or (self.local.lookup(canon) if canon != ref else None)
             if doc is not None:
                 return doc, False
+            if getattr(self.local, "closed_world", False):
+                raise FetchRefused(
+                    f"refused {shown_url(ref)}: not in the local corpus (this run is a closed world over the "
+                    "corpus; [search] open_web = true lets it fetch other URLs)"
+                )
+        if isinstance(self.page_cache, PageArchive):  # a snapshot: it records every hop, replays refusals too
+            with self.page_cache.capture(canon) as cap:
+                if cap.document is not None:
+                    self._remember(canon, cap.document)
+                    return cap.document, False
+                doc = cap.store(self._download(ref, canon, on_hop=cap.hop))
+            self._remember(canon, doc)
+            return doc, True
         if self.page_cache is not None:
             doc = self.page_cache.get(canon)
             if doc is not None:
@@ -213,7 +253,7 @@ class FetchService:
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def _download(self, ref: str, canon: str) -> Document:
+    def _download(self, ref: str, canon: str, on_hop: Callable[[Hop], None] | None = None) -> Document:
         self._reserve()
         try:
             http = self._client()
@@ -232,7 +272,7 @@ class FetchService:
                 self.attempts += 1
             try:
                 result = http.get(
-                    canon, budget_bytes=budget, accept_type=lambda ct: _check_declared_type(ct, ref)
+                    canon, budget_bytes=budget, accept_type=lambda ct: _check_declared_type(ct, ref), on_hop=on_hop
                 )
             except FetchRefused as e:
                 if ref != canon and not isinstance(e, BudgetExceeded):

@@ -71,6 +71,9 @@ class ShellProfile(ToolProfile):
         if not args.command.strip():
             raise ToolError("bash needs a non-empty command")
         obs = self.sandbox.run(args.command)
+        failure = getattr(self.ctx.page_cache, "failure", None)  # a snapshot replay miss with on_miss = fail-run
+        if failure is not None:
+            raise failure
         meta = {
             "exit_code": obs.exit_code,
             "timed_out": obs.timed_out,

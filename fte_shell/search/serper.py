@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -24,6 +25,21 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 DEFAULT_URL = "https://google.serper.dev/search"
+
+_exchange = threading.local()
+"""``want``/``last``: a snapshot asked this thread to keep its next successful (request, response)."""
+
+
+def want_exchange() -> None:
+    """Keep this thread's next successful Serper HTTP exchange for :func:`take_exchange` (the snapshot)."""
+    _exchange.want, _exchange.last = True, None
+
+
+def take_exchange() -> tuple[httpx.Request, httpx.Response] | None:
+    """The exchange kept since :func:`want_exchange` (None when none was made, e.g. a cache hit)."""
+    last = getattr(_exchange, "last", None)
+    _exchange.want, _exchange.last = False, None
+    return last
 
 
 class SerperSearch:
@@ -96,7 +112,10 @@ class SerperSearch:
                 data = resp.json()
             except ValueError as e:
                 raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
-            return parse_organic(data, n)
+            results = parse_organic(data, n)
+            if getattr(_exchange, "want", False):
+                _exchange.last = (resp.request, resp)
+            return results
         raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
 
 
