@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, ModelError
 from ..recorder import write_json_atomic
+from ..stops import is_infra_failure
 from .metrics import find_runs, read_events, read_json
 
 JUDGEMENT = "judgement.json"
@@ -201,8 +202,9 @@ class LLMJudge:
         )
 
     def verdict(self, question: str, response: str | None, answer: str | None, gold: str) -> Verdict:
-        """Grade one response (no call when the run gave no answer: that is wrong)."""
-        if answer is None and not response:
+        """Grade one response (no call when the run gave no final answer: that is wrong, whatever its last
+        message said)."""
+        if answer is None:
             return Verdict(method="llm", correct=False, gold=gold, answer=None, extracted_final_answer=None,
                            reasoning="the run ended without a final answer", judge_model=self.cfg.model)
         prompt = JUDGE_PROMPT.format(question=question, response=response or answer, gold=gold)
@@ -246,6 +248,10 @@ class JudgeSummary(BaseModel):
 
     skipped: int = 0
     """Runs not judged: unfinished, or no gold answer known."""
+
+    infra_failed: int = 0
+    """Runs not judged because they ended for an infrastructure reason (``stops.is_infra_failure``): not
+    results, never graded (their old verdicts are removed). Not counted in ``skipped``."""
 
     errors: list[str] = Field(default_factory=list)
     """One line per run whose judging failed (the others go on)."""
@@ -316,6 +322,10 @@ def judge_runs(
             result = read_json(d / "result.json")
             if result is None:
                 summary.skipped += 1
+                continue
+            if is_infra_failure(result.get("stop_reason")):  # not a result: never graded
+                summary.infra_failed += 1
+                (d / JUDGEMENT).unlink(missing_ok=True)
                 continue
             question = str(result.get("question") or "")
             gold = known.get(qid or "") if qid else None
