@@ -40,13 +40,48 @@ GIVE_UP_STATUS: dict[str, str] = {
 """The sweep's status (``sweep.json``) when it gave up waiting for a resource."""
 
 
+def _chain(e: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    x: BaseException | None = e
+    while x is not None and x not in out and len(out) < 10:
+        out.append(x)
+        x = x.__cause__ or x.__context__
+    return out
+
+
+def _from_docker(e: BaseException) -> bool:
+    """A connection-level error raised inside the Docker SDK or fte_shell/container.py (the daemon's
+    socket refused or dropped the connection: the SDK raises ``requests``' ConnectionError or its own
+    DockerException, which the container module does not wrap)."""
+    try:
+        import docker.errors
+
+        docker_exc: tuple[type[BaseException], ...] = (docker.errors.DockerException,)
+    except ImportError:  # pragma: no cover - docker is a dependency
+        docker_exc = ()
+    conn_like = isinstance(e, (ConnectionError, OSError, *docker_exc)) or "ConnectionError" in type(e).__name__
+    if not conn_like:
+        return False
+    tb = e.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/docker/" in name or name.endswith("fte_shell/container.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def stop_of_exception(e: BaseException) -> str:
-    """The stop reason of a run whose harness raised ``e``: the resource it names, else ``failed``."""
-    if isinstance(e, DockerUnavailable | SandboxError):
+    """The stop reason of a run whose harness raised ``e`` (or an exception that caused it): the
+    resource it names — ``sandbox_unavailable`` (DockerUnavailable, SandboxError, or a connection error
+    from the Docker SDK), ``search_unavailable``, ``endpoint_unavailable`` (ModelError) — else
+    ``failed``."""
+    chain = _chain(e)
+    if any(isinstance(x, DockerUnavailable | SandboxError) or _from_docker(x) for x in chain):
         return "sandbox_unavailable"
-    if isinstance(e, SearchUnavailable):
+    if any(isinstance(x, SearchUnavailable) for x in chain):
         return "search_unavailable"
-    if isinstance(e, ModelError):
+    if any(isinstance(x, ModelError) for x in chain):
         return "endpoint_unavailable"
     return "failed"
 

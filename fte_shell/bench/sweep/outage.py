@@ -173,7 +173,7 @@ class Outages:
             self.count += 1
         first = (problem or "").strip().splitlines()[0][:300] if (problem or "").strip() else "a run failed"
         self.log(f"{probe.label} is not answering ({first}): no new run starts until it does; probing it "
-                 f"with backoff for up to {self.wait_s:.0f} s")
+                 f"with backoff for up to {self.wait_s:g} s")
         threading.Thread(target=self._watch, args=(resource,), name=f"probe-{resource}", daemon=True).start()
 
     def _watch(self, resource: str) -> None:
@@ -197,7 +197,7 @@ class Outages:
                 return
             if time.monotonic() - reminded >= REMIND_EVERY_S:
                 reminded = time.monotonic()
-                self.log(f"still waiting for {probe.label} ({waited:.0f} s of {self.wait_s:.0f} s): {problem}")
+                self.log(f"still waiting for {probe.label} ({waited:.0f} s of {self.wait_s:g} s): {problem}")
             self.stop.wait(min(delay, max(0.0, self.wait_s - waited)))
             delay = min(delay * 2, MAX_PROBE_DELAY_S)
 

@@ -151,8 +151,8 @@ def run_sweep(
         needed += ["search"] if filled.search.backend == "serper" else []
         write_questions(out, dataset.questions)
         if not outages.preflight(needed):
-            stats.gave_up = outages.gave_up
-            return finish(GIVE_UP_STATUS.get(outages.gave_up or "", "interrupted"))
+            stats.gave_up = GIVE_UP_STATUS.get(outages.gave_up or "")
+            return finish(stats.gave_up or "interrupted")
         if run_fn is None:
             from ...runner import run_question
 
@@ -280,11 +280,11 @@ def run_sweep(
                     shutil.rmtree(d, ignore_errors=True)
                     stats.lost += 1
                 in_flight.clear()
-        stats.gave_up = outages.gave_up
+        stats.gave_up = GIVE_UP_STATUS.get(outages.gave_up or "")
         stop.set()  # ends the probe watchers
         if stats.interrupted:
             return finish("interrupted")
-        return finish(GIVE_UP_STATUS[stats.gave_up] if stats.gave_up else "finished")
+        return finish(stats.gave_up or "finished")
     finally:
         model.close()
 
