@@ -185,6 +185,41 @@ def test_endpoint_stopped_before_and_during_a_sweep(tmp_path: Path, hotpotqa_dir
     assert all("Connection" in r["error"] for r in failure_rows(out))
 
 
+def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_times(
+    tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path
+) -> None:
+    """A run whose model calls fail (HTTP 500) while ``GET /models`` answers is no outage: the sweep does
+    not pause, redoes the run at once, and after ``outage_retries`` redos leaves it for the next resume."""
+    from fte_shell.bench.datasets import load_dataset
+    from fte_shell.scripted import ScriptTurn
+
+    once_id, always_id = [q.question for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
+    policy = ResearchPolicy()
+    failed_once: list[str] = []
+
+    def flaky(body: dict[str, Any]) -> Any:
+        key = run_key(body)
+        question = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if question == always_id or (key and question == once_id and len(failed_once) < 2):
+            if question == once_id:
+                failed_once.append(question)
+            return ScriptTurn(status=500, error="deterministic trouble")
+        return policy(body)
+
+    out = tmp_path / "sweep"
+    with ScriptedServer(policy=flaky) as srv:
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=3, profiles=["fte"], concurrency=2, out=out,
+                            corpus_dir=corpus_dir, probe_backoff_s=0.05, outage_retries=2)
+        sweep = SweepThread(bench, RunConfig(model=fast_model(srv.base_url)))
+        stats = sweep.join()
+    assert sweep.logged("is not answering") == 0 and stats.outages == 0  # the endpoint answered every probe
+    assert (stats.done, stats.failed, stats.pending) == (2, 1 + 3, 1)  # once: 1 failure; always: 1 + 2 redos
+    rows = failure_rows(out)
+    assert Counter(r["qid"] for r in rows).most_common(1)[0][1] == 3
+    assert all("500" in r["error"] for r in rows)
+    assert json.loads((out / "sweep.json").read_text())["status"] == "finished"
+
+
 def test_cli_gives_up_counts_apart_and_resume_redoes(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     """The endpoint goes down for good mid-sweep: the sweep gives up after --endpoint-wait with a named
     status and exit 3, prints the infrastructure failures apart from the results, the judge leaves them

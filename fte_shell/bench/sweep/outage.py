@@ -160,7 +160,9 @@ class Outages:
             return resource in self._down
 
     def report(self, resource: str, problem: str | None = None) -> None:
-        """A run ended because ``resource`` was unavailable: close the gate and watch it (once per outage)."""
+        """A run ended because ``resource`` was unavailable: close the gate and watch it (once per outage).
+        The watcher probes at once; if that probe answers it was no outage (the gate opens again without
+        a word), else the outage is announced and waited out."""
         probe = self.probes.get(resource)
         if probe is None:
             return
@@ -170,24 +172,30 @@ class Outages:
             self._down[resource] = time.monotonic()
             if self._closed_at is None:
                 self._closed_at = time.monotonic()
-            self.count += 1
         first = (problem or "").strip().splitlines()[0][:300] if (problem or "").strip() else "a run failed"
-        self.log(f"{probe.label} is not answering ({first}): no new run starts until it does; probing it "
-                 f"with backoff for up to {self.wait_s:g} s")
-        threading.Thread(target=self._watch, args=(resource,), name=f"probe-{resource}", daemon=True).start()
+        threading.Thread(target=self._watch, args=(resource, first), name=f"probe-{resource}", daemon=True).start()
 
-    def _watch(self, resource: str) -> None:
+    def _watch(self, resource: str, cause: str) -> None:
         probe = self.probes[resource]
-        since = self._down[resource]
+        with self._cond:
+            since = self._down[resource]
         delay = self.backoff_s
         reminded = since
+        announced = False
         while not self.stop.is_set():
             problem = probe.check()
             waited = time.monotonic() - since
             if problem is None:
-                self.log(f"{probe.label} answers again after {waited:.0f} s: the sweep goes on")
-                self._open(resource)
+                if announced:
+                    self.log(f"{probe.label} answers again after {waited:.0f} s: the sweep goes on")
+                self._open(resource, paused=announced)
                 return
+            if not announced:
+                announced = True
+                with self._cond:
+                    self.count += 1
+                self.log(f"{probe.label} is not answering ({cause}): no new run starts until it does; "
+                         f"probing it with backoff for up to {self.wait_s:g} s")
             if waited >= self.wait_s:
                 self.log(f"{probe.label} still does not answer after {waited:.0f} s ({problem}): the sweep "
                          f"gives up (rerun the same command to resume)")
@@ -201,11 +209,12 @@ class Outages:
             self.stop.wait(min(delay, max(0.0, self.wait_s - waited)))
             delay = min(delay * 2, MAX_PROBE_DELAY_S)
 
-    def _open(self, resource: str) -> None:
+    def _open(self, resource: str, *, paused: bool = True) -> None:
         with self._cond:
             self._down.pop(resource, None)
             if not self._down and self._closed_at is not None:
-                self.paused_s += time.monotonic() - self._closed_at
+                if paused:
+                    self.paused_s += time.monotonic() - self._closed_at
                 self._closed_at = None
             self._cond.notify_all()
 

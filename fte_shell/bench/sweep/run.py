@@ -150,7 +150,12 @@ def run_sweep(
         needed = ["endpoint"] + (["sandbox"] if "shell" in bench.profiles else [])
         needed += ["search"] if filled.search.backend == "serper" else []
         write_questions(out, dataset.questions)
-        if not outages.preflight(needed):
+        try:
+            ready = outages.preflight(needed)
+        except KeyboardInterrupt:
+            stop.set()  # ends the probe watchers
+            raise
+        if not ready:
             stats.gave_up = GIVE_UP_STATUS.get(outages.gave_up or "")
             return finish(stats.gave_up or "interrupted")
         if run_fn is None:
