@@ -390,7 +390,7 @@ def test_config_digest_and_resume_refused_on_change(tmp_path: Path, hotpotqa_dir
         assert run_sweep(bench, cfg).done == 2
         manifest = json.loads((out / "sweep.json").read_text())
         digests = manifest["run_config_digests"]
-        for d, r in results(out).items():
+        for r in results(out).values():
             assert r["config_digest"] == digests[r["profile"]]
             assert len(r["config_digest"]) == 64
         assert digests["fte"] != digests["snippet-only"]  # the profile is part of the run's config

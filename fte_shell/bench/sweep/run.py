@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...config import RunConfig
 from ...errors import ConfigError, FteError
