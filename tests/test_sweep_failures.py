@@ -220,6 +220,26 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
     assert json.loads((out / "sweep.json").read_text())["status"] == "finished"
 
 
+def test_a_finished_run_whose_clean_up_fails_keeps_its_result(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    """The run wrote its result, then the clean-up raised (e.g. removing the container while the daemon's
+    socket is gone): the result stands, nothing is redone or listed as a failure."""
+    from fte_shell.runner import run_question
+
+    def run_then_fail(question: str, cfg: RunConfig, run_dir: Path, **kw: Any) -> Any:
+        run_question(question, cfg, run_dir, **kw)
+        raise ConnectionError("could not remove the container")
+
+    out = tmp_path / "sweep"
+    logs: list[str] = []
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=2, profiles=["fte"], out=out, corpus_dir=corpus_dir)
+        stats = run_sweep(bench, RunConfig(model=fast_model(srv.base_url)), run_fn=run_then_fail, log=logs.append)
+    assert (stats.done, stats.failed, stats.pending) == (2, 0, 0)
+    assert sum("its result is kept" in m for m in logs) == 2
+    check_complete(out, 2)
+    assert failure_rows(out) == []
+
+
 def test_cli_gives_up_counts_apart_and_resume_redoes(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     """The endpoint goes down for good mid-sweep: the sweep gives up after --endpoint-wait with a named
     status and exit 3, prints the infrastructure failures apart from the results, the judge leaves them

@@ -221,6 +221,12 @@ def run_sweep(
                     )
                 except Exception as e:  # noqa: BLE001 - a failed run is recorded and the sweep goes on
                     stop_reason, error = stop_of_exception(e), describe_exception(e)
+                    done = read_result(t.run_dir)
+                    if done is not None and not is_infra_failure(done.get("stop_reason")):
+                        # the run finished (result.json has a result); only the clean-up after it failed
+                        say(f"{t.run_dir}: the clean-up after the run failed ({error.splitlines()[0]}); "
+                            f"its result is kept")
+                        return Outcome(str(done["stop_reason"]), done.get("answer"), None)
                     if stop_reason != "failed":  # infrastructure is down: the outage handling redoes it
                         break
                     continue
