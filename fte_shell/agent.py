@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .config import RunConfig
+from .digest import config_digest
 from .errors import ModelError, ToolError
 from .profiles import Profile, ToolResult
 from .prompts import system_prompt
@@ -189,7 +190,8 @@ class Agent:
         )
         rec.event("end", stop_reason=stop, answer=answer, turns=self.turns, wall_s=result.wall_s)
         rec.write_result(
-            {**result.model_dump(mode="json", exclude={"run_dir"}), "started_at": started_at, "meta": self.meta}
+            {**result.model_dump(mode="json", exclude={"run_dir"}), "started_at": started_at, "meta": self.meta,
+             "config_digest": config_digest(self.config)}  # fte_shell/digest.py: which config this run used
         )
         if pending is not None:
             raise pending

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -112,7 +113,13 @@ class ScriptedServer:
         """Every chat-completions request body received, in order (failed ones included)."""
         self.responses: list[dict[str, Any]] = []
         """Every successful response body sent, in order."""
+        self.unavailable: int | None = None
+        """Set to an HTTP status (e.g. 503) to answer every request, ``GET /v1/models`` included, with it:
+        an outage of the endpoint (requests are not recorded). None: serve normally."""
+        self.refused = 0
+        """Requests answered with :attr:`unavailable` so far."""
         self._lock = threading.Lock()
+        self._conns: set[Any] = set()
         self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -136,11 +143,20 @@ class ScriptedServer:
         return self
 
     def close(self) -> None:
+        """Stop serving, like a server process that ends: the port is closed and so are the connections
+        clients keep alive."""
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
         self._httpd.server_close()
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> Self:
         return self.start()
@@ -205,6 +221,16 @@ class ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._conns.discard(self.connection)
+                super().finish()
+
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
@@ -221,7 +247,18 @@ class ScriptedServer:
             def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
                 self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
 
+            def _outage(self) -> bool:
+                status = server.unavailable
+                if status is None:
+                    return False
+                with server._lock:
+                    server.refused += 1
+                self._error(status, "scripted outage: the endpoint is unavailable")
+                return True
+
             def do_GET(self) -> None:
+                if self._outage():
+                    return
                 if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fte-shell"}]})
                 else:
@@ -230,6 +267,8 @@ class ScriptedServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                if self._outage():
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._error(404, f"no route POST {self.path}")
                     return

@@ -50,21 +50,24 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=3, profiles=["fte", "snippet-only"],
                             concurrency=2, out=out, corpus_dir=corpus_dir)
         s1 = run_sweep(bench, cfg, run_fn=flaky)
-        assert (s1.total, s1.done, s1.failed, s1.answered) == (6, 6, 1, 5)
+        assert (s1.total, s1.done, s1.failed, s1.answered, s1.pending) == (6, 5, 1, 5, 1)
         failed = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
         assert failed["stop_reason"] == "failed" and "disk on fire" in failed["error"]
         lines = (out / "failures.jsonl").read_text().splitlines()
-        assert len(lines) == 1 and json.loads(lines[0])["qid"] == second_id
+        assert len(lines) == 1
+        row = json.loads(lines[0])
+        assert (row["qid"], row["profile"], row["rep"], row["stop_reason"]) == (second_id, "fte", 0, "failed")
+        assert "disk on fire" in row["error"] and row["when"]
         assert calls.count(f"{second_id}-fte-r0") == 2  # tried, retried once, recorded
         assert calls.count(f"{first_id}-fte-r0") == 2  # the transient failure was retried and finished
         first = json.loads((out / "runs" / "fte" / first_id / "r0" / "result.json").read_text())
         assert first["stop_reason"] == "answer"
-        # a plain rerun keeps the failure; --retry-failed redoes it
+        # a failure is not a result: a plain rerun redoes it (and so does --retry-failed)
         s2 = run_sweep(bench, cfg, run_fn=flaky)
-        assert (s2.skipped, s2.done) == (6, 0)
+        assert (s2.skipped, s2.redone, s2.done, s2.failed) == (5, 1, 0, 1)
         broken["on"] = False
         s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=flaky)
-        assert (s3.skipped, s3.redone, s3.done, s3.failed) == (5, 1, 1, 0)
+        assert (s3.skipped, s3.redone, s3.done, s3.failed, s3.pending) == (5, 1, 1, 0, 0)
         ok = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
         assert ok["stop_reason"] == "answer"
         # a partial run (no result.json) is deleted and redone
@@ -131,7 +134,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     """A run the runner recorded as ``crashed`` (result.json written, then the exception re-raised) keeps
-    the runner's record, counts as failed, and is redone only with retry_failed."""
+    the runner's record, counts as an infrastructure failure, and is redone on resume."""
     out = tmp_path / "sweep"
     crash = {"on": True}
 
@@ -148,13 +151,13 @@ def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
                             corpus_dir=corpus_dir, retries=0)
         s1 = run_sweep(bench, cfg, run_fn=crashing)
-        assert (s1.done, s1.failed) == (1, 1)
+        assert (s1.done, s1.failed, s1.failed_by_reason) == (0, 1, {"failed": 1})
         res = next(out.glob("runs/fte/*/r0/result.json"))
         assert json.loads(res.read_text())["stop_reason"] == "crashed"  # the runner's record is kept
         assert "profile bug" in (out / "failures.jsonl").read_text()
-        assert run_sweep(bench, cfg, run_fn=crashing).skipped == 1
+        assert run_sweep(bench, cfg, run_fn=crashing).redone == 1  # redone (and crashed again)
         crash["on"] = False
-        s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=crashing)
+        s3 = run_sweep(bench, cfg, run_fn=crashing)
         assert (s3.redone, s3.done, s3.failed) == (1, 1, 0)
         assert json.loads(res.read_text())["stop_reason"] == "answer"
 
@@ -168,7 +171,7 @@ def test_cli_jsonl_dataset_with_a_local_corpus(tmp_path: Path, hotpotqa_dir: Pat
     r = runner.invoke(app, ["bench", f"jsonl:{qs}", "--profiles", "fte", "--out", str(out), "--scripted",
                             "--corpus", str(corpus_dir), "--search", "local", "--no-progress"])
     assert r.exit_code == 0, r.output
-    assert "2 run(s) finished now (2 answered, 0 failed)" in r.output
+    assert "2 run(s) finished now (2 answered), 0 infrastructure failure(s)" in r.output
     manifest = json.loads((out / "sweep.json").read_text())
     assert manifest["dataset"]["kind"] == "jsonl"
     assert manifest["config"]["search"]["cache_dir"] == str(out / "shared" / "search-cache")

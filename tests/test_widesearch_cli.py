@@ -58,7 +58,7 @@ def test_bench_judge_report_widesearch(tmp_path: Path, docker_ready: None, hotpo
                             "--scripted", "--corpus", str(corpus_dir), "--search", "local", "--no-progress",
                             "-j", "3"])
     assert r.exit_code == 0, r.output
-    assert "6 run(s) finished now (6 answered, 0 failed)" in r.output
+    assert "6 run(s) finished now (6 answered), 0 infrastructure failure(s)" in r.output
     spans: dict[tuple[str, int], str] = {}
     for p in PROFILES:
         for i in (1, 2):

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, ModelError
 from ..recorder import write_json_atomic
+from ..stops import is_infra_failure
 from .metrics import find_runs, read_events, read_json
 from .widesearch import OpenAITableJudge, is_widesearch_sweep, judge_widesearch
 
@@ -203,8 +204,9 @@ class LLMJudge:
         )
 
     def verdict(self, question: str, response: str | None, answer: str | None, gold: str) -> Verdict:
-        """Grade one response (no call when the run gave no answer: that is wrong)."""
-        if answer is None and not response:
+        """Grade one response (no call when the run gave no final answer: that is wrong, whatever its last
+        message said)."""
+        if answer is None:
             return Verdict(method="llm", correct=False, gold=gold, answer=None, extracted_final_answer=None,
                            reasoning="the run ended without a final answer", judge_model=self.cfg.model)
         prompt = JUDGE_PROMPT.format(question=question, response=response or answer, gold=gold)
@@ -248,6 +250,10 @@ class JudgeSummary(BaseModel):
 
     skipped: int = 0
     """Runs not judged: unfinished, or no gold answer known."""
+
+    infra_failed: int = 0
+    """Runs not judged because they ended for an infrastructure reason (``stops.is_infra_failure``): not
+    results, never graded (their old verdicts are removed). Not counted in ``skipped``."""
 
     errors: list[str] = Field(default_factory=list)
     """One line per run whose judging failed (the others go on)."""
@@ -322,6 +328,10 @@ def judge_runs(
             result = read_json(d / "result.json")
             if result is None:
                 summary.skipped += 1
+                continue
+            if is_infra_failure(result.get("stop_reason")):  # not a result: never graded
+                summary.infra_failed += 1
+                (d / JUDGEMENT).unlink(missing_ok=True)
                 continue
             question = str(result.get("question") or "")
             gold = known.get(qid or "") if qid else None

@@ -59,7 +59,9 @@ def register(app: typer.Typer) -> None:
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
         corpus: Annotated[Path | None, typer.Option("--corpus", help="Other datasets: a local corpus index (search + fetch by docid).")] = None,
         search: Annotated[str | None, typer.Option("--search", help="Other datasets: search backend auto, serper, local, none.")] = None,
-        retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs recorded as failed.")] = False,
+        retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs that failed for an infrastructure reason (done on every resume anyway).")] = False,
+        endpoint_wait: Annotated[float, typer.Option("--endpoint-wait", help="Seconds to wait for a model endpoint, Docker daemon or search backend that stopped answering before giving up.")] = 900.0,
+        allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume although model, sampling, agent or profile settings changed (recorded in sweep.json).")] = False,
         retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
         judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
@@ -80,6 +82,7 @@ def register(app: typer.Typer) -> None:
                 dataset=dataset, split=split, limit=limit, sample=sample, seed=seed,
                 profiles=[p.strip() for p in profiles.split(",") if p.strip()], runs=runs,
                 concurrency=concurrency, out=out, corpus_dir=corpus_dir, retry_failed=retry_failed, retries=retries,
+                endpoint_wait_s=endpoint_wait, allow_config_change=allow_config_change,
             )
         except ValueError as e:
             raise _fail(e) from None
@@ -103,21 +106,33 @@ def register(app: typer.Typer) -> None:
                 _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
         _out.print(
-            f"{stats.done} run(s) finished now ({stats.answered} answered, {stats.failed} failed), "
-            f"{stats.skipped} already done, {stats.redone} partial redone, of {stats.total}; "
-            f"{stats.wall_s:.1f} s. Sweep: {out}"
+            f"{stats.done} run(s) finished now ({stats.answered} answered), {stats.failed} infrastructure "
+            f"failure(s) (not results), {stats.skipped} already done, {stats.redone} redone, of {stats.total}; "
+            f"{stats.wall_s:.1f} s. Sweep: {out}", soft_wrap=True,
         )
         if stats.failed:
-            _out.print(f"[yellow]failures are listed in {out / 'failures.jsonl'}[/yellow]")
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.failed_by_reason.items()))
+            _out.print(f"[yellow]infrastructure failures ({reasons}) are listed in {out / 'failures.jsonl'}; "
+                       f"{stats.pending} run(s) still without a result (rerunning the same command redoes them)[/yellow]", soft_wrap=True)
+        if stats.outages:
+            _out.print(f"paused {stats.outages} time(s) for unavailable infrastructure, {stats.outage_s:.0f} s in all")
         if stats.interrupted:
             _err.print(f"[yellow]interrupted[/yellow]: {stats.lost} run(s) in flight were discarded; rerun to resume")
             raise typer.Exit(130)
+        if stats.gave_up:
+            _err.print(f"[red]gave up[/red] ({stats.gave_up}): {stats.pending} run(s) without a result; rerun the "
+                       f"same command to resume", soft_wrap=True)
         if judge:
             from ..bench.judge import judge_runs
 
             js = judge_runs([out], "match")
             if js.judged or js.cached:
-                _out.print(f"model-free judge: {js.correct}/{js.judged + js.cached} exact match")
+                _out.print(f"model-free judge: {js.correct}/{js.judged + js.cached} exact match"
+                           + (f" ({js.infra_failed} infrastructure failure(s) not judged)" if js.infra_failed else ""))
+        if stats.gave_up:
+            raise typer.Exit(3)
+        if stats.pending:
+            raise typer.Exit(1)
 
     @app.command("judge")
     def judge_cmd(
@@ -143,7 +158,8 @@ def register(app: typer.Typer) -> None:
             raise _fail(e) from None
         total = s.judged + s.cached
         _out.print(f"{chosen} judge: {s.correct}/{total} correct ({s.judged} judged now, {s.cached} cached, "
-                   f"{s.skipped} skipped: unfinished or no gold answer)")
+                   f"{s.skipped} skipped: unfinished or no gold answer, {s.infra_failed} infrastructure "
+                   f"failure(s): not results)")
         for line in s.errors[:20]:
             _err.print(f"[red]failed:[/red] {escape(line)}", soft_wrap=True)
         if s.errors:
@@ -202,7 +218,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
             raise _fail(e) from None
     columns = [
         TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("done {task.fields[done]} · failed {task.fields[failed]} · answered {task.fields[answered]}"),
+        TextColumn("done {task.fields[done]} · infra-failed {task.fields[failed]} · answered {task.fields[answered]}"),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
     ]
     with Progress(*columns, console=_err, transient=False) as prog:

@@ -13,6 +13,7 @@ per unique Wikipedia title).
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
 import re
@@ -232,7 +233,9 @@ HOTPOTQA_FILES = ("dev.jsonl", "test.jsonl")
 def hotpotqa_docs(data_dir: Path) -> Iterator[CorpusDoc]:
     """One document per unique paragraph title of the HotpotQA files in ``data_dir`` (dev, then test, in
     file order): text = the paragraph's sentences joined, url = the Wikipedia address, docid from the
-    title (:func:`docid_for_title`; a later title whose slug is taken gets a short hash suffix)."""
+    title (:func:`docid_for_title`; a later title whose slug is taken gets a short hash suffix). HTML
+    entities in the data's titles are decoded (``Angels &amp; Airwaves`` -> ``Angels & Airwaves``), so
+    titles, docids and URLs carry the real characters."""
     data_dir = Path(data_dir)
     files = [data_dir / f for f in HOTPOTQA_FILES if (data_dir / f).exists()]
     if not files:
@@ -248,7 +251,8 @@ def hotpotqa_docs(data_dir: Path) -> Iterator[CorpusDoc]:
                     context = json.loads(line)["context"]
                 except (json.JSONDecodeError, KeyError, TypeError) as e:
                     raise CorpusError(f"{f}:{no}: not a HotpotQA question with a 'context'") from e
-                for title, sentences in context:
+                for raw_title, sentences in context:
+                    title = html.unescape(raw_title)
                     if title in titles:
                         continue
                     titles.add(title)

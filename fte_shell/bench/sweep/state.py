@@ -1,0 +1,167 @@
+"""A sweep directory's bookkeeping: the plan of runs, each run's state, the manifest ``sweep.json``,
+``questions.jsonl``, and the checks that a resume runs the same sweep (same dataset, same
+behaviour-relevant configuration)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ...config import RunConfig
+from ...digest import canonical_config, config_changes, digest_of
+from ...errors import ConfigError
+from ...recorder import write_json_atomic
+from ...stops import is_infra_failure
+from ..datasets import Dataset, Question
+from .config import BenchConfig, SweepStats, Task
+
+RESULT = "result.json"
+MANIFEST = "sweep.json"
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
+    """All runs, repetition-major then question then profile (a question's profiles run close in time,
+    so the shared caches are warm)."""
+    runs_dir = Path(bench.out) / "runs"
+    return [
+        Task(question=q, profile=p, rep=k, run_dir=runs_dir / p / q.id / f"r{k}")
+        for k in range(bench.runs)
+        for q in questions
+        for p in bench.profiles
+    ]
+
+
+def run_state(run_dir: Path) -> str:
+    """``done`` (a result), ``failed`` (ended for an infrastructure reason: not a result), ``partial``
+    (a directory without a readable ``result.json``) or ``new``."""
+    res = run_dir / RESULT
+    if res.exists():
+        try:
+            stop = json.loads(res.read_text()).get("stop_reason")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return "partial"
+        return "failed" if is_infra_failure(stop) else "done"
+    return "partial" if run_dir.exists() else "new"
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """``OUT/sweep.json``, or None when there is none (or it is unreadable)."""
+    try:
+        data = json.loads((Path(out) / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def sweep_canonical(cfg: RunConfig | dict[str, Any]) -> dict[str, Any]:
+    """The canonical config of a whole sweep: the runs' one without ``agent.profile`` (which varies)."""
+    data = canonical_config(cfg)
+    if isinstance(data.get("agent"), dict):
+        data["agent"].pop("profile", None)
+    return data
+
+
+def run_digests(cfg: RunConfig, profiles: list[str]) -> dict[str, str]:
+    """``{profile: config_digest}`` of the runs of each profile (what their ``result.json`` carries)."""
+    out = {}
+    for p in profiles:
+        c = sweep_canonical(cfg)
+        c.setdefault("agent", {})["profile"] = p
+        out[p] = digest_of(c)
+    return out
+
+
+def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """Refuse to resume a sweep whose behaviour-relevant configuration changed (the message names every
+    changed key), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
+    change appended when there is one) and this change's lines (empty: no change)."""
+    old = read_manifest(out)
+    if old is None:
+        return [], []
+    history = list(old.get("config_changes") or [])
+    before = old.get("config_canonical")
+    if not isinstance(before, dict):  # older manifests: derive it from the (masked) config snapshot
+        if not isinstance(old.get("config"), dict):
+            return history, []
+        before = sweep_canonical(old["config"])
+    after = sweep_canonical(cfg)
+    changes = config_changes(before, after)
+    if not changes:
+        return history, []
+    if not allow_change:
+        raise ConfigError(
+            f"{out} is a sweep run with another configuration; resuming it would mix configurations. "
+            f"Changed: {'; '.join(changes)}. Restore the old settings, choose another --out, or pass "
+            f"--allow-config-change to resume anyway (the change is recorded in {MANIFEST})"
+        )
+    history.append({"at": now(), "from_digest": digest_of(before), "to_digest": digest_of(after), "changes": changes})
+    return history, changes
+
+
+def write_manifest(
+    bench: BenchConfig,
+    dataset: Dataset,
+    cfg: RunConfig,
+    status: str,
+    stats: SweepStats | None,
+    started: str,
+    *,
+    config_changes: list[dict[str, Any]] | None = None,
+) -> None:
+    """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
+    out = Path(bench.out)
+    canonical = sweep_canonical(cfg)
+    manifest = {
+        "dataset": {k: v for k, v in dataset.model_dump(mode="json").items() if k != "questions"},
+        "questions": len(dataset.questions),
+        "bench": bench.model_dump(mode="json"),
+        "profiles": bench.profiles,
+        "runs": bench.runs,
+        "config": cfg.model_dump(mode="json"),
+        "config_digest": digest_of(canonical),
+        "run_config_digests": run_digests(cfg, bench.profiles),
+        "config_canonical": canonical,
+        "config_changes": config_changes or [],
+        "started_at": started,
+        "updated_at": now(),
+        "status": status,
+        "stats": stats.model_dump() if stats else None,
+    }
+    write_json_atomic(out / MANIFEST, manifest)
+
+
+def write_questions(out: Path, questions: list[Question]) -> None:
+    """Merge ``questions`` into ``OUT/questions.jsonl`` (by id)."""
+    path = out / "questions.jsonl"
+    known: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                known[row["id"]] = row
+    for q in questions:
+        known[q.id] = q.model_dump(mode="json")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def check_compatible(out: Path, dataset: Dataset) -> None:
+    """Refuse to mix datasets in one sweep directory."""
+    old = read_manifest(out)
+    if old is None:
+        return
+    od = old.get("dataset") or {}
+    if (od.get("source"), od.get("split")) != (dataset.source, dataset.split):
+        raise ConfigError(
+            f"{out} holds a sweep of {od.get('source')} (split {od.get('split')}); this is "
+            f"{dataset.source} (split {dataset.split}): choose another --out"
+        )

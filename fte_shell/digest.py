@@ -1,0 +1,114 @@
+"""The config digest: which configuration a run used, as one comparable string.
+
+``config_digest(cfg)`` is the SHA-256 (64 hex digits) of the canonical JSON (keys sorted, no spaces,
+UTF-8) of :func:`canonical_config` — the run's :class:`~fte_shell.config.RunConfig` without what does not
+change the agent's behaviour:
+
+* secrets: ``model.api_key``, ``search.serper_api_key`` (also inside ``agent.summary_model``);
+* where things are, not what they are: ``model.base_url`` (the same model moved to another host),
+  ``search.cache_dir``, ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
+* transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``,
+  ``search.timeout_s``, ``search.max_retries``.
+
+Files that are inputs are replaced by their content: ``agent.system_prompt_file`` and
+``agent.tool_descriptions_file`` become ``sha256:<hex of the file>``, and a local ``search.corpus``
+becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
+sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
+sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
+unless listed here. docs/bench.md "Config digest".
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+DROPPED: dict[str, tuple[str, ...]] = {
+    "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s"),
+    "search": ("serper_api_key", "cache_dir", "timeout_s", "max_retries"),
+    "sandbox": ("workspace_dir", "keep_workspace", "auto_build"),
+}
+"""Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
+
+INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
+"""``agent`` keys naming files whose content is what matters."""
+
+
+def _file_digest(path: str) -> str:
+    try:
+        return "sha256:" + hashlib.sha256(Path(path).expanduser().read_bytes()).hexdigest()
+    except OSError:
+        return f"unreadable:{path}"
+
+
+def _corpus_fingerprint(path: str) -> str:
+    try:
+        meta = json.loads((Path(path).expanduser() / "meta.json").read_text())
+        return f"fingerprint:{meta['fingerprint']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"unreadable:{path}"
+
+
+def _drop(table: Any, keys: tuple[str, ...]) -> None:
+    if isinstance(table, dict):
+        for k in keys:
+            table.pop(k, None)
+
+
+def canonical_config(config: Any) -> dict[str, Any]:
+    """The behaviour-relevant part of a run configuration (a ``RunConfig`` or its JSON dump), as a
+    plain dict (see the module docstring)."""
+    if hasattr(config, "model_dump"):
+        data = config.model_dump(mode="json")
+    else:
+        data = copy.deepcopy(dict(config))
+    for table, keys in DROPPED.items():
+        _drop(data.get(table), keys)
+    agent = data.get("agent")
+    if isinstance(agent, dict):
+        _drop(agent.get("summary_model"), DROPPED["model"])
+        for k in INPUT_FILES:
+            if agent.get(k):
+                agent[k] = _file_digest(str(agent[k]))
+    search = data.get("search")
+    if isinstance(search, dict) and search.get("corpus"):
+        search["corpus"] = _corpus_fingerprint(str(search["corpus"]))
+    return data
+
+
+def digest_of(canonical: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of an already canonical dict."""
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def config_digest(config: Any) -> str:
+    """``sha256`` (64 hex digits) of the canonical JSON of :func:`canonical_config` of ``config``."""
+    return digest_of(canonical_config(config))
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: data}
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two canonical configs, one ``key: old -> new`` line per changed key
+    (dotted key names, sorted)."""
+    a, b = _flatten(old), _flatten(new)
+    missing = object()
+    lines = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k, missing), b.get(k, missing)
+        if va != vb:
+            fa = "(unset)" if va is missing else json.dumps(va, ensure_ascii=False)
+            fb = "(unset)" if vb is missing else json.dumps(vb, ensure_ascii=False)
+            lines.append(f"{k}: {fa} -> {fb}")
+    return lines
