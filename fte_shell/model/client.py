@@ -313,7 +313,7 @@ def _dump(obj: Any) -> dict[str, Any]:
     if obj is None:
         return {}
     if hasattr(obj, "model_dump"):
-        return {k: v for k, v in obj.model_dump(mode="json").items() if v is not None}
+        return {k: v for k, v in obj.model_dump(mode="json", exclude_unset=True).items() if v is not None}
     return dict(obj) if isinstance(obj, dict) else {}
 
 
