@@ -329,14 +329,15 @@ class Ollama(Personality):
     def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
         # no error when the prompt exceeds num_ctx: the oldest messages are dropped silently, HTTP 200, and
         # num_ctx in an OpenAI-style request is ignored (ollama#2722; DESIGN.md)
-        body = copy.deepcopy(body)
-        msgs = body.get("messages") or []
-        dropped = 0
-        while len(msgs) > 2 and tokens_for(msgs) > self.window:
-            msgs.pop(1 if msgs[0].get("role") == "system" else 0)
+        msgs = list(body.get("messages") or [])
+        head = 1 if msgs and msgs[0].get("role") == "system" else 0
+        sizes = [tokens_for(m) for m in msgs]
+        total, dropped = sum(sizes), 0
+        while len(msgs) - dropped > head + 1 and total > self.window:  # the oldest turns go first
+            total -= sizes[head + dropped]
             dropped += 1
         self.truncated.append(dropped)
-        return body
+        return {**body, "messages": msgs[:head] + msgs[head + dropped:]}
 
 
 def _canon(name: Any, arguments: Any) -> str:
@@ -449,6 +450,7 @@ class Emulator:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
