@@ -4,14 +4,15 @@ profiles: the run answers, the trajectory and result are intact, the request pre
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from emulators import PERSONALITIES, Emulator, settings_for
 from typer.testing import CliRunner
 
-from emulators import PERSONALITIES, Emulator, settings_for
 from fte_shell.cli import app
 from fte_shell.policies import ResearchPolicy
 from fte_shell.recorder import read_trajectory
@@ -63,7 +64,7 @@ def check_prefix_stable(emu: Emulator) -> None:
     """Request k+1's messages start with request k's, byte for byte (prefix caches, DeepSeek's discount)."""
     arrays = [messages_bytes(r) for r in emu.raw]
     assert len(arrays) >= 3
-    for a, b in zip(arrays, arrays[1:], strict=False):
+    for a, b in itertools.pairwise(arrays):
         assert b.startswith(a[:-1]) and len(b) > len(a), (a[-300:], b[: len(a)][-300:])
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from emulators import VLLM, DeepSeek, Emulator, EmuTurn, LlamaCpp, LlamaCppPython, OpenAI
 from typer.testing import CliRunner
 
-from emulators import VLLM, DeepSeek, EmuTurn, Emulator, LlamaCpp, LlamaCppPython, OpenAI
 from fte_shell.cli import app
 from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
 from fte_shell.policies import ResearchPolicy
@@ -70,7 +70,7 @@ class Then:
 def test_vllm_window_from_models_is_respected_and_the_run_stops_with_context_overflow(tmp_path: Path, corpus: Path) -> None:
     vllm = VLLM(window=2600)  # the research run's prompts grow 443 -> 2249 tokens over 6 turns
     with Emulator(vllm, ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     intact(events, r)
     assert r["stop_reason"] == "context_overflow" and r["answer"] is None
     assert [s for s, _ in emu.replies] == [200] * len(emu.replies)  # stopped before the server had to refuse
@@ -85,7 +85,7 @@ def test_a_server_reported_overflow_stops_at_once_with_context_overflow(kind: st
     # the config claims a bigger window than the server has: the server refuses, and that is final
     p = {"vllm": VLLM(window=2500), "openai": OpenAI(window=2500), "llama.cpp": LlamaCpp(window=4000, slots=2)}[kind]
     with Emulator(p, ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, model={"context_window": 200_000, "max_tokens": 1000})
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"context_window": 200_000, "max_tokens": 1000})
     intact(events, r)
     assert r["stop_reason"] == "context_overflow"
     statuses = [s for s, _ in emu.replies]
@@ -98,7 +98,7 @@ def test_a_server_reported_overflow_stops_at_once_with_context_overflow(kind: st
 
 def test_llama_cpp_window_is_per_slot_from_props(tmp_path: Path, corpus: Path) -> None:
     with Emulator(LlamaCpp(window=5000, slots=2), ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     assert events[0]["server"]["context_window"] == 2500 and r["stop_reason"] == "context_overflow"
     assert 400 not in [s for s, _ in emu.replies]
 
@@ -110,7 +110,7 @@ def test_final_answer_on_context_overflow(tmp_path: Path, corpus: Path) -> None:
 
     brain = ResearchPolicy()
     with Emulator(VLLM(window=2600), lambda b: answer_without_tools(b) if "tools" not in b else brain(b)) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, agent={"on_context_overflow": "final_answer"})
+        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"on_context_overflow": "final_answer"})
     assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps"
     assert len(of(events, "final_answer_request")) == 1 and "tools" not in emu.requests[-1]
     assert "context window" in emu.requests[-1]["messages"][-1]["content"]
@@ -119,7 +119,7 @@ def test_final_answer_on_context_overflow(tmp_path: Path, corpus: Path) -> None:
 # --- reasoning -----------------------------------------------------------------------------------------
 def test_deepseek_without_passback_is_a_bad_request_with_the_whole_message(tmp_path: Path, corpus: Path) -> None:
     with Emulator(DeepSeek(), ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, model={"reasoning_passback": "never"})
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"reasoning_passback": "never"})
     intact(events, r)
     assert r["stop_reason"] == "bad_request" and r["turns"] == 2 and len(emu.requests) == 2
     err = of(events, "error")[-1]
@@ -130,7 +130,7 @@ def test_deepseek_without_passback_is_a_bad_request_with_the_whole_message(tmp_p
 def test_always_passback_sends_empty_reasoning_when_there_was_none(tmp_path: Path, corpus: Path) -> None:
     # Kimi K2 thinking wants reasoning_content on every assistant tool-call message, "" when there was none
     with Emulator(OpenAI(), ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, model={"reasoning_passback": "always"})
+        _, _events, r = run(tmp_path, emu.base_url, corpus, model={"reasoning_passback": "always"})
     assert r["stop_reason"] == "answer"
     assistants = [m for m in emu.requests[-1]["messages"] if m["role"] == "assistant"]
     assert assistants and all(m["reasoning_content"] == "" for m in assistants)
@@ -140,7 +140,7 @@ def test_tool_calls_in_the_reasoning_are_recorded_not_executed_by_default(tmp_pa
     # vllm#39056: a tool call written inside <think> reaches the client as reasoning text, zero tool calls
     hidden = EmuTurn(content="", reasoning='I will search.\n<tool_call>\n{"name": "search", "arguments": {"query": "json"}}\n</tool_call>')
     with Emulator(VLLM(), Then(hidden)) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     text = of(events, "text_tool_call")
     assert len(text) == 1 and text[0]["source"] == "reasoning" and text[0]["executed"] is False
     assert text[0]["calls"][0]["name"] == "search" and text[0]["calls"][0]["format"] == "tool_call_tag"
@@ -151,7 +151,7 @@ def test_xml_tool_call_in_content_is_executed_when_enabled(tmp_path: Path, corpu
     # vllm#42021: Qwen3.5's XML tool call left in content
     xml = EmuTurn(content="<tool_call>\n<function=search>\n<parameter=query>\njson dumps\n</parameter>\n</function>\n</tool_call>")
     with Emulator(VLLM(), Then(xml)) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True})
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True})
     call = of(events, "tool_call")[0]
     assert call["salvaged"] and call["name"] == "search" and call["arguments"] == {"query": "json dumps"}
     kept = emu.requests[1]["messages"][2]
@@ -164,7 +164,7 @@ def test_xml_tool_call_in_content_is_executed_when_enabled(tmp_path: Path, corpu
 def test_malformed_arguments_never_reach_vllm_again(tmp_path: Path, corpus: Path) -> None:
     bad = ScriptTurn(tool_calls=[{"name": "search", "arguments": '{"query": "json</parameter>'}])
     with Emulator(VLLM(), Then(bad)) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     intact(events, r)
     assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps"  # vLLM would 400 every later request
     assert 400 not in [s for s, _ in emu.replies]
@@ -178,14 +178,14 @@ def test_malformed_arguments_never_reach_vllm_again(tmp_path: Path, corpus: Path
 
 def test_unclosed_answer_is_the_answer(tmp_path: Path, corpus: Path) -> None:
     with Emulator(LlamaCpp(), Then("I found it.\n<answer>Robert Paul Weyman")) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     assert r["stop_reason"] == "answer" and r["answer"] == "Robert Paul Weyman" and r["answer_unclosed"] is True
     assert events[-1]["answer_unclosed"] is True and r["turns"] == 1
 
 
 def test_empty_answer_is_not_an_answer_and_nudges_are_bounded(tmp_path: Path, corpus: Path) -> None:
     with Emulator(OpenAI(), lambda b: ScriptTurn(content=f"<answer></answer> {len(b['messages'])}")) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, agent={"max_nudges": 3})
+        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"max_nudges": 3})
     intact(events, r)
     assert r["stop_reason"] == "too_many_nudges" and r["turns"] == 4 and len(of(events, "nudge")) == 3
 
@@ -193,14 +193,14 @@ def test_empty_answer_is_not_an_answer_and_nudges_are_bounded(tmp_path: Path, co
 def test_identical_replies_stop_with_repeated_reply(tmp_path: Path, corpus: Path) -> None:
     same = ScriptTurn(tool_calls=[{"name": "list_fetched", "arguments": {}}])
     with Emulator(OpenAI(), lambda b: same) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, agent={"max_repeated_replies": 4})
+        _, _events, r = run(tmp_path, emu.base_url, corpus, agent={"max_repeated_replies": 4})
     assert r["stop_reason"] == "repeated_reply" and r["turns"] == 4 and r["tool_calls"] == {"list_fetched": 3}
 
 
 def test_a_cut_reply_is_never_the_answer_and_two_in_a_row_stop(tmp_path: Path, corpus: Path) -> None:
     cut = ScriptTurn(content="<answer>x</answer>" * 300, finish_reason="length")
     with Emulator(VLLM(), lambda b: cut) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     intact(events, r)
     assert r["stop_reason"] == "reply_cut" and r["answer"] is None and r["turns"] == 2
     notice = of(events, "nudge")[0]
@@ -210,14 +210,14 @@ def test_a_cut_reply_is_never_the_answer_and_two_in_a_row_stop(tmp_path: Path, c
 def test_reasoning_that_ate_the_budget_gets_the_cut_notice_then_the_run_goes_on(tmp_path: Path, corpus: Path) -> None:
     ate = EmuTurn(content="", reasoning="thinking " * 50, finish_reason="length")
     with Emulator(DeepSeek(), Then(ate)) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus)
+        _, events, r = run(tmp_path, emu.base_url, corpus)
     assert r["stop_reason"] == "answer" and of(events, "nudge")[0]["kind"] == "reply_cut"
 
 
 # --- llama-cpp-python ----------------------------------------------------------------------------------
 def test_llama_cpp_python_refuses_a_string_tool_choice_deterministically(tmp_path: Path, corpus: Path) -> None:
     with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "required"})
+        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "required"})
     assert r["stop_reason"] == "bad_request" and len(emu.requests) == 2  # the same 500 twice: no 7 retries
     assert "same HTTP 500 body twice" in of(events, "error")[-1]["message"]
     assert len(of(events, "retry")) == 1 and of(events, "retry")[0]["endpoint"] == emu.base_url
@@ -229,7 +229,7 @@ def test_llama_cpp_python_content_null_would_be_refused(tmp_path: Path, corpus: 
     refused = p.check({"messages": [{"role": "assistant", "content": None, "tool_calls": []}]})
     assert refused is not None and refused[0] == 500 and "validation errors" in refused[1]["error"]["message"]
     with Emulator(p, ResearchPolicy()) as emu:  # and the loop never sends it: the forced first call has null content
-        result, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True},
+        _, _events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True},
                                 agent={"first_tool_choice": "first"})
     assert r["stop_reason"] == "answer" and emu.replies[0][1]["choices"][0]["message"]["content"] is None
     assert 500 not in [s for s, _ in emu.replies]
@@ -237,7 +237,7 @@ def test_llama_cpp_python_content_null_would_be_refused(tmp_path: Path, corpus: 
 
 def test_first_tool_choice_naming_a_missing_tool_says_so(tmp_path: Path, corpus: Path) -> None:
     with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
-        result, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "bash"})
+        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "bash"})
     assert r["stop_reason"] == "bad_request" and not emu.requests
     assert "'bash', which the profile 'fte' does not have" in of(events, "error")[-1]["message"]
 
@@ -281,7 +281,7 @@ def test_auth_and_bad_request_exit_codes(status: int, stop: str, code: int, tmp_
 def test_a_read_timeout_is_retried_once_and_visibly(tmp_path: Path, corpus: Path) -> None:
     slow = ScriptTurn(content="late", delay_s=3)
     with ScriptedServer([slow, slow, slow]) as srv:
-        result, events, r = run(tmp_path, srv.base_url, corpus, model={"timeout_s": 0.5})
+        _, events, r = run(tmp_path, srv.base_url, corpus, model={"timeout_s": 0.5})
     assert r["stop_reason"] == "endpoint_unavailable" and len(srv.requests) == 2
     retries = of(events, "retry")
     assert len(retries) == 1 and "Timeout" in retries[0]["error"] and retries[0]["endpoint"] == srv.base_url
@@ -290,6 +290,6 @@ def test_a_read_timeout_is_retried_once_and_visibly(tmp_path: Path, corpus: Path
 
 def test_the_per_call_time_cap_bounds_all_attempts(tmp_path: Path, corpus: Path) -> None:
     with ScriptedServer([ScriptTurn(status=503, retry_after=0.4)] * 20) as srv:
-        result, events, r = run(tmp_path, srv.base_url, corpus, model={"call_time_cap_s": 1.0, "max_retries": 20})
+        _, events, r = run(tmp_path, srv.base_url, corpus, model={"call_time_cap_s": 1.0, "max_retries": 20})
     assert r["stop_reason"] == "endpoint_unavailable" and len(srv.requests) < 5
     assert "call_time_cap_s" in of(events, "error")[-1]["message"]

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from emulators import PERSONALITIES, Emulator, Steady, settings_for
 from typer.testing import CliRunner
 
-from emulators import PERSONALITIES, Emulator, Steady, settings_for
 from fte_shell.cli import app
 from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
 from fte_shell.policies import ResearchPolicy
