@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import ModelConfig
 from ..errors import ModelError
-from .errors import BadRequest, ContextOverflow, EndpointUnavailable, ModelCallError, classify_status
+from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
 from .window import ServerInfo, discover
 
 ENDPOINT_HELP = (
