@@ -145,8 +145,9 @@ class Agent:
         if result.answer_unclosed:
             end["answer_unclosed"] = True
         rec.event("end", **end)
+        hidden = {"run_dir"} if result.answer_unclosed else {"run_dir", "answer_unclosed"}  # a key only when true
         rec.write_result(
-            {**result.model_dump(mode="json", exclude={"run_dir"}), "started_at": started_at, "meta": self.meta}
+            {**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": self.meta}
         )
         if pending is not None:
             raise pending

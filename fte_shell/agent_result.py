@@ -44,7 +44,7 @@ class RunResult(BaseModel):
 
     answer_unclosed: bool = False
     """True when the answer is the text after an ``<answer>`` the model never closed (in a reply that
-    finished normally)."""
+    finished normally). In ``result.json`` only when true."""
 
     profile: str = ""
     """Profile name."""

@@ -293,3 +293,24 @@ def test_the_per_call_time_cap_bounds_all_attempts(tmp_path: Path, corpus: Path)
         _, events, r = run(tmp_path, srv.base_url, corpus, model={"call_time_cap_s": 1.0, "max_retries": 20})
     assert r["stop_reason"] == "endpoint_unavailable" and len(srv.requests) < 5
     assert "call_time_cap_s" in of(events, "error")[-1]["message"]
+
+
+# --- a misconfigured model in a sweep ------------------------------------------------------------------
+def test_report_warns_when_a_profile_made_no_tool_calls(tmp_path: Path, hotpotqa_dir: Path) -> None:
+    # llama-cpp-python WITHOUT the settings docs/run.md gives: every call comes back as text, never executed
+    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+
+    corpus_dir = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "hotpotqa")
+    with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
+        out = tmp_path / "sweep"
+        res = cli(["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte", "--limit", "1", "--out", str(out),
+                   "--base-url", emu.base_url, "-m", "emu-model", "--corpus-dir", str(corpus_dir), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    (path,) = (out / "runs").glob("fte/*/r0/result.json")
+    r = json.loads(path.read_text())
+    assert r["stop_reason"] == "repeated_reply" and r["tool_calls"] == {}  # the same text call, 5 times
+    assert of(read_trajectory(path.parent), "text_tool_call")  # the calls were there, as text
+    rep = cli(["report", str(out), "--out", str(tmp_path / "rep")])
+    assert rep.exit_code == 0, rep.output
+    assert "profile 'fte': none of its 1 run(s) made a tool call" in rep.output
+    assert "none of its 1 run(s) made a tool call" in (tmp_path / "rep" / "report.md").read_text()

@@ -259,8 +259,12 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     out.mkdir(parents=True, exist_ok=True)
     plots = make_plots(ps, out)
     metrics_path = out / "metrics.json"
+    from .tool_use import tool_free_warnings
+
+    warnings = tool_free_warnings(runs)
     metrics_path.write_text(json.dumps({
         "sources": [str(Path(r).resolve()) for r in roots],
+        "warnings": warnings,
         "profiles": [p.model_dump(mode="json") for p in ps],
         "runs": [r.model_dump(mode="json") for r in runs],
     }, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -273,6 +277,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sources = ", ".join(f"`{r}`" for r in roots)
     md = [f"# {title}", "", f"{len(runs)} runs from {sources}; generated {now}.", ""]
+    md += [f"**Warning:** {w}" for w in warnings] + ([""] if warnings else [])
     for name, t in tables:
         md += [f"## {name}", "", md_table(t), ""]
     md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + ["", "## Notes", ""]
@@ -286,7 +291,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         f"<p class='note'>{len(runs)} runs from {html.escape(', '.join(str(r) for r in roots))}; "
         f"generated {now}.</p>"
     )
-    parts = [intro]
+    parts = [intro] + [f"<p class='note'><b>Warning:</b> {html.escape(w)}</p>" for w in warnings]
     for name, t in tables:
         parts.append(f"<h2>{html.escape(name)}</h2>{html_table(t)}")
     parts.append("<h2>Plots</h2>")

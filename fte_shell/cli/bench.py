@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -167,6 +168,8 @@ def register(app: typer.Typer) -> None:
         for row in rows:
             t.add_row(*[row[i] for i in keep])
         _out.print(t)
+        for w in json.loads(r.metrics.read_text(encoding="utf-8")).get("warnings", []):
+            _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
         _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}")
 
 
