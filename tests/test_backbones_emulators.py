@@ -163,3 +163,19 @@ def test_ollama_with_num_ctx_has_no_warning_and_a_window(tmp_path: Path, pydoc_c
     events = check_run("ollama", emu, out, res)
     assert not [e for e in events if e["type"] == "warning"]
     assert events[0]["server"]["context_window"] == 64_000 and events[0]["server"]["source"] == "/api/show num_ctx"
+
+
+def test_flags_for_a_small_local_model(tmp_path: Path, pydoc_corpus: Path) -> None:
+    from emulators import LlamaCppPython
+
+    with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
+        args = ["run", Q, "-p", "fte", "--base-url", emu.base_url, "-m", "emu-model", "--corpus", str(pydoc_corpus),
+                "-o", str(tmp_path / "r"), "--first-tool-choice", "first", "--parse-text-tool-calls",
+                "--context-window", "50000"]
+        res = CliRunner().invoke(app, args, env=CLEAN_ENV)
+    assert res.exit_code == 0, res.output
+    assert "tool call(s) written as text in the content" in res.output and "executing" in res.output
+    start = read_trajectory(tmp_path / "r")[0]
+    assert start["server"]["context_window"] == 50000 and start["server"]["source"] == "config"
+    assert start["config"]["agent"]["first_tool_choice"] == "first" and start["config"]["model"]["parse_text_tool_calls"]
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["answer"] == "json.dumps"

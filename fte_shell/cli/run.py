@@ -206,6 +206,9 @@ def register(app: typer.Typer) -> None:
         temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (default 1.0).")] = None,
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
         date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
+        context_window: Annotated[int | None, typer.Option("--context-window", help="Model context window in tokens (default: ask the server).")] = None,
+        first_tool_choice: Annotated[str | None, typer.Option("--first-tool-choice", help="Force a tool call on turn 1: a tool name, 'first' or 'required'.")] = None,
+        parse_text_tool_calls: Annotated[bool | None, typer.Option("--parse-text-tool-calls/--no-parse-text-tool-calls", help="Execute tool calls the server left as text.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
     ) -> None:
         """Answer QUESTION with a real model: live log of every tool call, then the answer and the run
@@ -215,8 +218,10 @@ def register(app: typer.Typer) -> None:
         from ..runner import run_question
 
         flags = {
-            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens},
-            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date},
+            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens,
+                      "context_window": context_window, "parse_text_tool_calls": parse_text_tool_calls},
+            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date,
+                      "first_tool_choice": first_tool_choice},
             "search": {"corpus": str(corpus) if corpus else None, "backend": search},
         }
         try:
