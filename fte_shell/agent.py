@@ -2,10 +2,14 @@
 
 Each turn: model call -> if the assistant called tools, execute them IN ORDER through
 ``profile.execute`` and append one ``tool`` message per call (malformed JSON arguments or an unknown tool
-become an error observation the model can correct) -> else, if the text holds ``<answer>…</answer>``,
-stop; otherwise append a short nudge. Stop reasons: ``answer``, ``max_turns``, ``time_budget``, ``errors``
-(``agent.max_consecutive_errors`` turns in a row whose tool calls all failed), ``model_error`` (after the
-client's retries), ``interrupted`` (KeyboardInterrupt, or SIGTERM turned into one by the runner), and
+become an error observation the model can correct; the message kept in the conversation carries ``{}``
+instead of arguments that are not a JSON object) -> else, if the reply finished normally and holds an
+``<answer>`` (closed, or opened and never closed), stop; a reply cut at ``max_tokens`` gets a "your reply
+was cut" notice; otherwise a short nudge. Stop reasons (:mod:`fte_shell.stops`): ``answer``, ``max_turns``,
+``time_budget``, ``errors`` (``agent.max_consecutive_errors`` turns in a row whose tool calls all failed),
+``too_many_nudges``, ``repeated_reply``, ``reply_cut`` (two cut replies in a row), ``context_overflow``, and
+the model endpoint's failures ``endpoint_unavailable``, ``auth``, ``bad_request`` (``model_error`` for an
+untyped one), ``interrupted`` (KeyboardInterrupt, or SIGTERM turned into one by the runner), and
 ``crashed`` (an unexpected exception from a profile: recorded, then re-raised). Token usage: the agent
 model's in ``usage``; tokens of models that tools call themselves (``meta.summary_usage``) in
 ``summary_usage``, apart.
@@ -15,101 +19,35 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 import time
 import uuid
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from .agent_replies import (
+    CUT_NOTICE,
+    FINAL_ANSWER_REQUEST,
+    NUDGE,
+    estimate_tokens,
+    extract_answer,
+    find_answer,
+    kept_message,
+    parse_arguments,
+    reply_signature,
+)
+from .agent_result import TOOL_USAGE_META, USAGE_KEYS, RunResult, StopReason, _add_usage
 from .config import RunConfig
 from .digest import config_digest
 from .errors import ModelError, ToolError
+from .model.errors import BadRequest, ContextOverflow
+from .model.textcalls import find_text_tool_calls
 from .profiles import Profile, ToolResult
 from .prompts import system_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .model import Completion, ModelClient
+    from .model import Completion, ModelClient, ServerInfo
     from .recorder import Recorder
 
-StopReason = Literal["answer", "max_turns", "time_budget", "errors", "model_error", "interrupted", "crashed"]
-
-ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-
-NUDGE = (
-    "Your reply had no tool call and no final answer. Either call one of your tools to keep researching, "
-    "or give your final answer inside <answer></answer>."
-)
-
-USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-TOOL_USAGE_META = "summary_usage"
-"""Key of a tool result's ``meta`` under which a tool that calls a model of its own (visit-summary's
-reader) reports that call's token usage; the loop sums it into :attr:`RunResult.summary_usage`."""
-
-
-def _add_usage(total: dict[str, int], usage: Any) -> None:
-    """Add the token counts of ``usage`` (a usage dict, or anything else = nothing) to ``total``."""
-    if isinstance(usage, dict):
-        for k in USAGE_KEYS:
-            v = usage.get(k)
-            if isinstance(v, int):
-                total[k] += v
-
-
-def extract_answer(text: str | None) -> str | None:
-    """The text of the last ``<answer>…</answer>`` in ``text`` (stripped), or None."""
-    if not text:
-        return None
-    found = ANSWER_RE.findall(text)
-    return found[-1].strip() if found else None
-
-
-class RunResult(BaseModel):
-    """What one question's run produced. ``result.json`` is this model without ``run_dir`` (fields in
-    this order), plus ``started_at`` and ``meta``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str
-    """The question as asked."""
-
-    answer: str | None
-    """The final answer (text inside the last ``<answer>`` tags), or None when the run ended without one."""
-
-    profile: str = ""
-    """Profile name."""
-
-    model: str | None = None
-    """Model name."""
-
-    turns: int
-    """Model calls made (successful or not)."""
-
-    stop_reason: StopReason
-    """Why the loop stopped."""
-
-    tool_calls: dict[str, int] = Field(default_factory=dict)
-    """Tool calls by tool name (malformed and unknown calls included, under the name the model gave)."""
-
-    usage: dict[str, int] = Field(default_factory=dict)
-    """The agent model's summed token usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``
-    (the sum of the ``model_call`` events)."""
-
-    summary_usage: dict[str, int] = Field(default_factory=dict)
-    """Tokens spent by models that tools call on their own (visit-summary's reader model), summed from the
-    tool calls' ``meta.summary_usage``; same keys as :attr:`usage`, NOT included in it (so ``usage``
-    stays comparable across profiles). All zero for the other profiles."""
-
-    wall_s: float
-    """Wall-clock seconds of the loop."""
-
-    run_id: str
-    """Identifier of this run (also in ``result.json``)."""
-
-    run_dir: Path | None = None
-    """The run directory, when there is one (not in ``result.json``)."""
+__all__ = ["NUDGE", "TOOL_USAGE_META", "Agent", "RunResult", "StopReason", "extract_answer", "find_answer"]
 
 
 class Agent:
@@ -136,6 +74,12 @@ class Agent:
         self.tool_counts: dict[str, int] = {}
         self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self.summary_usage = dict.fromkeys(USAGE_KEYS, 0)
+        self.answer_unclosed = False
+        self._info: ServerInfo | None = None
+        self._seen_fields: list[str] = []
+        self._last_prompt: int | None = None
+        """``usage.prompt_tokens`` of the last successful request, and how many messages it had."""
+        self._last_len = 0
 
     # --- the loop ---------------------------------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -143,11 +87,16 @@ class Agent:
         agent = self.config.agent
         return system_prompt(self.profile.system_addendum(), agent.current_date, agent.system_prompt_file)
 
+    def _server_info(self) -> ServerInfo | None:
+        probe = getattr(self.model, "server_info", None)
+        return probe() if callable(probe) else None
+
     def run(self, question: str) -> RunResult:
         """Run the loop to a stop reason, record everything, write ``result.json`` and return the result.
 
         KeyboardInterrupt is recorded (``interrupted``) and re-raised after ``result.json`` is written."""
         started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        self._info = self._server_info()  # probed once per client, outside the time budget
         t0 = time.monotonic()
         rec = self.recorder
         tools = self.profile.tools()
@@ -162,7 +111,11 @@ class Agent:
             system_prompt=system,
             tools=tools,
             run_id=self.run_id,
+            reasoning_passback=self.config.model.reasoning_passback,
+            server=self._info.model_dump(mode="json") if self._info is not None else None,
         )
+        for w in self._info.warnings if self._info is not None else []:
+            rec.event("warning", turn=0, message=w)
         answer: str | None = None
         stop: StopReason
         pending: BaseException | None = None
@@ -177,6 +130,7 @@ class Agent:
         result = RunResult(
             question=question,
             answer=answer,
+            answer_unclosed=self.answer_unclosed and answer is not None,
             profile=self.profile.name,
             model=self.config.model.model,
             turns=self.turns,
@@ -188,20 +142,81 @@ class Agent:
             run_id=self.run_id,
             run_dir=rec.run_dir,
         )
-        rec.event("end", stop_reason=stop, answer=answer, turns=self.turns, wall_s=result.wall_s)
+        end: dict[str, Any] = {"stop_reason": stop, "answer": answer, "turns": self.turns, "wall_s": result.wall_s}
+        if result.answer_unclosed:
+            end["answer_unclosed"] = True
+        rec.event("end", **end)
+        hidden = {"run_dir"} if result.answer_unclosed else {"run_dir", "answer_unclosed"}  # a key only when true
         rec.write_result(
-            {**result.model_dump(mode="json", exclude={"run_dir"}), "started_at": started_at, "meta": self.meta,
+            {**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": self.meta,
              "config_digest": config_digest(self.config)}  # fte_shell/digest.py: which config this run used
         )
         if pending is not None:
             raise pending
         return result
 
+    def _tool_choice(self, turn: int, tools: list[dict[str, Any]]) -> str | dict[str, Any] | None:
+        """``agent.first_tool_choice`` on turn 1 (a named choice, or ``required``), else None (auto)."""
+        want = self.config.agent.first_tool_choice
+        if turn != 1 or not want or not tools:
+            return None
+        if want in ("required", "auto", "none"):
+            return want
+        names = [t.get("function", {}).get("name") for t in tools]
+        name = names[0] if want == "first" else want
+        if name not in names:
+            raise BadRequest(  # the request cannot work: stop at once, saying why
+                f"agent.first_tool_choice names the tool '{name}', which the profile '{self.profile.name}' "
+                f"does not have (its tools: {', '.join(str(n) for n in names)}); use 'first' or 'required'"
+            )
+        return {"type": "function", "function": {"name": name}}
+
+    def _fit_max_tokens(self, tools: list[dict[str, Any]] | None, *, final: bool = False) -> int | None:
+        """``min(model.max_tokens, window − prompt estimate − margin)``; None when the window is unknown.
+        Raises :class:`ContextOverflow` when less than ``model.min_reply_tokens`` is left."""
+        info, mc = self._info, self.config.model
+        if info is None or info.context_window is None:
+            return None
+        if self._last_prompt is None:
+            est = estimate_tokens(self.messages, tools)
+        else:
+            est = self._last_prompt + estimate_tokens(self.messages[self._last_len:])
+        room = info.context_window - est - mc.context_margin
+        if room < mc.min_reply_tokens and not final:
+            raise ContextOverflow(
+                f"the conversation (about {est:,} tokens) leaves {room:,} tokens of the {info.context_window:,}-token "
+                f"context window ({info.source}) for the reply, below model.min_reply_tokens = {mc.min_reply_tokens}"
+            )
+        return max(1, min(mc.max_tokens, room))
+
+    def _call(
+        self, turn: int, tools: list[dict[str, Any]], deadline: float | None, *, final: bool = False
+    ) -> Completion:
+        rec = self.recorder
+        max_tokens = self._fit_max_tokens(tools or None, final=final)
+        c = self.model.complete(
+            self.messages, tools or None, deadline=deadline, tool_choice=self._tool_choice(turn, tools),
+            max_tokens=max_tokens, on_retry=lambda r: rec.event("retry", turn=turn, **r),
+        )
+        self._last_prompt, self._last_len = (c.usage.get("prompt_tokens") or None), len(self.messages)
+        return c
+
+    def _model_failed(self, turn: int, e: ModelError) -> str:
+        fields: dict[str, Any] = {"turn": turn, "message": str(e), "error_class": e.__class__.__name__}
+        for k in ("status", "body"):
+            v = getattr(e, k, None)
+            if v:
+                fields[k] = v
+        self.recorder.event("error", **fields)
+        return str(getattr(e, "stop_reason", "model_error"))
+
     def _loop(self, tools: list[dict[str, Any]], t0: float) -> tuple[StopReason, str | None]:
         cfg = self.config.agent
         names = {t.get("function", {}).get("name") for t in tools}
-        failed_turns = 0
+        failed_turns = nudges = cuts = repeats = 0
+        last_sig: str | None = None
         deadline = t0 + cfg.time_budget_s if cfg.time_budget_s is not None else None
+        rec = self.recorder
 
         def over_budget() -> bool:
             return deadline is not None and time.monotonic() >= deadline
@@ -214,47 +229,126 @@ class Agent:
             self.turns += 1
             turn = self.turns
             try:
-                c = self.model.complete(self.messages, tools or None, deadline=deadline)
+                c = self._call(turn, tools, deadline)
+            except ContextOverflow as e:
+                self._model_failed(turn, e)
+                if cfg.on_context_overflow == "final_answer":
+                    return self._final_answer(deadline)
+                return "context_overflow", None
             except ModelError as e:
-                self.recorder.event("error", turn=turn, message=str(e))
-                return ("time_budget" if over_budget() else "model_error"), None
-            self._record_completion(turn, c)
-            msg = c.message
+                reason = self._model_failed(turn, e)
+                return ("time_budget" if over_budget() else reason), None  # type: ignore[return-value]
+            msg, changes = kept_message(c, self.config.model.reasoning_passback, self._seen_fields)
+            self._seen_fields = c.reasoning_fields or self._seen_fields
+            text_calls = self._text_calls(turn, c, names)
+            if text_calls:
+                msg["tool_calls"] = [
+                    {"id": f"text_{turn}_{i}", "type": "function",
+                     "function": {"name": tc["name"], "arguments": json.dumps(tc["arguments"], ensure_ascii=False)}}
+                    for i, tc in enumerate(text_calls)
+                ]
+            self._record_completion(turn, c, changes)
             self.messages.append(msg)
+            sig = reply_signature(c)
+            repeats = repeats + 1 if sig == last_sig else 1
+            last_sig = sig
+            if repeats >= cfg.max_repeated_replies:
+                rec.event("error", turn=turn, message=f"{repeats} identical replies in a row")
+                return "repeated_reply", None
+            cut = c.finish_reason == "length"
+            cuts = cuts + 1 if cut else 0
             calls = msg.get("tool_calls") or []
             if not calls:
-                answer = extract_answer(msg.get("content"))
+                if cut:
+                    if cuts >= 2:
+                        rec.event("error", turn=turn, message="two replies in a row were cut at max_tokens")
+                        return "reply_cut", None
+                    self.messages.append({"role": "user", "content": CUT_NOTICE})
+                    rec.event("nudge", turn=turn, kind="reply_cut", message=CUT_NOTICE)
+                    continue
+                answer, unclosed = find_answer(msg.get("content"))
                 if answer is not None:
+                    self.answer_unclosed = unclosed
                     return "answer", answer
+                nudges += 1
+                if nudges > cfg.max_nudges:
+                    rec.event("error", turn=turn, message=f"{nudges} replies in a row with no tool call and no answer")
+                    return "too_many_nudges", None
                 self.messages.append({"role": "user", "content": NUDGE})
-                self.recorder.event("nudge", turn=turn, message=NUDGE)
+                rec.event("nudge", turn=turn, kind="no_tool_call", message=NUDGE)
                 continue
+            nudges = 0
+            raw = {tc.get("id"): tc for tc in c.message.get("tool_calls") or []}
             all_failed = True
             for call in calls:
-                if not self._execute(turn, call, names).error:
+                source = raw.get(call.get("id"), call)  # the raw arguments, not the kept "{}"
+                if not self._execute(turn, source, names, salvaged=call.get("id", "").startswith("text_")).error:
                     all_failed = False
+            if cut and cuts >= 2:
+                rec.event("error", turn=turn, message="two replies in a row were cut at max_tokens")
+                return "reply_cut", None
             failed_turns = failed_turns + 1 if all_failed else 0
             if failed_turns >= cfg.max_consecutive_errors:
-                self.recorder.event(
-                    "error", turn=turn, message=f"{failed_turns} consecutive turns whose tool calls all failed"
-                )
+                rec.event("error", turn=turn, message=f"{failed_turns} consecutive turns whose tool calls all failed")
                 return "errors", None
 
-    def _record_completion(self, turn: int, c: Completion) -> None:
+    def _final_answer(self, deadline: float | None) -> tuple[StopReason, str | None]:
+        """``agent.on_context_overflow = final_answer``: one last call without tools asking for the answer."""
+        if self.turns >= self.config.agent.max_turns:
+            return "context_overflow", None
+        self.turns += 1
+        turn = self.turns
+        self.messages.append({"role": "user", "content": FINAL_ANSWER_REQUEST})
+        self.recorder.event("final_answer_request", turn=turn, message=FINAL_ANSWER_REQUEST)
+        try:
+            c = self._call(turn, [], deadline, final=True)
+        except ModelError as e:
+            self._model_failed(turn, e)
+            return "context_overflow", None
+        msg, changes = kept_message(c, self.config.model.reasoning_passback, self._seen_fields)
+        self._record_completion(turn, c, changes)
+        self.messages.append(msg)
+        answer, unclosed = find_answer(msg.get("content")) if c.finish_reason != "length" else (None, False)
+        if answer is None:
+            return "context_overflow", None
+        self.answer_unclosed = unclosed
+        return "answer", answer
+
+    def _text_calls(self, turn: int, c: Completion, names: set[str | None]) -> list[dict[str, Any]]:
+        """Tool calls left as text (only looked for when there is no native one): recorded as a
+        ``text_tool_call`` event; returned for execution when ``model.parse_text_tool_calls`` is on."""
+        if c.message.get("tool_calls"):
+            return []
+        known = {n for n in names if n}
+        for source, text in (("content", c.message.get("content")), ("reasoning", c.reasoning)):
+            found = find_text_tool_calls(text if isinstance(text, str) else None, known)
+            if found:
+                run = self.config.model.parse_text_tool_calls
+                self.recorder.event("text_tool_call", turn=turn, source=source, calls=found, executed=run)
+                return found if run else []
+        return []
+
+    def _record_completion(self, turn: int, c: Completion, changes: list[str]) -> None:
         _add_usage(self.usage, c.usage)
         fields: dict[str, Any] = {
             "turn": turn,
             "latency_s": round(c.latency_s, 4),
             "usage": c.usage,
+            "usage_details": c.usage_details,
             "message": c.message,
             "finish_reason": c.finish_reason,
             "attempts": c.attempts,
+            "request": c.params,
+            "response": c.response,
         }
-        if c.reasoning:
+        if c.reasoning is not None:
             fields["reasoning"] = c.reasoning
+            fields["reasoning_fields"] = c.reasoning_fields
+        if changes:
+            fields["kept_changes"] = changes
         self.recorder.event("model_call", **fields)
 
-    def _execute(self, turn: int, call: dict[str, Any], names: set[str | None]) -> ToolResult:
+    def _execute(self, turn: int, call: dict[str, Any], names: set[str | None], *, salvaged: bool = False) -> ToolResult:
         """Run one tool call and record it. A call the profile crashed on (or an interrupt during it) is
         recorded too, as an error, before the exception goes on: the trajectory and the tool-call counts
         of ``result.json`` always agree."""
@@ -270,24 +364,31 @@ class Agent:
             avail = ", ".join(sorted(n for n in names if n)) or "none"
             res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
         else:
-            args, problem = _parse_arguments(raw)
+            args, problem = parse_arguments(raw)
             if args is None:
-                res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; call it again with a JSON object.", error=True)
+                shown = raw_s if len(raw_s) <= 200 else raw_s[:200] + "…"
+                res = ToolResult(
+                    output=f"Error: the arguments of '{name}' {problem}; they were: {shown}\n"
+                    "Call it again with a JSON object as its arguments.",
+                    error=True,
+                )
             else:
                 try:
                     res = self._call_profile(name, args)
                 except BaseException as e:
                     what = "call was interrupted" if isinstance(e, KeyboardInterrupt) else f"crashed: {e.__class__.__name__}: {e}"
-                    self._record_call(turn, call_id, name, args, raw_s, t, ToolResult(output=f"(the tool {what})", error=True))
+                    self._record_call(turn, call_id, name, args, raw_s, t, ToolResult(output=f"(the tool {what})", error=True), salvaged)
                     raise
         _add_usage(self.summary_usage, res.meta.get(TOOL_USAGE_META))
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
-        self._record_call(turn, call_id, name, args, raw_s, t, res)
+        self._record_call(turn, call_id, name, args, raw_s, t, res, salvaged)
         return res
 
     def _record_call(
-        self, turn: int, call_id: str, name: str, args: dict[str, Any] | None, raw_s: str, t: float, res: ToolResult
+        self, turn: int, call_id: str, name: str, args: dict[str, Any] | None, raw_s: str, t: float,
+        res: ToolResult, salvaged: bool = False,
     ) -> None:
+        extra = {"salvaged": True} if salvaged else {}
         self.recorder.event(
             "tool_call",
             turn=turn,
@@ -299,6 +400,7 @@ class Agent:
             error=bool(res.error),
             duration_s=round(time.monotonic() - t, 4),
             meta=res.meta,
+            **extra,
         )
 
     def _call_profile(self, name: str, args: dict[str, Any]) -> ToolResult:
@@ -308,18 +410,3 @@ class Agent:
             return ToolResult(output=f"Error: {e}", error=True)
         except (TypeError, KeyError, ValueError) as e:  # the model's arguments did not fit the tool
             return ToolResult(output=f"Error: bad arguments for '{name}': {e.__class__.__name__}: {e}", error=True)
-
-
-def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Parse tool-call arguments: ``(dict, None)`` or ``(None, problem)``; empty means ``{}``."""
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as e:
-        return None, f"are not valid JSON ({e})"
-    if not isinstance(value, dict):
-        return None, f"must be a JSON object, got {type(value).__name__}"
-    return value, None

@@ -233,16 +233,47 @@ class ModelConfig(_Model):
     """Presence penalty (the paper's 0.0)."""
 
     timeout_s: float = 600.0
-    """Timeout of one model call."""
+    """Timeout of one HTTP attempt of a model call (the read timeout of a generation)."""
 
     max_retries: int = 6
-    """Retries on 429, 5xx, connection errors and timeouts, with exponential backoff and jitter."""
+    """Retries on 429, 5xx, connection errors and timeouts, with exponential backoff and jitter (the same
+    500 body twice is a deterministic refusal and stops retrying; 4xx are never retried)."""
+
+    timeout_retries: int = Field(default=1, ge=0)
+    """Retries of a call whose attempt timed out (a runaway generation is not restarted again and again)."""
+
+    call_time_cap_s: float | None = Field(default=1800.0, gt=0)
+    """Wall-clock cap on ALL attempts and backoffs of one model call; past it the run stops with
+    ``endpoint_unavailable``. None = no cap (``agent.time_budget_s`` still caps it)."""
 
     backoff_s: float = 1.0
     """First backoff delay; doubles per retry (capped at 60 s)."""
 
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Extra fields merged into every request body (e.g. vLLM's ``chat_template_kwargs``)."""
+
+    reasoning_passback: Literal["auto", "always", "never"] = "auto"
+    """Reasoning text sent back on the assistant messages of the conversation: ``auto`` = when the server
+    returned some, under the wire name it used (``reasoning_content`` for DeepSeek, Kimi, llama.cpp;
+    ``reasoning`` for vLLM ≥ 0.16) — what DeepSeek and Kimi require on tool-call turns; ``always`` = on every
+    assistant message, ``""`` when there was none (Kimi K2 thinking); ``never`` = not sent back."""
+
+    parse_text_tool_calls: bool = False
+    """Execute tool calls the server left as text in ``content`` or the reasoning (``<tool_call>{…}``,
+    ``<function=…>``, a JSON object naming a tool). Off: they are only recorded (``text_tool_call``
+    events); the paper uses native tool calls only."""
+
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens of the model's context window (prompt + reply). None = ask the server (vLLM ``/v1/models``
+    ``max_model_len``, llama.cpp ``/props`` ``n_ctx`` per slot, Ollama ``num_ctx``), else unknown."""
+
+    context_margin: int = Field(default=256, ge=0)
+    """Tokens kept free beside the prompt estimate when ``max_tokens`` is fitted to the window (the
+    estimate is the last ``usage.prompt_tokens`` plus a third of the new messages' characters)."""
+
+    min_reply_tokens: int = Field(default=512, ge=1)
+    """When the window leaves fewer tokens than this for the reply, the run stops with
+    ``context_overflow`` (or asks for a final answer, see ``agent.on_context_overflow``)."""
 
 
 class AgentConfig(_Model):
@@ -260,6 +291,24 @@ class AgentConfig(_Model):
 
     max_consecutive_errors: int = 10
     """Stop after this many consecutive turns whose tool calls all failed or were malformed."""
+
+    max_nudges: int = Field(default=5, ge=1)
+    """Stop with ``too_many_nudges`` after this many replies in a row with neither a tool call nor an
+    answer (each one is answered with a nudge)."""
+
+    max_repeated_replies: int = Field(default=5, ge=2)
+    """Stop with ``repeated_reply`` when this many replies in a row are identical (same text, reasoning and
+    tool calls: a degenerate loop)."""
+
+    on_context_overflow: Literal["stop", "final_answer"] = "stop"
+    """When the conversation no longer fits the window: ``stop`` (stop reason ``context_overflow``; the
+    paper applies no context management) or ``final_answer`` (one last call without tools asking for the
+    answer; if that fails too, ``context_overflow``)."""
+
+    first_tool_choice: str | None = None
+    """Force a tool call on the FIRST turn only: a tool name, ``first`` (the profile's first tool), or
+    ``required``. llama.cpp-family servers enforce only a named choice (llama-cpp-python refuses a string
+    ``tool_choice``). None = the server's default (``auto``)."""
 
     current_date: str | None = None
     """Date (YYYY-MM-DD) written into the system prompt; None = today."""

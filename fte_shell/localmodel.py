@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -81,7 +80,7 @@ def _log(msg: str) -> None:
 
 def _pip(*args: str) -> None:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise LocalModelError(f"pip {' '.join(args[:3])}… failed:\n{(r.stderr or r.stdout)[-2000:]}")
 
@@ -124,7 +123,7 @@ def ensure_model() -> Path:
 
 
 def _importable(module: str) -> bool:
-    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True)
+    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, check=False)
     return r.returncode == 0
 
 
@@ -145,7 +144,7 @@ def ensure_engine(engine: Engine) -> None:
         env = {**os.environ, "CMAKE_ARGS": LLAMA_CPP_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
         cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "wheel", "-q", "--no-deps", "-w",
                str(wheels), f"llama-cpp-python=={LLAMA_CPP_PYTHON}"]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise LocalModelError(f"building llama-cpp-python failed:\n{(r.stderr or r.stdout)[-3000:]}")
     _log("installing llama-cpp-python[server] from the cached wheel")

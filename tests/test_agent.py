@@ -201,13 +201,13 @@ def test_consecutive_failed_turns_stop_with_errors(tmp_path: Path) -> None:
     assert events[-2]["type"] == "error" and "3 consecutive" in events[-2]["message"]
 
 
-def test_model_error_after_retries_is_recorded(tmp_path: Path) -> None:
+def test_endpoint_unavailable_after_retries_is_recorded(tmp_path: Path) -> None:
     script = [ScriptTurn(tool_calls=[call("show")]), ScriptTurn(status=500), ScriptTurn(status=502, error="bad gateway")]
     result, srv, _, events = run(tmp_path, script)  # max_retries=1: two attempts on turn 2
-    assert result.stop_reason == "model_error" and result.turns == 2 and len(srv.requests) == 3
+    assert result.stop_reason == "endpoint_unavailable" and result.turns == 2 and len(srv.requests) == 3
     err = [e for e in events if e["type"] == "error"]
     assert len(err) == 1 and "bad gateway" in err[0]["message"] and err[0]["turn"] == 2
-    assert result_json(tmp_path)["stop_reason"] == "model_error"
+    assert result_json(tmp_path)["stop_reason"] == "endpoint_unavailable"
 
 
 def test_500_then_success_inside_the_loop(tmp_path: Path) -> None:
@@ -253,9 +253,10 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
 
 def test_extract_answer() -> None:
     assert extract_answer("a <answer>1</answer> b <ANSWER>\n two \n</ANSWER>") == "two"
-    assert extract_answer("<answer>unclosed") is None
+    assert extract_answer("<answer>unclosed") == "unclosed"  # opened, never closed: the answer (issue 8)
     assert extract_answer(None) is None
-    assert extract_answer("<answer></answer>") == ""
+    assert extract_answer("<answer></answer>") is None  # empty is not an answer
+    assert extract_answer("<answer>a</answer> <answer> </answer>") == "a"
 
 
 def test_a_failing_live_log_does_not_stop_the_run(tmp_path: Path) -> None:

@@ -125,26 +125,26 @@ def test_other_profiles_report_zero_reader_tokens(tmp_path: Path, corpus: LocalC
 
 
 # --- robustness -----------------------------------------------------------------------------------------
-def test_model_failing_for_good_mid_run_stops_with_model_error_and_keeps_the_trajectory(
+def test_model_failing_for_good_mid_run_stops_with_endpoint_unavailable_and_keeps_the_trajectory(
     tmp_path: Path, corpus: LocalCorpus
 ) -> None:
     def policy(body: dict[str, Any]) -> Any:
         if len(body["messages"]) == 2:  # first turn: a real tool call
             return tc("fetch", url="tern-quay")
-        return ScriptTurn(status=500, error="upstream exploded")
+        return ScriptTurn(status=503, error="upstream exploded")  # 503: always retried (the same 500 twice is not)
 
     with ScriptedServer(policy=policy) as srv:
         cfg = config(srv.base_url, "fte")
         cfg.model.max_retries = 2
         result = run_question("Who dredged Tern Quay?", cfg, tmp_path / "run", search=corpus, page_source=corpus)
-    assert result.stop_reason == "model_error" and result.answer is None and result.turns == 2
+    assert result.stop_reason == "endpoint_unavailable" and result.answer is None and result.turns == 2
     assert len(srv.requests) == 1 + 3  # the second turn: one attempt and two retries
     events = read_trajectory(tmp_path / "run")
-    assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
-    assert "after 3 attempts" in events[3]["message"] and "upstream exploded" in events[3]["message"]
+    assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "retry", "retry", "error", "end"]
+    assert "after 3 attempts" in events[5]["message"] and "upstream exploded" in events[5]["message"]
     assert events[2]["observation"].startswith("/work/tern-quay-")  # the work before the failure is kept
     saved = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert saved["stop_reason"] == "model_error" and saved["tool_calls"] == {"fetch": 1}
+    assert saved["stop_reason"] == "endpoint_unavailable" and saved["tool_calls"] == {"fetch": 1}
     assert saved["usage"] == srv.responses[0]["usage"]
     assert len(list((tmp_path / "run" / "workspace").glob("*.txt"))) == 1
 
@@ -170,7 +170,8 @@ def test_tool_calls_in_bent_shapes_are_handled(tmp_path: Path, corpus: LocalCorp
     assert [c["id"] for c in calls] == ["call_1_0", "call_1_1", "call_1_2"]
     assert calls[0]["arguments"] == {"url": "tern-quay"} and not calls[0]["error"]
     assert calls[1]["arguments"] is None and calls[1]["raw_arguments"] == "7" and calls[1]["error"]
-    assert calls[1]["observation"] == "Error: the arguments of 'read' must be a JSON object, got int; call it again with a JSON object."
+    assert calls[1]["observation"] == ("Error: the arguments of 'read' must be a JSON object, got int; they were: 7\n"
+                                       "Call it again with a JSON object as its arguments.")
     assert calls[2]["arguments"] == {} and not calls[2]["error"] and "tern-quay" in calls[2]["observation"]
     # the conversation sent back holds the assistant text and one tool message per call, ids matching
     second = srv.requests[1]["messages"]

@@ -84,11 +84,22 @@ def test_429_honours_retry_after() -> None:
 
 def test_gives_up_after_max_retries_with_model_error() -> None:
     with (
-        ScriptedServer([ScriptTurn(status=500, error="boom")] * 3) as srv,
-        pytest.raises(ModelError, match=r"after 3 attempts.*HTTP 500.*boom"),
+        ScriptedServer([ScriptTurn(status=503, error="boom")] * 3) as srv,
+        pytest.raises(ModelError, match=r"after 3 attempts.*HTTP 503.*boom"),
     ):
         _client(srv, max_retries=2).complete(MSGS)
     assert len(srv.requests) == 3
+
+
+def test_the_same_500_body_twice_stops_retrying() -> None:
+    from fte_shell.model import BadRequest
+
+    with (
+        ScriptedServer([ScriptTurn(status=500, error="boom")] * 3) as srv,
+        pytest.raises(BadRequest, match=r"same HTTP 500 body twice.*boom"),
+    ):
+        _client(srv, max_retries=5).complete(MSGS)
+    assert len(srv.requests) == 2
 
 
 def test_client_errors_are_not_retried() -> None:

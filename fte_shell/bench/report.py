@@ -184,7 +184,8 @@ def _warnings(ps: Sequence[ProfileSummary]) -> list[str]:
     for p in ps:
         if p.no_tool_calls:
             out.append(f"{p.label}: none of its {p.runs - p.failed} finished run(s) made a tool call — check the model "
-                       "and endpoint (tool calling enabled? the right tool-call parser?) before reading this as a "
+                       "set-up (tool calling enabled? the server's tool-call parser? docs/run.md 'Server kinds': "
+                       "model.parse_text_tool_calls, agent.first_tool_choice) before reading its numbers as a "
                        "property of the interface.")
         if p.failed:
             out.append(f"{p.label}: {p.failed} of {p.runs} run(s) failed (infrastructure) and are left out of every "

@@ -94,7 +94,23 @@ class EventPrinter:
             if body:
                 c.print(f"[{'red' if ev.get('error') else 'dim'}]{escape(_indent(body))}[/]")
         elif kind == "nudge":
-            c.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
+            if ev.get("kind") == "reply_cut":
+                c.print("  [yellow]the reply was cut at max_tokens: told the model so[/yellow]")
+            else:
+                c.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
+        elif kind == "retry":
+            c.print(
+                f"  [yellow]retry {ev.get('attempt')} of the model call to {escape(str(ev.get('endpoint')))} "
+                f"in {ev.get('delay_s', 0):.1f} s:[/yellow] {escape(str(ev.get('error')))}"
+            )
+        elif kind == "warning":
+            c.print(f"  [yellow]warning:[/yellow] {escape(str(ev.get('message')))}")
+        elif kind == "text_tool_call":
+            what = "executing" if ev.get("executed") else "not executed (model.parse_text_tool_calls is off)"
+            names = ", ".join(str(x.get("name")) for x in ev.get("calls") or [])
+            c.print(f"  [yellow]tool call(s) written as text in the {ev.get('source')}: {escape(names)} — {what}[/yellow]")
+        elif kind == "final_answer_request":
+            c.print("  [yellow]context window full: asked the model for its final answer[/yellow]")
         elif kind == "error":
             c.print(f"  [red]error:[/red] {escape(str(ev.get('message')))}")
         elif kind == "end":
@@ -132,7 +148,10 @@ def _print_result(result: Any, run_dir: Path) -> None:
     if result.answer is not None:
         _out.print(Panel(escape(result.answer), title="answer", expand=False, border_style="green"))
     else:
-        _out.print(f"[yellow]No answer: the run stopped with '{result.stop_reason}'.[/yellow]")
+        from ..stops import is_infra_failure
+
+        note = " — an infrastructure failure, not a result (see the error in trajectory.jsonl)" if is_infra_failure(result.stop_reason) else ""
+        _out.print(f"[yellow]No answer: the run stopped with '{result.stop_reason}'{note}.[/yellow]")
     u = result.usage
     calls = ", ".join(f"{k} {v}" for k, v in sorted(result.tool_calls.items())) or "none"
     reader = result.summary_usage.get("total_tokens", 0)
@@ -145,6 +164,24 @@ def _print_result(result: Any, run_dir: Path) -> None:
     ws = run_dir / "workspace"
     n = len(list(ws.glob("*.txt"))) if ws.is_dir() else 0
     _out.print(f"run directory: {run_dir}  (trajectory.jsonl, result.json, workspace/ with {n} file(s))")
+
+
+EXIT_CODES: dict[str, int] = {"auth": 4, "bad_request": 5}
+"""Exit status of ``fte-shell run`` for a run that ended on an infrastructure failure (docs/run.md):
+4 auth (HTTP 401/403), 5 bad_request (the server refused the request), 3 any other (endpoint_unavailable,
+model_error, sandbox_unavailable, search_unavailable). Result stops (an answer, max_turns,
+context_overflow, …) exit 0."""
+
+
+def exit_code(stop_reason: str) -> int:
+    """The exit status for a finished run's stop reason (0 for every result stop)."""
+    from ..stops import is_infra_failure
+
+    if stop_reason == "interrupted":
+        return 130
+    if not is_infra_failure(stop_reason):
+        return 0
+    return EXIT_CODES.get(stop_reason, 3)
 
 
 def register(app: typer.Typer) -> None:
@@ -169,6 +206,9 @@ def register(app: typer.Typer) -> None:
         temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (default 1.0).")] = None,
         max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
         date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
+        context_window: Annotated[int | None, typer.Option("--context-window", help="Model context window in tokens (default: ask the server).")] = None,
+        first_tool_choice: Annotated[str | None, typer.Option("--first-tool-choice", help="Force a tool call on turn 1: a tool name, 'first' or 'required'.")] = None,
+        parse_text_tool_calls: Annotated[bool | None, typer.Option("--parse-text-tool-calls/--no-parse-text-tool-calls", help="Execute tool calls the server left as text.")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
         snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
         snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
@@ -181,8 +221,10 @@ def register(app: typer.Typer) -> None:
         from ..runner import run_question
 
         flags = {
-            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens},
-            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date},
+            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens,
+                      "context_window": context_window, "parse_text_tool_calls": parse_text_tool_calls},
+            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date,
+                      "first_tool_choice": first_tool_choice},
             "search": {"corpus": str(corpus) if corpus else None, "backend": search},
             "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode,
                          "manifest": str(snapshot_manifest) if snapshot_manifest else None},
@@ -209,6 +251,9 @@ def register(app: typer.Typer) -> None:
             # 2: the set-up the user gave cannot work (e.g. --search serper without a key); 1: the run failed
             raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
         _print_result(result, run_dir)
+        code = exit_code(result.stop_reason)
+        if code:
+            raise typer.Exit(code)
 
     @app.command("demo")
     def demo_cmd(

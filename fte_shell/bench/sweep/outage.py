@@ -97,11 +97,15 @@ class SearchProbe:
     cfg: SearchConfig
     resource: str = "search"
     label: str = ""
+    replayed: bool = False
+    """Searches are answered from a snapshot in replay mode: nothing live to probe."""
 
     def __post_init__(self) -> None:
         self.label = self.label or f"the search backend ({self.cfg.backend})"
 
     def check(self) -> str | None:
+        if self.replayed:
+            return None
         if self.cfg.backend == "serper":
             import httpx
 
@@ -109,7 +113,9 @@ class SearchProbe:
                 r = httpx.get(self.cfg.serper_url, timeout=PROBE_TIMEOUT_S)
             except httpx.HTTPError as e:
                 return f"GET {self.cfg.serper_url}: {e.__class__.__name__}: {e}"
-            return f"GET {self.cfg.serper_url}: HTTP {r.status_code}" if r.status_code >= 500 else None
+            # any answer but a gateway/overload status means the backend is up (a GET on Serper's POST-only
+            # endpoint may well be 404, 405 or 501)
+            return f"GET {self.cfg.serper_url}: HTTP {r.status_code}" if r.status_code in (502, 503, 504) else None
         try:
             from ...search import make_search
 
@@ -124,7 +130,7 @@ def default_probes(cfg: RunConfig, base_url: str | None, api_key: str) -> dict[s
     return {
         "endpoint": EndpointProbe(base_url or "https://api.openai.com/v1", api_key),
         "sandbox": DockerProbe(),
-        "search": SearchProbe(cfg.search),
+        "search": SearchProbe(cfg.search, replayed=cfg.snapshot.dir is not None and cfg.snapshot.mode == "replay"),
     }
 
 

@@ -143,7 +143,6 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
     """Pick the search backend (HotpotQA: its local corpus) with the sweep's result cache. ``filled``: the
     result of :func:`sweep_config` when the caller has it already."""
     from ...search import make_page_source, make_search
-
     from ...snapshot import MANIFEST, open_session, snapshot_search
 
     cfg = filled if filled is not None else sweep_config(bench, dataset, config, log)

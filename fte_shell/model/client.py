@@ -1,0 +1,390 @@
+"""The model client: one OpenAI-compatible chat-completions endpoint, with our own retry loop.
+
+``ModelClient(cfg).complete(messages, tools)`` sends the conversation with the paper's sampling defaults
+(from :class:`~fte_shell.config.ModelConfig`) and returns a :class:`Completion` (the message as the server
+sent it, the parameters actually sent, the response's id/model/fingerprint and full usage).
+
+Retries (each one reported to ``on_retry``): connection errors, 408/409/429 and 5xx with exponential
+backoff and jitter (a ``Retry-After`` header wins), up to ``model.max_retries``; a read timeout at most
+``model.timeout_retries`` times (a runaway generation is not restarted blindly); all attempts of one call
+within ``model.call_time_cap_s``. The same 500 body twice is a deterministic refusal (no more retries).
+Failures are typed (:mod:`fte_shell.model.errors`): :class:`ContextOverflow`, :class:`AuthFailed` and
+:class:`BadRequest` are never retried; :class:`EndpointUnavailable` is what is left after the retries.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..config import ModelConfig
+from ..errors import ModelError
+from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
+from .window import ServerInfo, discover
+
+ENDPOINT_HELP = (
+    "no model endpoint configured: give one with --base-url URL --model NAME (and --api-key if the server "
+    "needs one), or a [model] table (base_url, model, api_key) in the --config TOML file, or the "
+    "environment variables OPENAI_BASE_URL, OPENAI_MODEL and OPENAI_API_KEY. Any OpenAI-compatible server "
+    "works (vLLM, llama.cpp, Ollama, DeepSeek, OpenAI); `fte-shell demo` runs without one."
+)
+
+PLACEHOLDER_API_KEY = "sk-no-key-required"
+"""Sent to servers that need no key (the ``openai`` client refuses to start without one)."""
+
+MAX_BACKOFF_S = 60.0
+MAX_RETRY_AFTER_S = 300.0
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+TRANSIENT_5XX = frozenset({502, 503, 504})
+"""5xx statuses always retried (a proxy or an overloaded server); any other 5xx whose body repeats is a
+deterministic refusal (llama-cpp-python answers a message it cannot validate with 500)."""
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Wire names of reasoning text beside the content: DeepSeek, Kimi, llama.cpp and older vLLM send
+``reasoning_content``; vLLM ≥ 0.16 sends (and on input reads only) ``reasoning`` (vllm#38488)."""
+
+RetryListener = Callable[[dict[str, Any]], None]
+
+
+def _has_security_option() -> bool:
+    try:
+        from openai._models import FinalRequestOptions
+
+        return "security" in FinalRequestOptions.model_fields
+    except Exception:  # noqa: BLE001 - another SDK layout: the explicit Authorization header is enough
+        return False
+
+
+_SECURITY_OPTION = _has_security_option()
+
+
+class Completion(BaseModel):
+    """One assistant turn as the endpoint returned it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: dict[str, Any]
+    """The assistant message as the server sent it: ``role``, ``content`` (str or None) and, when the
+    model called tools, ``tool_calls`` = ``[{id, type, function: {name, arguments}}]`` (arguments as the
+    raw text the server sent). The loop derives the message it keeps in the conversation from it."""
+
+    usage: dict[str, int] = Field(default_factory=dict)
+    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` (0 when the endpoint reported none)."""
+
+    usage_details: dict[str, Any] = Field(default_factory=dict)
+    """The response's whole ``usage`` object (reasoning and cached tokens when the server reports them)."""
+
+    latency_s: float = 0.0
+    """Seconds of the successful attempt (retries and backoff excluded)."""
+
+    finish_reason: str | None = None
+    """The endpoint's finish reason (``stop``, ``tool_calls``, ``length``…)."""
+
+    reasoning: str | None = None
+    """Reasoning text the server returned beside the content, or None."""
+
+    reasoning_fields: list[str] = Field(default_factory=list)
+    """The wire names the reasoning came under (``reasoning_content`` and/or ``reasoning``)."""
+
+    attempts: int = 1
+    """HTTP attempts this completion took (1 = no retry)."""
+
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The request parameters actually sent (model, sampling, ``max_tokens``, ``tool_choice``,
+    ``extra_body``, tool names; not the messages)."""
+
+    response: dict[str, Any] = Field(default_factory=dict)
+    """The response's ``id``, ``model`` and ``system_fingerprint``."""
+
+
+def resolve_endpoint(cfg: ModelConfig) -> tuple[str | None, str, str]:
+    """Return ``(base_url, api_key, model)`` or raise :class:`ModelError` naming the ways to configure it.
+
+    ``base_url`` None means the ``openai`` package's default (api.openai.com), allowed only when an API
+    key is given."""
+    key = cfg.api_key.get_secret_value() if cfg.api_key is not None else None
+    if cfg.base_url is None and not key:
+        raise ModelError(ENDPOINT_HELP)
+    if not cfg.model:
+        raise ModelError("no model name configured: " + ENDPOINT_HELP.split(": ", 1)[1])
+    return cfg.base_url, key or PLACEHOLDER_API_KEY, cfg.model
+
+
+def _retry_after_s(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), or None."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class ModelClient:
+    """Chat completions over the ``openai`` package with a retry loop of our own (the SDK's is off)."""
+
+    def __init__(self, cfg: ModelConfig, *, sleep: Callable[[float], None] = time.sleep):
+        import openai  # heavy import, done on first client only
+
+        self.cfg = cfg
+        self.base_url, self._api_key, self.model = resolve_endpoint(cfg)
+        self._openai = openai
+        self._sleep = sleep
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=self._api_key, timeout=cfg.timeout_s, max_retries=0
+        )
+        self._info: ServerInfo | None = None
+        self.calls = 0
+        """Successful completions so far."""
+        self.retries = 0
+        """Retries made so far (all calls together)."""
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL this client talks to (for messages)."""
+        return self.base_url or "https://api.openai.com/v1"
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released the connection pool."""
+        return bool(self._client.is_closed())
+
+    def server_info(self) -> ServerInfo:
+        """The context window and server kind (probed once, then cached; see :mod:`.window`)."""
+        if self._info is None:
+            self._info = discover(self.base_url, self._api_key, self.model, self.cfg.context_window)
+        return self._info
+
+    def _request(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        cfg = self.cfg
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
+            "presence_penalty": cfg.presence_penalty,
+        }
+        if tools:
+            kwargs["tools"] = tools
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
+        if cfg.extra_body:
+            kwargs["extra_body"] = dict(cfg.extra_body)
+        return kwargs
+
+    def _post(self, kwargs: dict[str, Any]) -> Any:
+        """POST the request as it is. Not ``chat.completions.create``: its parameter transform walks every
+        message against the SDK's TypedDicts, which took ~0.3 s of CPU per request at turn 120 and grows with
+        the conversation (measured: 88 % of a 300-turn run); our messages are plain JSON already."""
+        from openai.types.chat import ChatCompletion
+
+        body = {k: v for k, v in kwargs.items() if k not in ("extra_body", "timeout")}
+        body.update(kwargs.get("extra_body") or {})
+        options: dict[str, Any] = {"headers": {"Authorization": f"Bearer {self._api_key}"}}
+        if "timeout" in kwargs:
+            options["timeout"] = kwargs["timeout"]
+        if _SECURITY_OPTION:
+            options["security"] = {"bearer_auth": True}
+        return self._client.post("/chat/completions", body=body, cast_to=ChatCompletion, options=options)
+
+    def _delay(self, attempt: int, err: Exception) -> float:
+        response = getattr(err, "response", None)
+        after = _retry_after_s(getattr(response, "headers", None))
+        if after is not None:
+            return min(after, MAX_RETRY_AFTER_S)
+        base = min(MAX_BACKOFF_S, self.cfg.backoff_s * (2**attempt))
+        return base * (0.5 + random.random() / 2)  # jitter: 50-100 % of the exponential delay
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        deadline: float | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+        on_retry: RetryListener | None = None,
+    ) -> Completion:
+        """One assistant turn. Raises a :class:`ModelCallError` subclass on a refusal or after the retries.
+
+        ``deadline`` (a ``time.monotonic()`` instant, e.g. the end of a question's time budget) caps each
+        attempt's timeout, and no retry is made whose backoff would pass it; ``model.call_time_cap_s``
+        bounds all attempts of this call the same way. ``on_retry`` gets ``{attempt, error, delay_s,
+        endpoint}`` before each retry."""
+        oa = self._openai
+        cfg = self.cfg
+        kwargs = self._request(messages, tools, tool_choice, max_tokens)
+        start = time.monotonic()
+        limit = start + cfg.call_time_cap_s if cfg.call_time_cap_s is not None else None
+        budget_first = deadline is not None and (limit is None or deadline <= limit)
+        if deadline is not None:
+            limit = deadline if limit is None else min(limit, deadline)
+        attempt, timeouts, last_body = 0, 0, None
+        while True:
+            t0 = time.monotonic()
+            if limit is not None:
+                left = limit - t0
+                if left <= 0:
+                    if budget_first:
+                        raise ModelError("model call not made: the time budget is spent")
+                    raise EndpointUnavailable(
+                        f"model call to {self.endpoint} gave up: model.call_time_cap_s ({cfg.call_time_cap_s:g} s) "
+                        f"spent after {attempt} attempt(s)", attempts=attempt)
+                kwargs["timeout"] = min(cfg.timeout_s, left)
+            try:
+                resp = self._post(kwargs)
+            except oa.OpenAIError as err:
+                what = _describe(err)
+                if isinstance(err, oa.APITimeoutError):
+                    timeouts += 1
+                    if timeouts > cfg.timeout_retries or attempt >= cfg.max_retries:
+                        raise EndpointUnavailable(
+                            f"model call to {self.endpoint} timed out {timeouts} time(s) "
+                            f"(model.timeout_s = {cfg.timeout_s:g} s, retried at most {cfg.timeout_retries}): {what}",
+                            attempts=attempt + 1) from err
+                elif isinstance(err, oa.APIConnectionError):
+                    if attempt >= cfg.max_retries:
+                        raise EndpointUnavailable(
+                            f"model endpoint {self.endpoint} unreachable after {attempt + 1} attempt(s): {what}",
+                            attempts=attempt + 1) from err
+                elif isinstance(err, oa.APIStatusError):
+                    status, body = err.status_code, _body(err)
+                    cls = classify_status(status, body)
+                    if cls is not EndpointUnavailable:
+                        raise cls(f"model call refused by {self.endpoint}: {what}", status=status, body=body,
+                                  attempts=attempt + 1) from err
+                    if status >= 500 and status not in TRANSIENT_5XX and body == last_body:
+                        raise BadRequest(
+                            f"model call refused by {self.endpoint} with the same HTTP {status} body twice "
+                            f"(a deterministic error, not retried further): {what}",
+                            status=status, body=body, attempts=attempt + 1) from err
+                    last_body = body
+                    if attempt >= cfg.max_retries:
+                        raise EndpointUnavailable(
+                            f"model call to {self.endpoint} failed after {attempt + 1} attempts: {what}",
+                            status=status, body=body, attempts=attempt + 1) from err
+                else:
+                    raise ModelCallError(f"model call to {self.endpoint} failed: {what}", attempts=attempt + 1) from err
+                delay = self._delay(attempt, err)
+                if limit is not None and time.monotonic() + delay >= limit:
+                    if budget_first:
+                        raise ModelError(f"model call failed and the time budget leaves no room to retry: {what}") from err
+                    raise EndpointUnavailable(
+                        f"model call to {self.endpoint} failed and model.call_time_cap_s leaves no room to retry: {what}",
+                        attempts=attempt + 1) from err
+                attempt += 1
+                self.retries += 1
+                if on_retry is not None:
+                    on_retry({"attempt": attempt, "error": what, "delay_s": round(delay, 3), "endpoint": self.endpoint})
+                self._sleep(delay)
+                continue
+            latency = time.monotonic() - t0
+            self.calls += 1
+            params = {k: v for k, v in kwargs.items() if k not in ("messages", "tools", "timeout")}
+            if tools:
+                params["tools"] = [t.get("function", {}).get("name") for t in tools]
+            return _to_completion(resp, latency, attempt + 1, self.calls, params)
+
+
+def _body(err: Any) -> str:
+    """The error response's body text, whole."""
+    response = getattr(err, "response", None)
+    try:
+        text = response.text if response is not None else ""
+    except Exception:  # noqa: BLE001 - a streamed or closed body
+        text = ""
+    return text or str(getattr(err, "body", "") or "")
+
+
+def _describe(err: Exception) -> str:
+    """The error as one string, never shortened (the whole server message is the evidence)."""
+    status = getattr(err, "status_code", None)
+    body = _body(err).strip() if status else ""
+    text = body or str(err).strip()
+    name = err.__class__.__name__
+    return f"{name} (HTTP {status}): {text}" if status else f"{name}: {text}"
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if hasattr(obj, "model_dump"):
+        return {k: v for k, v in obj.model_dump(mode="json", exclude_unset=True).items() if v is not None}
+    return dict(obj) if isinstance(obj, dict) else {}
+
+
+def _to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict[str, Any]) -> Completion:
+    """Normalize a chat-completions response. Tool calls without an id get ``call_<n>_<index>`` (some
+    servers send none, and the tool messages must name one); non-string arguments are JSON-encoded."""
+    if not getattr(resp, "choices", None):
+        raise EndpointUnavailable(f"model response has no choices: {resp}")
+    choice = resp.choices[0]
+    msg = choice.message
+    message: dict[str, Any] = {"role": "assistant", "content": msg.content}
+    calls = []
+    for i, tc in enumerate(msg.tool_calls or []):
+        fn = getattr(tc, "function", None)
+        if fn is None:
+            continue
+        args = fn.arguments
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append({"id": tc.id or f"call_{n}_{i}", "type": "function", "function": {"name": fn.name, "arguments": args}})
+    if calls:
+        message["tool_calls"] = calls
+    extra = getattr(msg, "model_extra", None) or {}
+    fields = [f for f in REASONING_FIELDS if isinstance(extra.get(f), str)]
+    texts = [extra[f] for f in fields if extra[f]]
+    reasoning = texts[-1] if texts else ("" if fields else None)  # vLLM's ``reasoning`` wins when both
+    details = _dump(resp.usage)
+    usage = {k: int(details.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    response = {
+        "id": getattr(resp, "id", None),
+        "model": getattr(resp, "model", None),
+        "system_fingerprint": getattr(resp, "system_fingerprint", None),
+    }
+    return Completion(
+        message=message,
+        usage=usage,
+        usage_details=details,
+        latency_s=latency,
+        finish_reason=choice.finish_reason,
+        reasoning=reasoning,
+        reasoning_fields=fields,
+        attempts=attempts,
+        params=params,
+        response=response,
+    )

@@ -1,0 +1,79 @@
+"""Tool calls a server failed to parse and left as text in ``content`` or the reasoning.
+
+Formats found (each with where it comes from):
+
+- ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` — Hermes/Qwen2.5 templates; left as text when
+  the server's tool parser is off or the model wrote it inside ``<think>`` (vllm#39056);
+- ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` — Qwen3-Coder/Qwen3.5 XML (qwen3_coder
+  parser), left in ``content`` with thinking on (vllm#42021);
+- a fenced or bare JSON object ``{"name": TOOL, "arguments"|"parameters": {…}}`` — small models on
+  llama.cpp whose template the server cannot parse (measured with Qwen2.5-Coder-1.5B; DESIGN.md).
+
+:func:`find_text_tool_calls` only finds them; the loop records them as a ``text_tool_call`` event and
+executes them when ``model.parse_text_tool_calls`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAM = re.compile(r"<parameter=([^>\s]+)>\s*(.*?)\s*(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
+_FENCED = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(\{.*?\})\s*```", re.DOTALL)
+
+
+def _json_call(text: str) -> tuple[str, dict[str, Any]] | None:
+    try:
+        obj = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # some models double-encode
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return obj["name"], args
+
+
+def _xml_value(raw: str) -> Any:
+    try:
+        return json.loads(raw)  # numbers, booleans, lists written as JSON (qwen3_coder converts by schema)
+    except ValueError:
+        return raw
+
+
+def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[str, Any]]:
+    """Tool calls written as text: ``[{name, arguments, format, raw}]`` in order. Tagged formats are found
+    for any name; fenced/bare JSON only when ``name`` is one of ``tool_names`` (else ordinary JSON in a reply
+    would count)."""
+    if not text:
+        return []
+    found: list[dict[str, Any]] = []
+    for m in _FUNCTION.finditer(text):
+        args = {k: _xml_value(v) for k, v in _PARAM.findall(m.group(2))}
+        found.append({"name": m.group(1), "arguments": args, "format": "xml_function", "raw": m.group(0)})
+    if found:
+        return found
+    for m in _TAGGED.finditer(text):
+        call = _json_call(m.group(1))
+        if call is not None:
+            found.append({"name": call[0], "arguments": call[1], "format": "tool_call_tag", "raw": m.group(0)})
+    if found:
+        return found
+    candidates = [(m.group(1), m.group(0)) for m in _FENCED.finditer(text)]
+    stripped = text.strip()
+    if not candidates and stripped.startswith("{") and stripped.endswith("}"):
+        candidates = [(stripped, stripped)]
+    for body, raw in candidates:
+        call = _json_call(body)
+        if call is not None and call[0] in tool_names:
+            found.append({"name": call[0], "arguments": call[1], "format": "json", "raw": raw})
+    return found

@@ -1,0 +1,181 @@
+"""``fte-shell run`` through every server personality of tests/emulators.py, for the ``fte`` and ``shell``
+profiles: the run answers, the trajectory and result are intact, the request prefix is byte-stable, and the
+``model_call`` events record what was sent and what came back."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from emulators import PERSONALITIES, Emulator, settings_for
+from typer.testing import CliRunner
+
+from fte_shell.cli import app
+from fte_shell.policies import ResearchPolicy
+from fte_shell.recorder import read_trajectory
+
+Q = "Which function in the json module serializes an object to a JSON formatted str?"
+CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
+
+
+@pytest.fixture(scope="module")
+def pydoc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fte_shell.search.pydoc_corpus import build_pydoc_corpus
+
+    return build_pydoc_corpus(tmp_path_factory.mktemp("pydoc") / "index")
+
+
+def toml_for(path: Path, name: str, base_url: str, corpus: Path, extra: dict[str, dict[str, Any]] | None = None) -> Path:
+    """A config file with what docs/run.md says to set for this server kind (plus ``extra``)."""
+    st = settings_for(name)
+    for table, values in (extra or {}).items():
+        st.setdefault(table, {}).update(values)
+    lines = [f'[model]\nbase_url = "{base_url}"\nmodel = "emu-model"\nbackoff_s = 0.01']
+    lines += [f"{k} = {json.dumps(v)}" for k, v in st["model"].items()]
+    lines += ["[agent]", *[f"{k} = {json.dumps(v)}" for k, v in st["agent"].items()]]
+    lines += [f'[search]\nbackend = "local"\ncorpus = "{corpus}"']
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli_run(tmp_path: Path, emu: Emulator, name: str, corpus: Path, profile: str, *more: str,
+            extra: dict[str, dict[str, Any]] | None = None) -> tuple[Any, Path]:
+    out = tmp_path / "run"
+    cfg = toml_for(tmp_path / "c.toml", name, emu.base_url, corpus, extra)
+    args = ["run", Q, "-p", profile, "-c", str(cfg), "-o", str(out), "--max-turns", "20", *more]
+    res = CliRunner().invoke(app, args, env=CLEAN_ENV)
+    return res, out
+
+
+def messages_bytes(raw: bytes) -> bytes:
+    """The exact bytes of the ``messages`` array inside a request body."""
+    start = raw.index(b'"messages":') + len(b'"messages":')
+    while raw[start:start + 1] in (b" ",):
+        start += 1
+    text = raw[start:].decode()
+    _, end = json.JSONDecoder().raw_decode(text)
+    return text[:end].encode()
+
+
+def check_prefix_stable(emu: Emulator) -> None:
+    """Request k+1's messages start with request k's, byte for byte (prefix caches, DeepSeek's discount)."""
+    arrays = [messages_bytes(r) for r in emu.raw]
+    assert len(arrays) >= 3
+    for a, b in itertools.pairwise(arrays):
+        assert b.startswith(a[:-1]) and len(b) > len(a), (a[-300:], b[: len(a)][-300:])
+
+
+def check_run(name: str, emu: Emulator, out: Path, res: Any) -> list[dict[str, Any]]:
+    assert res.exit_code == 0, res.output
+    r = json.loads((out / "result.json").read_text())
+    assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps", r
+    events = read_trajectory(out)
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "end" and "error" not in kinds
+    calls = [e for e in events if e["type"] == "model_call"]
+    assert len(calls) == r["turns"] == len(emu.requests)
+    assert sum(r["tool_calls"].values()) == len([e for e in events if e["type"] == "tool_call"])
+    check_prefix_stable(emu)
+    for sent, ev, (status, payload) in zip(emu.requests, calls, emu.replies, strict=True):
+        assert status == 200
+        req = ev["request"]  # what was really sent, not the messages again
+        assert "messages" not in req and req["model"] == sent["model"] == "emu-model"
+        for k in ("temperature", "top_p", "max_tokens", "presence_penalty"):
+            assert req[k] == sent[k]
+        assert req.get("tool_choice") == sent.get("tool_choice")
+        assert ev["response"] == {"id": payload["id"], "model": payload["model"],
+                                  "system_fingerprint": payload["system_fingerprint"]}
+        assert ev["finish_reason"] == payload["choices"][0]["finish_reason"]
+        full = {k: v for k, v in payload["usage"].items() if v is not None}
+        assert ev["usage_details"] == full
+        for m in sent["messages"]:  # every server accepts what was sent
+            if m["role"] == "assistant":
+                assert isinstance(m["content"], str)
+    start = events[0]
+    assert start["reasoning_passback"] == "auto" and start["config"]["model"]["reasoning_passback"] == "auto"
+    return events
+
+
+PARAMS = [pytest.param(n, "fte", id=f"{n}-fte") for n in PERSONALITIES] + [
+    pytest.param(n, "shell", id=f"{n}-shell", marks=pytest.mark.docker) for n in PERSONALITIES
+]
+
+
+@pytest.mark.parametrize(("name", "profile"), PARAMS)
+def test_run_answers_through_every_server(name: str, profile: str, tmp_path: Path, pydoc_corpus: Path,
+                                          request: pytest.FixtureRequest) -> None:
+    if profile == "shell":
+        request.getfixturevalue("docker_ready")
+    personality = PERSONALITIES[name]()
+    with Emulator(personality, ResearchPolicy()) as emu:
+        res, out = cli_run(tmp_path, emu, name, pydoc_corpus, profile)
+    events = check_run(name, emu, out, res)
+    start = events[0]
+    calls = [e for e in events if e["type"] == "model_call"]
+    later = emu.requests[1:]
+    if name == "vllm":
+        # window from /v1/models; reasoning read from `reasoning` and sent back under that name only
+        assert start["server"]["context_window"] == personality.window and start["server"]["server"] == "vllm"
+        assert start["server"]["source"] == "/v1/models max_model_len"
+        assert calls[0]["reasoning_fields"] == ["reasoning"] and calls[0]["reasoning"].startswith("Thinking")
+        assert personality.reasoning_seen[-1] == len(calls) - 1  # every earlier assistant turn carried it
+        assert all("reasoning_content" not in m for b in later for m in b["messages"])
+        assert all(c["request"]["max_tokens"] <= 16384 for c in calls)
+    elif name == "deepseek":
+        tool_turns = [m for m in emu.requests[-1]["messages"] if m["role"] == "assistant"]
+        assert tool_turns and all(m["reasoning_content"].startswith("Thinking") for m in tool_turns)
+        assert calls[0]["usage_details"]["completion_tokens_details"]["reasoning_tokens"] > 0
+        assert "prompt_cache_hit_tokens" in calls[0]["usage_details"]
+        assert start["server"]["context_window"] is None  # DeepSeek publishes none: max_tokens as configured
+        assert all(c["request"]["max_tokens"] == 16384 for c in calls)
+    elif name == "openai":
+        assert calls[0]["response"]["system_fingerprint"] == "fp_openai_emulator"
+        assert all(k not in m for b in later for m in b["messages"] for k in ("reasoning", "reasoning_content"))
+    elif name == "llama.cpp":
+        assert start["server"] == {"context_window": personality.slot_ctx, "source": "/props n_ctx",
+                                   "server": "llama.cpp", "warnings": []}
+        # max_tokens fitted to the window: min(configured, window - estimate - margin)
+        assert all(c["request"]["max_tokens"] <= 16384 for c in calls)
+    elif name == "llama-cpp-python":
+        # turn 1 forced by a NAMED choice (the profile's first tool); later turns' calls arrive as text
+        first_tool = start["tools"][0]["function"]["name"]
+        assert emu.requests[0]["tool_choice"] == {"type": "function", "function": {"name": first_tool}}
+        assert all("tool_choice" not in b for b in later)
+        text = [e for e in events if e["type"] == "text_tool_call"]
+        assert text and all(e["executed"] and e["source"] == "content" for e in text)
+        salvaged = [e for e in events if e["type"] == "tool_call" and e.get("salvaged")]
+        assert len(salvaged) >= 3 and not any(e["error"] for e in salvaged)
+    elif name == "ollama":
+        warnings = [e for e in events if e["type"] == "warning"]
+        assert len(warnings) == 1 and "num_ctx" in warnings[0]["message"] and "ollama#2722" in warnings[0]["message"]
+        assert "warning:" in res.output and "num_ctx" in res.output
+        assert start["server"]["server"] == "ollama" and start["server"]["context_window"] is None
+
+
+def test_ollama_with_num_ctx_has_no_warning_and_a_window(tmp_path: Path, pydoc_corpus: Path) -> None:
+    from emulators import Ollama
+
+    with Emulator(Ollama(window=64_000, num_ctx_set=True), ResearchPolicy()) as emu:
+        res, out = cli_run(tmp_path, emu, "ollama", pydoc_corpus, "fte")
+    events = check_run("ollama", emu, out, res)
+    assert not [e for e in events if e["type"] == "warning"]
+    assert events[0]["server"]["context_window"] == 64_000 and events[0]["server"]["source"] == "/api/show num_ctx"
+
+
+def test_flags_for_a_small_local_model(tmp_path: Path, pydoc_corpus: Path) -> None:
+    from emulators import LlamaCppPython
+
+    with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
+        args = ["run", Q, "-p", "fte", "--base-url", emu.base_url, "-m", "emu-model", "--corpus", str(pydoc_corpus),
+                "-o", str(tmp_path / "r"), "--first-tool-choice", "first", "--parse-text-tool-calls",
+                "--context-window", "50000"]
+        res = CliRunner().invoke(app, args, env=CLEAN_ENV)
+    assert res.exit_code == 0, res.output
+    assert "tool call(s) written as text in the content" in res.output and "executing" in res.output
+    start = read_trajectory(tmp_path / "r")[0]
+    assert start["server"]["context_window"] == 50000 and start["server"]["source"] == "config"
+    assert start["config"]["agent"]["first_tool_choice"] == "first" and start["config"]["model"]["parse_text_tool_calls"]
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["answer"] == "json.dumps"

@@ -1,0 +1,99 @@
+"""The shell and fte profiles complete a 300-turn budget against every emulated server without a
+harness-side failure, and a small ``fte-shell bench`` runs through every server for both profiles."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from emulators import PERSONALITIES, Emulator, Steady, settings_for
+from typer.testing import CliRunner
+
+from fte_shell.cli import app
+from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
+from fte_shell.policies import ResearchPolicy
+from fte_shell.recorder import read_trajectory
+from fte_shell.runner import run_question
+from fte_shell.stops import RESULT_STOP_REASONS
+
+Q = "Which function in the json module serializes an object to a JSON formatted str?"
+TURNS = 300
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fte_shell.search.pydoc_corpus import build_pydoc_corpus
+
+    return build_pydoc_corpus(tmp_path_factory.mktemp("pydoc") / "index")
+
+
+def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, list[dict[str, Any]], Emulator]:
+    st = settings_for(name)
+    with Emulator(PERSONALITIES[name](), Steady()) as emu:
+        cfg = RunConfig(
+            model=ModelConfig(base_url=emu.base_url, model="emu-model", **st["model"]),
+            agent=AgentConfig(profile=profile, max_turns=TURNS, **st["agent"]),
+            search=SearchConfig(backend="local", corpus=str(corpus)),
+        )
+        result = run_question(Q, cfg, out)
+    return result, read_trajectory(out), emu
+
+
+def check_long(name: str, result: Any, events: list[dict[str, Any]], emu: Emulator) -> None:
+    assert result.stop_reason == "max_turns" and result.turns == TURNS, (name, result.stop_reason, result.turns)
+    assert not [e for e in events if e["type"] == "error"], name
+    assert len([e for e in events if e["type"] == "model_call"]) == TURNS == len(emu.requests)
+    assert {s for s, _ in emu.replies} == {200}
+    assert sum(result.tool_calls.values()) == TURNS and not any(
+        e["error"] for e in events if e["type"] == "tool_call"
+    ), name
+
+
+@pytest.mark.parametrize("profile", ["fte", pytest.param("shell", marks=pytest.mark.docker)])
+def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Path, request: pytest.FixtureRequest) -> None:
+    if profile == "shell":
+        request.getfixturevalue("docker_ready")
+    names = list(PERSONALITIES)
+    with ThreadPoolExecutor(max_workers=6) as pool:  # the runs wait on sockets and the container: overlap them
+        done = list(pool.map(lambda n: long_run(n, profile, tmp_path / n, corpus), names))
+    for name, (result, events, emu) in zip(names, done, strict=True):
+        check_long(name, result, events, emu)
+    ollama = done[names.index("ollama")][2].personality
+    assert max(ollama.truncated) > 0  # Ollama really dropped history (silently, HTTP 200) and the run went on
+
+
+@pytest.fixture(scope="module")
+def hotpot_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
+    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+
+    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", list(PERSONALITIES))
+def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Path, hotpot_corpus: Path,
+                                    docker_ready: None) -> None:
+    st = settings_for(name)
+    with Emulator(PERSONALITIES[name](), ResearchPolicy()) as emu:
+        toml = tmp_path / "c.toml"
+        lines = ["[model]", f'base_url = "{emu.base_url}"', 'model = "emu-model"']
+        lines += [f"{k} = {json.dumps(v)}" for k, v in st["model"].items()]
+        lines += ["[agent]", *[f"{k} = {json.dumps(v)}" for k, v in st["agent"].items()]]
+        toml.write_text("\n".join(lines) + "\n")
+        out = tmp_path / "sweep"
+        args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte", "--limit", "1", "--out", str(out),
+                "-c", str(toml), "--corpus-dir", str(hotpot_corpus), "--no-progress", "--max-turns", "30"]
+        res = CliRunner().invoke(app, args, env={"OPENAI_BASE_URL": "", "OPENAI_MODEL": "", "SERPER_API_KEY": ""})
+    assert res.exit_code == 0, res.output
+    results = sorted((out / "runs").glob("*/*/r0/result.json"))
+    assert len(results) == 2, res.output
+    for path in results:
+        r = json.loads(path.read_text())
+        assert r["stop_reason"] in RESULT_STOP_REASONS, (name, r["stop_reason"])  # answered or a named result stop
+        assert r["tool_calls"], r
+        events = read_trajectory(path.parent)
+        assert events[0]["type"] == "start" and events[-1]["type"] == "end"
+    assert not (out / "failures.jsonl").exists() or not (out / "failures.jsonl").read_text().strip()
