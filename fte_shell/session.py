@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pexpect
 
 from . import container as _container
 from .config import SandboxConfig
+from .docker_api import SocketSpawn, TtyExec, start_tty_exec
 from .errors import SandboxError
 from .output import cap_output, join_head_tail, split_cap
 
@@ -92,16 +92,6 @@ __fte_f=; __fte_st=0
 \builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
 \builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
 """
-
-
-_DOCKER_VARS = ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
-
-
-def _cli_env() -> dict[str, str]:
-    """The docker CLI's environment: how to reach the daemon, nothing else (the container gets none)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root")}
-    env.update({k: os.environ[k] for k in _DOCKER_VARS if k in os.environ})
-    return env
 
 
 def _quote(s: str) -> str:
@@ -155,20 +145,19 @@ class Observation:
 class ShellSession:
     """A persistent bash session in one container (not thread-safe: one command at a time)."""
 
-    def __init__(self, container_id: str, cfg: SandboxConfig):
+    def __init__(self, container_id: str, cfg: SandboxConfig, request_dir: Path | None = None):
+        """``request_dir``: the host side of the container's gateway directory, where a timeout writes
+        the sweep request the warden checks (without it the warden ignores the host's signal)."""
         self.container_id = container_id
         self.cfg = cfg
         self.cwd = "/work"
         self.shell_pid: int | None = None
-        self._child: pexpect.spawn | None = None
+        self.request_dir = request_dir
+        self._child: SocketSpawn | None = None
+        self._exec: TtyExec | None = None
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
-        self._docker = shutil.which("docker")
-        if self._docker is None:
-            raise SandboxError(
-                "the docker CLI is not on PATH (needed for the shell session); install docker.io"
-            )
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -187,28 +176,19 @@ class ShellSession:
             time.sleep(0.5 * (attempt + 1))
 
     def _spawn(self, deadline: float) -> str | None:
-        """One ``docker exec`` of the shell: None when it is ready, else what it printed before it ended."""
+        """One exec of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
-        child = pexpect.spawn(
-            self._docker,
-            [
-                "exec",
-                "-it",
-                "-u",
-                self.cfg.user,
+        try:
+            tty_exec = start_tty_exec(
                 self.container_id,
-                "bash",
-                "--norc",
-                "--noprofile",
-                "--noediting",
-            ],
-            echo=False,
-            maxread=1 << 20,
-            dimensions=(50, 200),
-            env=_cli_env(),
-        )
-        child.delaybeforesend = None
-        self._child = child
+                ["bash", "--norc", "--noprofile", "--noediting"],
+                self.cfg.user,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
+        except (SandboxError, OSError) as e:
+            return str(e)
+        self._exec = tty_exec
+        child = self._child = tty_exec.child
         init = _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
@@ -235,8 +215,9 @@ class ShellSession:
 
     def _kill_child(self) -> None:
         self._rest = bytearray()
+        self._exec = None
         if self._child is not None:
-            with contextlib.suppress(Exception):  # closing a dead pty
+            with contextlib.suppress(Exception):  # closing a broken stream
                 self._child.close(force=True)
             self._child = None
 
@@ -398,17 +379,13 @@ class ShellSession:
         return None
 
     def _exit_code(self) -> int | None:
-        child = self._child
-        if child is None:
-            return None
-        with contextlib.suppress(Exception):
-            child.close(force=True)
-        self._child = None
-        if child.exitstatus is not None:
-            return child.exitstatus
-        if child.signalstatus is not None:
-            return 128 + child.signalstatus
-        return None
+        """The ended shell's exit status (128+N when killed by signal N), from the daemon."""
+        child, tty_exec = self._child, self._exec
+        self._child, self._exec = None, None
+        if child is not None:
+            with contextlib.suppress(Exception):
+                child.close(force=True)
+        return tty_exec.exit_code() if tty_exec is not None else None
 
     def _after_timeout(self, nonce: str, post: str) -> _End | _Eof | str:
         """Kill the command's processes (via the warden), then collect its partial output.
@@ -416,7 +393,7 @@ class ShellSession:
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
         sweep never touches the next command's processes."""
         try:
-            _container.signal_warden(self.container_id)
+            _container.signal_warden(self.container_id, self.request_dir)
         except SandboxError:
             return "wedged"
         end: _End | None = None
