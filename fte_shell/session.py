@@ -1,7 +1,9 @@
 """The persistent bash session inside a sandbox container (DESIGN.md decision 4).
 
-One ``docker exec -it -u USER CONTAINER bash --norc --noprofile --noediting`` driven by pexpect. The
-container-side terminal is put in raw mode with echo off, so bytes pass unchanged in both directions.
+One ``bash --norc --noprofile --noediting`` exec'd with a terminal as USER in the container (what
+``docker exec -it`` does), attached over the Docker API socket and driven by pexpect
+(:class:`~fte_shell.docker_api.SocketSpawn`): no client process on the host. The container-side terminal
+is put in raw mode with echo off, so bytes pass unchanged in both directions.
 
 Per command the host sends (in one write)::
 
@@ -19,8 +21,9 @@ Per command the host sends (in one write)::
 * ``__fte_post`` prints ``BEGIN <nonce>``, the output (all of it when it fits the cap, with shell builtins
   only; else ``head -c`` + ``tail -c`` and the total size), then ``END <nonce> <status> <size> <cwd>``.
   The nonce is fresh per command and never visible to the command, so output cannot fake the end;
-* on timeout the host signals the container's main process (the warden, ``sandbox/lib/warden.py``)
-  with ``docker kill -s USR1``: it freezes and kills every process started since the command began
+* on timeout the host writes a fresh token to the gateway directory (read-only in the container) and
+  signals the container's main process (the warden, ``sandbox/lib/warden.sh``) with
+  ``docker kill -s USR1``; the warden acts only on a new token (the agent can signal it too). It freezes and kills every process started since the command began
   (works even when a fork bomb holds every pid), interrupts a builtin loop in the shell, and reports
   ``SWEPT`` on the terminal; the host then collects the partial output. A shell that does not come back
   is killed and respawned;
@@ -30,7 +33,6 @@ Per command the host sends (in one write)::
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import secrets
 import time
@@ -43,7 +45,11 @@ from . import container as _container
 from .config import SandboxConfig
 from .docker_api import SocketSpawn, TtyExec, start_tty_exec
 from .errors import SandboxError
+from .observation import Observation, container_size
 from .output import cap_output, join_head_tail, split_cap
+from .shell_script import command_payload, init_script
+
+__all__ = ["Observation", "ShellSession"]
 
 RUN = _container.RUN_MOUNT
 STATE = f"{RUN}/state"
@@ -58,88 +64,6 @@ RESYNC_GRACE_S = 20.0
 RESEND_S = 2.0
 """The report is sent again this often while the shell has not answered (an interrupt that reached
 the shell late may have discarded the line)."""
-
-# Shell functions installed in every (re)started shell. Aliases defined later by the agent cannot change
-# them (aliases expand when a function is defined); absolute paths bypass the agent's PATH and functions.
-_INIT = r"""
-/usr/bin/stty raw -echo 2>/dev/null
-PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
-shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
-__fte_tty=$(/usr/bin/tty)
-__fte_pre() {
-  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
-  \builtin printf '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up" >|@STATE@
-}
-__fte_post() {
-  \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-  __fte_sz=-1
-  \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
-  if [[ -s $2 ]]; then
-    if LC_ALL=C IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
-      __fte_sz=$(/usr/bin/wc -c <"$2")
-      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
-      /usr/bin/rm -f -- "$2"
-    else
-      \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
-    fi
-    __fte_d=
-  fi
-  \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
-  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
-}
-\builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-__fte_f=; __fte_st=0
-\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
-\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
-"""
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
-def _plain(text: str) -> bool:
-    """Text that can cross the raw terminal verbatim (no control bytes except tab and newline)."""
-    return not any((c < " " and c not in "\t\n") or c == "\x7f" for c in text)
-
-
-@dataclass
-class Observation:
-    """The result of one command, as the agent (and the researcher) sees it."""
-
-    output: str
-    """Merged stdout+stderr, decoded, cleaned and capped (head + tail with the omitted count)."""
-    exit_code: int | None
-    """The command's exit status (128+N when killed by signal N); None when it timed out or did not run."""
-    timed_out: bool = False
-    """The command hit its timeout and its processes were killed."""
-    truncated: bool = False
-    """The output was longer than the cap and its middle was omitted."""
-    duration_s: float = 0.0
-    """Wall-clock seconds from sending the command to having its observation."""
-    restarted: bool = False
-    """The shell died (or was wedged) and a fresh one was started in the previous working directory."""
-    timeout_s: float | None = None
-    """The timeout that applied (for the note)."""
-    note: str = ""
-    """Extra information for the agent (e.g. the output buffer filled up, the budget is spent)."""
-
-    def render(self) -> str:
-        """The text the model sees: the output, then one note per unusual event."""
-        parts = [self.output.rstrip("\n")] if self.output.strip() else ["(no output)"]
-        if self.timed_out:
-            t = f"{self.timeout_s:g} s" if self.timeout_s is not None else "its time limit"
-            parts.append(f"[timed out after {t}; the process was killed; partial output above]")
-        elif self.exit_code not in (0, None):
-            parts.append(f"[exit code {self.exit_code}]")
-        if self.restarted:
-            parts.append(
-                "[the shell was restarted (it exited or had to be killed): the working directory was kept; "
-                "shell variables, functions and aliases were reset]"
-            )
-        if self.note:
-            parts.append(f"[{self.note}]")
-        return "\n".join(parts)
 
 
 class ShellSession:
@@ -189,7 +113,7 @@ class ShellSession:
             return str(e)
         self._exec = tty_exec
         child = self._child = tty_exec.child
-        init = _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
+        init = init_script(STATE, self.cwd, nonce)
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
         try:
@@ -245,21 +169,7 @@ class ShellSession:
         cap = self.cfg.output_cap_bytes
         head, tail = split_cap(cap)
         post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
-        delim = f"__FTE_D_{secrets.token_hex(8)}"
-        body = command if command.endswith("\n") else command + "\n"
-        if _plain(command):
-            load = (
-                f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
-            )
-        else:
-            enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
-            load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
-        payload = (
-            load
-            + f'\\__fte_pre; \\builtin eval "$__fte_c" </dev/null >|{out_file} 2>&1; '
-            + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
-            + post
-        )
+        payload = command_payload(command, out_file, post)
         res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
             nonce, time.monotonic() + timeout
         )
@@ -296,7 +206,7 @@ class ShellSession:
         if res.size < 0:
             text, truncated = cap_output(bytes(res.data), cap)
             return text, truncated, note
-        full = _container_size(self.cfg.output_buffer_size)
+        full = container_size(self.cfg.output_buffer_size)
         if full and res.size >= full - 65536:
             note = (
                 f"the output reached the {self.cfg.output_buffer_size} output buffer; what came after "
@@ -458,13 +368,3 @@ class _End:
 @dataclass
 class _Eof:
     code: int | None
-
-
-def _container_size(text: str) -> int:
-    """Bytes of a docker size string like ``16m`` (0 when unparsable)."""
-    t = text.strip().lower().rstrip("b")
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
-    try:
-        return int(float(t[:-1] if t[-1:] in "kmg" else t) * mult)
-    except ValueError:
-        return 0
