@@ -169,6 +169,7 @@ def memory_at(cfg: SandboxConfig, counts: list[int], iterations: int, plain_at: 
     lines = []
     image_id = ensure_image(cfg)
     me = os.getpid()
+    plain_total = 0.0
     pool = ThreadPoolExecutor(max_workers=4)
     try:
         if plain_at:
@@ -178,7 +179,7 @@ def memory_at(cfg: SandboxConfig, counts: list[int], iterations: int, plain_at: 
                 time.sleep(2)
                 mem = host_memory(plain)
                 daemons = (_daemons_kib(_cmdlines()) - base) / plain_at / MIB
-                total = sum(mem.values())
+                total = plain_total = sum(mem.values())
                 lines.append(
                     f"  plain container (sleep)  {plain_at:4d} live: {total:5.2f} MiB each "
                     f"(shim {mem['shim']:.2f}, processes {mem['pid1'] + mem['other']:.2f}); "
@@ -205,8 +206,9 @@ def memory_at(cfg: SandboxConfig, counts: list[int], iterations: int, plain_at: 
                 one = [timed(lambda b=boxes[0]: b.run("echo hi")) for _ in range(iterations)]
                 rot = [timed(lambda b=boxes[i % n]: b.run("echo hi")) for i in range(iterations)]
                 total = sum(mem.values())
+                ratio = f"; {total / plain_total:.2f}x a plain container" if plain_total else ""
                 lines.append(
-                    f"  fte-shell sandbox        {n:4d} live: {total:5.2f} MiB each   (target <= 6 MiB)\n"
+                    f"  fte-shell sandbox        {n:4d} live: {total:5.2f} MiB each{ratio}   (target <= 6 MiB)\n"
                     f"      shim {mem['shim']:.2f}, warden {mem['pid1']:.2f}, shell {mem['shell']:.2f}, "
                     f"other {mem['other']:.2f}, docker clients {mem['client']:.2f}; growth per sandbox: "
                     f"daemons +{daemons:.2f}, harness +{harness:.2f} MiB; started in {started:.1f} s\n"
