@@ -178,8 +178,11 @@ def start_tty_exec(
     size: tuple[int, int] = (50, 200),
     timeout: float = 60.0,
     maxread: int = 1 << 20,
+    via_sdk: bool = False,
 ) -> TtyExec:
-    """Create and start ``cmd`` in the container with a terminal, attached over the API socket."""
+    """Create and start ``cmd`` in the container with a terminal, attached over the API socket: a plain
+    socket of our own for a unix (or TLS-less tcp) daemon, else (or with ``via_sdk``) the connection the
+    docker SDK hijacks."""
     import docker.errors
 
     api = client().api
@@ -187,7 +190,7 @@ def start_tty_exec(
         exec_id = api.exec_create(container_id, cmd, stdin=True, tty=True, user=user)["Id"]
     except docker.errors.APIError as e:
         raise SandboxError(f"could not start a shell in container {container_id[:12]}: {e}") from e
-    sock, initial = _attach(exec_id, timeout)
+    sock, initial = _attach(exec_id, timeout, via_sdk=via_sdk)
     with contextlib.suppress(Exception):  # a size is a nicety (the session does not depend on it)
         api.exec_resize(exec_id, height=size[0], width=size[1])
     return TtyExec(exec_id, SocketSpawn(sock, initial=initial, maxread=maxread, timeout=timeout))
@@ -205,11 +208,16 @@ def _daemon_address() -> tuple[str, Any] | None:
     return None
 
 
-def _attach(exec_id: str, timeout: float) -> tuple[socket.socket, bytes]:
+def _attach(exec_id: str, timeout: float, *, via_sdk: bool = False) -> tuple[socket.socket, bytes]:
     """Start the exec and take over the connection as its raw stream (HTTP upgrade to tcp)."""
-    addr = _daemon_address()
+    addr = None if via_sdk else _daemon_address()
     if addr is None:
-        raw = client().api.exec_start(exec_id, tty=True, socket=True)
+        import docker.errors
+
+        try:
+            raw = client().api.exec_start(exec_id, tty=True, socket=True)
+        except docker.errors.APIError as e:
+            raise SandboxError(f"the Docker daemon refused the exec: {e}") from e
         return getattr(raw, "_sock", raw), b""
     family, where = addr
     sock = socket.socket(socket.AF_UNIX if family == "unix" else socket.AF_INET, socket.SOCK_STREAM)
