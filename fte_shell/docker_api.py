@@ -73,6 +73,7 @@ class SocketSpawn(SpawnBase):
         self, sock: socket.socket, *, initial: bytes = b"", maxread: int = 1 << 20, timeout: float = 30
     ):
         super().__init__(timeout=timeout, maxread=maxread)
+        self.delaybeforesend = None  # as tuned for the pty spawn (send never sleeps here anyway)
         self.sock = sock
         self.child_fd = sock.fileno()
         self.closed = False
