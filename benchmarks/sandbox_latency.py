@@ -10,15 +10,28 @@ Measured in ONE run, the variants interleaved so that machine load hits them ali
 * ``rg -i`` over 50 files of 200 KB in /work: through the session vs the same rg run with ``docker exec``,
   and vs rg's own time measured inside the container (what the session adds);
 * start to first command (``Sandbox()`` + ``run("true")``), and from a warm ``SandboxPool``;
-* the trivial command while ``--alive`` sandboxes are alive.
+* the trivial command while ``--alive`` sandboxes are alive;
+* host memory per live sandbox at each of ``--memory-at`` (default 32,128) live sandboxes, with the
+  trivial command's latency at that count, against plain containers (``sleep infinity``, what a
+  docker-exec harness such as mini-swe-agent keeps alive) at the first count, measured in the same run.
+
+Host memory of a sandbox is the PSS (proportional set size: pages shared by N processes count 1/N each,
+so shared libraries and the image's binaries are not counted N times) of every host process that exists
+because of it: its ``containerd-shim``, every process in its cgroup (the warden as PID 1, the session
+shell, anything the command left running) and any ``docker`` client process naming it (none since the
+session attaches over the API socket). Reported beside it: the growth of dockerd + containerd and of this
+harness process (gateway threads, sockets) divided by the number of sandboxes. Read from /proc (root).
 
 Targets (issue 2): trivial <= 2 ms and >= 50x faster than docker exec; 1 MB <= 50 ms; rg within 1.1x of
-direct; cold start <= 0.5 s. The figures depend on the machine and its load (note it when it is shared).
+direct; cold start <= 0.5 s. Issue 12: <= 6 MiB of host memory per live sandbox and 128 live sandboxes
+with the trivial command still <= 2 ms. The figures depend on the machine and its load (note it when it
+is shared). ``--memory-only`` skips the latency part.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -27,11 +40,16 @@ import string
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fte_shell import Sandbox, SandboxConfig
+from fte_shell import container as C
 from fte_shell.container import ensure_image
 from fte_shell.sandbox import SandboxPool
+
+MIB = 1024.0
+"""KiB per MiB (smaps reports KiB)."""
 
 
 def p95(xs: list[float]) -> float:
@@ -64,12 +82,165 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+# --- host memory per live sandbox ----------------------------------------------------------------------
+def _pss_kib(pid: int | str) -> int:
+    """PSS of one process in KiB (0 when it is gone or unreadable)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _rss_kib(pid: int | str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _cmdlines() -> dict[str, str]:
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            with contextlib.suppress(OSError):
+                out[d] = (
+                    Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+                )
+    return out
+
+
+def _cgroup_procs(cid: str) -> list[str]:
+    for base in ("/sys/fs/cgroup/pids/docker", "/sys/fs/cgroup/memory/docker", "/sys/fs/cgroup/system.slice"):
+        for name in (cid, f"docker-{cid}.scope"):
+            with contextlib.suppress(OSError):
+                return Path(base, name, "cgroup.procs").read_text().split()
+    return []
+
+
+def _daemons_kib(cmd: dict[str, str]) -> int:
+    return sum(
+        _rss_kib(p)
+        for p, c in cmd.items()
+        if c.split(" ", 1)[0].rsplit("/", 1)[-1] in ("dockerd", "containerd")
+    )
+
+
+def host_memory(cids: list[str]) -> dict[str, float]:
+    """Mean PSS per sandbox in MiB, by part: shim, pid1, shell (the session's bash), other, client."""
+    cmd = _cmdlines()
+    parts = {"shim": 0, "pid1": 0, "shell": 0, "other": 0, "client": 0}
+    for cid in cids:
+        for p, c in cmd.items():
+            if "containerd-shim" in c and f"-id {cid}" in c:
+                parts["shim"] += _pss_kib(p)
+            elif c.split(" ", 1)[0].rsplit("/", 1)[-1] == "docker" and cid in c:
+                parts["client"] += _pss_kib(p)
+        procs = _cgroup_procs(cid)
+        for i, p in enumerate(sorted(procs, key=int)):
+            kind = "pid1" if i == 0 else ("shell" if "--noediting" in cmd.get(p, "") else "other")
+            parts[kind] += _pss_kib(p)
+    n = max(1, len(cids))
+    return {k: v / n / MIB for k, v in parts.items()}
+
+
+def _plain_container(cfg: SandboxConfig, image_id: str) -> str:
+    """A container like a docker-exec harness keeps alive (no session): ``sleep infinity``, labelled."""
+    cont = C.client().containers.create(
+        image_id,
+        ["sleep", "infinity"],
+        labels=C.owner_labels("bench-plain", 3600),
+        network_mode="none",
+        user=cfg.user,
+        auto_remove=True,
+    )
+    C._live[cont.id] = "bench-plain"
+    cont.start()
+    return cont.id
+
+
+def memory_at(cfg: SandboxConfig, counts: list[int], iterations: int, plain_at: int) -> list[str]:
+    """Start sandboxes up to each count, measure, then remove them all; returns the report lines."""
+    lines = []
+    image_id = ensure_image(cfg)
+    me = os.getpid()
+    plain_total = 0.0
+    pool = ThreadPoolExecutor(max_workers=4)
+    try:
+        if plain_at:
+            base = _daemons_kib(_cmdlines())
+            plain = list(pool.map(lambda _: _plain_container(cfg, image_id), range(plain_at)))
+            try:
+                time.sleep(2)
+                mem = host_memory(plain)
+                daemons = (_daemons_kib(_cmdlines()) - base) / plain_at / MIB
+                total = plain_total = sum(mem.values())
+                lines.append(
+                    f"  plain container (sleep)  {plain_at:4d} live: {total:5.2f} MiB each "
+                    f"(shim {mem['shim']:.2f}, processes {mem['pid1'] + mem['other']:.2f}); "
+                    f"daemons +{daemons:.2f} MiB each"
+                )
+            finally:
+                list(pool.map(C.remove, plain))
+        Sandbox(cfg).close()  # one-time costs of the first sandbox (imports, clients) are not per sandbox
+        boxes: list[Sandbox] = []
+        base_d, base_h = _daemons_kib(_cmdlines()), _rss_kib(me)
+        try:
+            for n in counts:
+                t = time.perf_counter()
+                boxes += list(pool.map(lambda _: Sandbox(cfg), range(n - len(boxes))))
+                started = time.perf_counter() - t
+                for b in boxes:  # every session has run a command
+                    b.run("true")
+                time.sleep(2)
+                mem = host_memory([b.container_id for b in boxes])
+                daemons = (_daemons_kib(_cmdlines()) - base_d) / n / MIB
+                harness = (_rss_kib(me) - base_h) / n / MIB
+                for b in boxes[:3]:  # warm-up
+                    b.run("echo hi")
+                one = [timed(lambda b=boxes[0]: b.run("echo hi")) for _ in range(iterations)]
+                rot = [timed(lambda b=boxes[i % n]: b.run("echo hi")) for i in range(iterations)]
+                total = sum(mem.values())
+                ratio = f"; {total / plain_total:.2f}x a plain container" if plain_total else ""
+                lines.append(
+                    f"  fte-shell sandbox        {n:4d} live: {total:5.2f} MiB each{ratio}   (target <= 6 MiB)\n"
+                    f"      shim {mem['shim']:.2f}, warden {mem['pid1']:.2f}, shell {mem['shell']:.2f}, "
+                    f"other {mem['other']:.2f}, docker clients {mem['client']:.2f}; growth per sandbox: "
+                    f"daemons +{daemons:.2f}, harness +{harness:.2f} MiB; started in {started:.1f} s\n"
+                    f"      trivial, one sandbox       {fmt(one)}   (target <= 2 ms)\n"
+                    f"      trivial, round robin       {fmt(rot)}"
+                )
+        finally:
+            list(pool.map(lambda b: b.close(), boxes))
+    finally:
+        pool.shutdown()
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--starts", type=int, default=8)
     ap.add_argument("--alive", type=int, default=32)
+    ap.add_argument(
+        "--memory-at", default="32,128", help="live sandbox counts for the memory part ('' = skip)"
+    )
+    ap.add_argument(
+        "--plain", type=int, default=32, help="plain containers for the memory baseline (0 = skip)"
+    )
+    ap.add_argument("--memory-only", action="store_true", help="only the memory part")
     args = ap.parse_args()
+    counts = sorted(int(x) for x in args.memory_at.split(",") if x.strip())
+    if args.memory_only:
+        cfg = SandboxConfig()
+        print(f"fte-shell host memory per live sandbox ({os.cpu_count()} CPUs, possibly shared)")
+        print("\n".join(memory_at(cfg, counts, args.iterations, args.plain)))
+        return 0
     docker = shutil.which("docker")
     if docker is None:
         print("docker CLI not found", file=sys.stderr)
@@ -154,6 +325,9 @@ def main() -> int:
     )
     print(f"  trivial, {args.alive} sandboxes alive {fmt(many)}")
     print(f"  ({args.alive - 1} extra sandboxes started in {bulk:.1f} s, removed in {teardown:.1f} s)")
+    if counts:
+        print("host memory per live sandbox (PSS; daemons and harness: growth per sandbox)")
+        print("\n".join(memory_at(cfg, counts, args.iterations, args.plain)))
     return 0
 
 

@@ -118,7 +118,7 @@ class SandboxConfig(_Model):
 
     protect_warden: bool = True
     """Run the warden (dead-man timer and timeout enforcer) as the container's PID 1. The kernel shields
-    a namespace's PID 1 from signals sent inside it, so an agent's ``pkill python3`` or ``kill -9 -1``
+    a namespace's PID 1 from signals sent inside it, so an agent's ``pkill -f warden`` or ``kill -9 -1``
     cannot end the sandbox; the warden then reaps zombies itself and docker's ``init`` is not added.
     False: docker's init (when ``init``) is PID 1 and the warden its child, which the agent can kill."""
 

@@ -92,7 +92,7 @@ class Sandbox:
             if not _defer_gateway:  # (a pooled sandbox gets its gateway when it is handed out)
                 self._start_gateway()
             self._handle = _container.create(self.config, self.workspace, self.gateway_dir, self.run_id)
-            self._session = ShellSession(self._handle.id, self.config)
+            self._session = ShellSession(self._handle.id, self.config, request_dir=self.gateway_dir)
             self._session.start()
         except BaseException:
             self.close()

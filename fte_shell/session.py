@@ -1,7 +1,9 @@
 """The persistent bash session inside a sandbox container (DESIGN.md decision 4).
 
-One ``docker exec -it -u USER CONTAINER bash --norc --noprofile --noediting`` driven by pexpect. The
-container-side terminal is put in raw mode with echo off, so bytes pass unchanged in both directions.
+One ``bash --norc --noprofile --noediting`` exec'd with a terminal as USER in the container (what
+``docker exec -it`` does), attached over the Docker API socket and driven by pexpect
+(:class:`~fte_shell.docker_api.SocketSpawn`): no client process on the host. The container-side terminal
+is put in raw mode with echo off, so bytes pass unchanged in both directions.
 
 Per command the host sends (in one write)::
 
@@ -19,8 +21,9 @@ Per command the host sends (in one write)::
 * ``__fte_post`` prints ``BEGIN <nonce>``, the output (all of it when it fits the cap, with shell builtins
   only; else ``head -c`` + ``tail -c`` and the total size), then ``END <nonce> <status> <size> <cwd>``.
   The nonce is fresh per command and never visible to the command, so output cannot fake the end;
-* on timeout the host signals the container's main process (the warden, ``sandbox/lib/warden.py``)
-  with ``docker kill -s USR1``: it freezes and kills every process started since the command began
+* on timeout the host writes a fresh token to the gateway directory (read-only in the container) and
+  signals the container's main process (the warden, ``sandbox/lib/warden.sh``) with
+  ``docker kill -s USR1``; the warden acts only on a new token (the agent can signal it too). It freezes and kills every process started since the command began
   (works even when a fork bomb holds every pid), interrupts a builtin loop in the shell, and reports
   ``SWEPT`` on the terminal; the host then collects the partial output. A shell that does not come back
   is killed and respawned;
@@ -30,20 +33,23 @@ Per command the host sends (in one write)::
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pexpect
 
 from . import container as _container
 from .config import SandboxConfig
+from .docker_api import SocketSpawn, TtyExec, start_tty_exec
 from .errors import SandboxError
+from .observation import Observation, container_size
 from .output import cap_output, join_head_tail, split_cap
+from .shell_script import command_payload, init_script
+
+__all__ = ["Observation", "ShellSession"]
 
 RUN = _container.RUN_MOUNT
 STATE = f"{RUN}/state"
@@ -59,116 +65,23 @@ RESEND_S = 2.0
 """The report is sent again this often while the shell has not answered (an interrupt that reached
 the shell late may have discarded the line)."""
 
-# Shell functions installed in every (re)started shell. Aliases defined later by the agent cannot change
-# them (aliases expand when a function is defined); absolute paths bypass the agent's PATH and functions.
-_INIT = r"""
-/usr/bin/stty raw -echo 2>/dev/null
-PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
-shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
-__fte_tty=$(/usr/bin/tty)
-__fte_pre() {
-  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
-  \builtin printf '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up" >|@STATE@
-}
-__fte_post() {
-  \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-  __fte_sz=-1
-  \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
-  if [[ -s $2 ]]; then
-    if LC_ALL=C IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
-      __fte_sz=$(/usr/bin/wc -c <"$2")
-      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
-      /usr/bin/rm -f -- "$2"
-    else
-      \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
-    fi
-    __fte_d=
-  fi
-  \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
-  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
-}
-\builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-__fte_f=; __fte_st=0
-\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
-\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
-"""
-
-
-_DOCKER_VARS = ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
-
-
-def _cli_env() -> dict[str, str]:
-    """The docker CLI's environment: how to reach the daemon, nothing else (the container gets none)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root")}
-    env.update({k: os.environ[k] for k in _DOCKER_VARS if k in os.environ})
-    return env
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
-def _plain(text: str) -> bool:
-    """Text that can cross the raw terminal verbatim (no control bytes except tab and newline)."""
-    return not any((c < " " and c not in "\t\n") or c == "\x7f" for c in text)
-
-
-@dataclass
-class Observation:
-    """The result of one command, as the agent (and the researcher) sees it."""
-
-    output: str
-    """Merged stdout+stderr, decoded, cleaned and capped (head + tail with the omitted count)."""
-    exit_code: int | None
-    """The command's exit status (128+N when killed by signal N); None when it timed out or did not run."""
-    timed_out: bool = False
-    """The command hit its timeout and its processes were killed."""
-    truncated: bool = False
-    """The output was longer than the cap and its middle was omitted."""
-    duration_s: float = 0.0
-    """Wall-clock seconds from sending the command to having its observation."""
-    restarted: bool = False
-    """The shell died (or was wedged) and a fresh one was started in the previous working directory."""
-    timeout_s: float | None = None
-    """The timeout that applied (for the note)."""
-    note: str = ""
-    """Extra information for the agent (e.g. the output buffer filled up, the budget is spent)."""
-
-    def render(self) -> str:
-        """The text the model sees: the output, then one note per unusual event."""
-        parts = [self.output.rstrip("\n")] if self.output.strip() else ["(no output)"]
-        if self.timed_out:
-            t = f"{self.timeout_s:g} s" if self.timeout_s is not None else "its time limit"
-            parts.append(f"[timed out after {t}; the process was killed; partial output above]")
-        elif self.exit_code not in (0, None):
-            parts.append(f"[exit code {self.exit_code}]")
-        if self.restarted:
-            parts.append(
-                "[the shell was restarted (it exited or had to be killed): the working directory was kept; "
-                "shell variables, functions and aliases were reset]"
-            )
-        if self.note:
-            parts.append(f"[{self.note}]")
-        return "\n".join(parts)
-
 
 class ShellSession:
     """A persistent bash session in one container (not thread-safe: one command at a time)."""
 
-    def __init__(self, container_id: str, cfg: SandboxConfig):
+    def __init__(self, container_id: str, cfg: SandboxConfig, request_dir: Path | None = None):
+        """``request_dir``: the host side of the container's gateway directory, where a timeout writes
+        the sweep request the warden checks (without it the warden ignores the host's signal)."""
         self.container_id = container_id
         self.cfg = cfg
         self.cwd = "/work"
         self.shell_pid: int | None = None
-        self._child: pexpect.spawn | None = None
+        self.request_dir = request_dir
+        self._child: SocketSpawn | None = None
+        self._exec: TtyExec | None = None
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
-        self._docker = shutil.which("docker")
-        if self._docker is None:
-            raise SandboxError(
-                "the docker CLI is not on PATH (needed for the shell session); install docker.io"
-            )
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -187,29 +100,20 @@ class ShellSession:
             time.sleep(0.5 * (attempt + 1))
 
     def _spawn(self, deadline: float) -> str | None:
-        """One ``docker exec`` of the shell: None when it is ready, else what it printed before it ended."""
+        """One exec of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
-        child = pexpect.spawn(
-            self._docker,
-            [
-                "exec",
-                "-it",
-                "-u",
-                self.cfg.user,
+        try:
+            tty_exec = start_tty_exec(
                 self.container_id,
-                "bash",
-                "--norc",
-                "--noprofile",
-                "--noediting",
-            ],
-            echo=False,
-            maxread=1 << 20,
-            dimensions=(50, 200),
-            env=_cli_env(),
-        )
-        child.delaybeforesend = None
-        self._child = child
-        init = _INIT.replace("@STATE@", STATE).replace("@CWD@", _quote(self.cwd)).replace("@NONCE@", nonce)
+                ["bash", "--norc", "--noprofile", "--noediting"],
+                self.cfg.user,
+                timeout=max(1.0, deadline - time.monotonic()),
+            )
+        except (SandboxError, OSError) as e:
+            return str(e)
+        self._exec = tty_exec
+        child = self._child = tty_exec.child
+        init = init_script(STATE, self.cwd, nonce)
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
         try:
@@ -235,8 +139,9 @@ class ShellSession:
 
     def _kill_child(self) -> None:
         self._rest = bytearray()
+        self._exec = None
         if self._child is not None:
-            with contextlib.suppress(Exception):  # closing a dead pty
+            with contextlib.suppress(Exception):  # closing a broken stream
                 self._child.close(force=True)
             self._child = None
 
@@ -264,21 +169,7 @@ class ShellSession:
         cap = self.cfg.output_cap_bytes
         head, tail = split_cap(cap)
         post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
-        delim = f"__FTE_D_{secrets.token_hex(8)}"
-        body = command if command.endswith("\n") else command + "\n"
-        if _plain(command):
-            load = (
-                f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
-            )
-        else:
-            enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
-            load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
-        payload = (
-            load
-            + f'\\__fte_pre; \\builtin eval "$__fte_c" </dev/null >|{out_file} 2>&1; '
-            + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
-            + post
-        )
+        payload = command_payload(command, out_file, post)
         res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
             nonce, time.monotonic() + timeout
         )
@@ -315,7 +206,7 @@ class ShellSession:
         if res.size < 0:
             text, truncated = cap_output(bytes(res.data), cap)
             return text, truncated, note
-        full = _container_size(self.cfg.output_buffer_size)
+        full = container_size(self.cfg.output_buffer_size)
         if full and res.size >= full - 65536:
             note = (
                 f"the output reached the {self.cfg.output_buffer_size} output buffer; what came after "
@@ -398,17 +289,13 @@ class ShellSession:
         return None
 
     def _exit_code(self) -> int | None:
-        child = self._child
-        if child is None:
-            return None
-        with contextlib.suppress(Exception):
-            child.close(force=True)
-        self._child = None
-        if child.exitstatus is not None:
-            return child.exitstatus
-        if child.signalstatus is not None:
-            return 128 + child.signalstatus
-        return None
+        """The ended shell's exit status (128+N when killed by signal N), from the daemon."""
+        child, tty_exec = self._child, self._exec
+        self._child, self._exec = None, None
+        if child is not None:
+            with contextlib.suppress(Exception):
+                child.close(force=True)
+        return tty_exec.exit_code() if tty_exec is not None else None
 
     def _after_timeout(self, nonce: str, post: str) -> _End | _Eof | str:
         """Kill the command's processes (via the warden), then collect its partial output.
@@ -416,7 +303,7 @@ class ShellSession:
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
         sweep never touches the next command's processes."""
         try:
-            _container.signal_warden(self.container_id)
+            _container.signal_warden(self.container_id, self.request_dir)
         except SandboxError:
             return "wedged"
         end: _End | None = None
@@ -481,13 +368,3 @@ class _End:
 @dataclass
 class _Eof:
     code: int | None
-
-
-def _container_size(text: str) -> int:
-    """Bytes of a docker size string like ``16m`` (0 when unparsable)."""
-    t = text.strip().lower().rstrip("b")
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
-    try:
-        return int(float(t[:-1] if t[-1:] in "kmg" else t) * mult)
-    except ValueError:
-        return 0

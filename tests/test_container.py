@@ -352,7 +352,7 @@ def test_containers_use_the_image_this_process_checked(docker_ready: None) -> No
         C.client().images.get(cfg.base_image).tag(cfg.image)
         with Sandbox(cfg) as sb:
             assert C.client().api.inspect_container(sb.container_id)["Image"] == image_id
-            assert sb.run("test -f /opt/fte/lib/warden.py && echo ok").output == "ok\n"
+            assert sb.run("test -f /opt/fte/lib/warden.sh && echo ok").output == "ok\n"
     finally:
         C._image_ok.pop((cfg.image, cfg.base_image), None)
         C.client().images.remove(cfg.image)  # the tag only
@@ -436,14 +436,15 @@ def test_a_forked_child_does_not_remove_the_parents_containers(hardened: Sandbox
 
 def test_the_agent_cannot_kill_the_warden(hardened: Sandbox) -> None:
     obs = hardened.run(
-        "pkill python3; pkill -9 python3; kill -TERM 1; kill -INT 1; kill -USR1 1; kill -9 -1; echo done"
+        "pkill -f warden; pkill -9 -f warden; kill -TERM 1; kill -INT 1; kill -HUP 1; kill -SEGV 1; "
+        "kill -ALRM 1; kill -USR2 1; kill -CHLD 1; kill -USR1 1; kill -9 -1; echo done"
     )
     assert obs.output.endswith("done\n") and not obs.restarted
     assert C.is_running(hardened.container_id)
     assert hardened.run("ps -o pid=,args= -p 1").output.split()[:3] == [
         "1",
-        "python3",
-        "/opt/fte/lib/warden.py",
+        "bash",
+        "/opt/fte/lib/warden.sh",
     ]
     assert hardened.run("sleep 30", timeout=1).timed_out  # the warden still enforces timeouts
     assert hardened.run("echo alive").output == "alive\n"

@@ -1,69 +1,96 @@
-"""The warden's error paths, run on the host (the same file is PID 1 of every sandbox): a sweep that fails
-must neither end the warden (the container would go with it) nor leave the host waiting for ``SWEPT``."""
+"""The warden's own logic, run on the host by bash (the same file is PID 1 of every sandbox): a sweep that
+fails must still report ``SWEPT`` (the host must never wait for a report that does not come), a sweep
+signal is acted on only with a new token from the host, and a flood of signals cannot block the warden."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
-import time
 from pathlib import Path
-from types import ModuleType
-
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+WARDEN = REPO / "sandbox" / "lib" / "warden.sh"
 
 
-@pytest.fixture(scope="module")
-def warden() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fte_warden", REPO / "sandbox" / "lib" / "warden.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def warden(script: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in bash after sourcing the warden as a library (its main loop does not start)."""
+    full = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "FTE_WARDEN_LIB": "1",
+        "FTE_WARDEN_STATE": str(tmp_path / "state"),
+        "FTE_WARDEN_REQUEST": str(tmp_path / "sweep"),
+        **env,
+    }
+    return subprocess.run(
+        ["bash", "-c", f"source {WARDEN}\n{script}"],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
-def test_a_failing_action_is_logged_not_raised(
-    warden: ModuleType, capsys: pytest.CaptureFixture[str]
-) -> None:
-    def sweep() -> None:
-        raise RuntimeError("boom")
-
-    warden._guarded(sweep)
-    assert "fte-shell warden: sweep failed: RuntimeError('boom')" in capsys.readouterr().err
+def test_the_warden_parses_as_bash() -> None:
+    assert subprocess.run(["bash", "-n", str(WARDEN)], check=False).returncode == 0
 
 
-def test_start_time_of_a_gone_process_is_none(warden: ModuleType) -> None:
+def test_start_time_of_a_gone_process_fails(tmp_path: Path) -> None:
     proc = subprocess.Popen(["true"])
     proc.wait()
-    assert warden._started_at(proc.pid) is None
-    mine = warden._started_at(os.getpid())
-    assert mine is not None and 0 < mine <= time.clock_gettime(time.CLOCK_BOOTTIME)
+    res = warden(
+        f'started_at {proc.pid} && echo "gone=$ST" || echo gone=none\n'
+        'started_at $$ && echo "self=$ST"; uptime_cs; echo "up=$UP"',
+        tmp_path,
+    )
+    out = dict(line.split("=", 1) for line in res.stdout.split())
+    assert out["gone"] == "none"
+    assert 0 < int(out["self"]) <= int(out["up"])  # hundredths of a second since boot
 
 
-def test_sweep_reports_swept_even_when_the_kill_fails(
-    warden: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sweep_reports_swept_even_when_the_kill_fails(tmp_path: Path) -> None:
     tty = tmp_path / "tty"  # stands in for the session's terminal
     tty.write_bytes(b"")
-    state = tmp_path / "state"
-    state.write_text(f"999999999 {tty}\nrun 12.34\n")
-    monkeypatch.setattr(warden, "STATE", str(state))
-    calls: list[tuple[int, float]] = []
-
-    def failing_kill(shell_pid: int, t0: float) -> None:  # never the real one: it would sweep the host
-        calls.append((shell_pid, t0))
-        raise OSError("proc vanished")
-
-    monkeypatch.setattr(warden, "_kill_command", failing_kill)
-    with pytest.raises(OSError):
-        warden.sweep()
-    assert calls == [(999999999, 12.34)]
+    (tmp_path / "state").write_text(f"999999999 {tty}\nrun 12.34\n")
+    # never the real kill_command here: it would sweep the host
+    res = warden('kill_command() { echo "kill $1 $2"; return 3; }\nsweep; echo "rc=$?"', tmp_path)
+    assert res.stdout.split("\n")[:2] == ["kill 999999999 12.34", "rc=0"]
+    assert "sweep failed (status 3)" in res.stderr
     assert tty.read_bytes() == b"\n__FTE_SWEPT\n"
     # an idle shell: nothing is killed, the report still comes
-    state.write_text(f"999999999 {tty}\nidle 0\n")
+    (tmp_path / "state").write_text(f"999999999 {tty}\nidle 0\n")
     tty.write_bytes(b"")
-    warden.sweep()
-    assert calls == [(999999999, 12.34)]
+    res = warden('kill_command() { echo "kill $1"; }\nsweep', tmp_path)
+    assert "kill" not in res.stdout
     assert tty.read_bytes() == b"\n__FTE_SWEPT\n"
+
+
+def test_no_state_no_sweep_and_no_report(tmp_path: Path) -> None:
+    res = warden(
+        'kill_command() { echo kill; }\nreport_swept() { echo report; }\nsweep; echo "rc=$?"', tmp_path
+    )
+    assert res.stdout == "rc=0\n"
+
+
+def test_a_sweep_needs_a_new_token_from_the_host(tmp_path: Path) -> None:
+    script = (
+        'sweep() { echo "sweep $LAST_REQUEST"; }\n'
+        "WANTED=1 handle_request\n"  # a signal but no request file: nothing
+        f"echo tok1 > {tmp_path / 'sweep'}; WANTED=1 handle_request\n"  # the host asked: one sweep
+        'WANTED=1 handle_request; echo "wanted=[$WANTED]"\n'  # the same token again (the agent): nothing
+        f"echo tok2 > {tmp_path / 'sweep'}; handle_request\n"
+    )
+    res = warden(script, tmp_path)
+    assert res.stdout.splitlines() == ["sweep tok1", "wanted=[]", "sweep tok2"]
+
+
+def test_a_flood_of_signals_leaves_at_most_one_wake_up(tmp_path: Path) -> None:
+    fifo = tmp_path / "tick"
+    script = (
+        f"mkfifo {fifo}; exec {{TICK_FD}}<>{fifo}\n"
+        "for i in $(seq 70000); do on_usr1; done\n"  # would fill a 64 KiB pipe and block if unbounded
+        'n=0; while read -r -t 0.05 -u "$TICK_FD" _; do n=$((n+1)); done; echo "wakeups=$n"\n'
+        'WANTED=; on_usr1; read -r -t 1 -u "$TICK_FD" _ && echo woke'
+    )
+    res = warden(script, tmp_path)  # (a blocked warden would raise TimeoutExpired)
+    assert res.stdout.splitlines() == ["wakeups=1", "woke"], res.stderr

@@ -1,0 +1,103 @@
+"""``fte-shell sandbox doctor``: the daemon, the images and the hardening of a real test container, each
+check with its fix."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import container as _container
+from .config import SandboxConfig
+from .docker_api import FIX_DAEMON, client, exec_text
+from .errors import DockerUnavailable
+from .image import image_status
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
+    """Check the daemon, the image and the hardening of a real test container; each check names its fix."""
+    cfg = cfg or SandboxConfig()
+    checks: list[Check] = []
+    try:
+        info = client().info()
+        checks.append(Check("daemon", True, f"Docker {info.get('ServerVersion')} answers"))
+    except DockerUnavailable as e:
+        checks.append(Check("daemon", False, str(e), FIX_DAEMON))
+        return checks
+    try:
+        client().images.get(cfg.base_image)
+        checks.append(Check("base image", True, f"{cfg.base_image} exists"))
+    except Exception:  # noqa: BLE001
+        checks.append(
+            Check("base image", False, f"{cfg.base_image} is missing", "bash sandbox/bootstrap-base.sh")
+        )
+    try:
+        ok, reason = image_status(cfg)
+    except Exception as e:  # noqa: BLE001
+        ok, reason = False, str(e)
+    checks.append(Check("sandbox image", ok, reason, "" if ok else "fte-shell sandbox build"))
+    if not ok:
+        return checks
+    with tempfile.TemporaryDirectory(prefix="fte-doctor-") as tmp:
+        ws, gw = Path(tmp, "work"), Path(tmp, "gw")
+        ws.mkdir(mode=0o755)
+        gw.mkdir(mode=0o755)
+        os.chmod(ws, 0o755)
+        os.chmod(gw, 0o755)
+        h = _container.create(cfg, ws, gw, "doctor", ttl_s=120)
+        try:
+            checks.extend(_hardening_checks(h.id, cfg))
+        finally:
+            _container.remove(h.id)
+    return checks
+
+
+def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
+    script = (
+        "id -u; "
+        "(touch /probe 2>/dev/null && echo rootfs=rw) || echo rootfs=ro; "
+        "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
+        "ls /sys/class/net | tr '\\n' ' '; echo; "
+        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
+        "test -S /var/run/docker.sock && echo docker-sock || echo no-docker-sock"
+    )
+    _, out = exec_text(cid, ["bash", "-c", script], cfg.user)
+    lines = out.splitlines() + [""] * 6
+    attrs = client().api.inspect_container(cid)["HostConfig"]
+    checks = [
+        Check("non-root user", lines[0].strip() != "0", f"uid {lines[0].strip()}", "set sandbox.user"),
+        Check("read-only root", lines[1].strip() == "rootfs=ro", lines[1].strip(), "sandbox.read_only_root"),
+        Check("read-only /work", lines[2].strip() == "work=ro", lines[2].strip(), "report a bug"),
+        Check(
+            "no network",
+            lines[3].split() == ["lo"],
+            f"interfaces: {lines[3].strip()}",
+            "sandbox.network_mode must be none",
+        ),
+        Check(
+            "no capabilities, no-new-privileges",
+            "CapEff: 0000000000000000" in lines[4] and "NoNewPrivs: 1" in lines[4],
+            lines[4].strip(),
+            "sandbox.cap_drop_all / sandbox.no_new_privileges",
+        ),
+        Check("no docker socket", lines[5].strip() == "no-docker-sock", lines[5].strip(), "report a bug"),
+        Check(
+            "limits",
+            bool(attrs.get("PidsLimit"))
+            and attrs.get("Memory") == attrs.get("MemorySwap")
+            and bool(attrs.get("NanoCpus")),
+            f"pids {attrs.get('PidsLimit')}, memory {attrs.get('Memory')}, "
+            f"memswap {attrs.get('MemorySwap')}, nano_cpus {attrs.get('NanoCpus')}",
+            "check sandbox.pids_limit / memory / cpus",
+        ),
+    ]
+    return checks

@@ -1,0 +1,185 @@
+"""The sandbox image: its build inputs, their content hash, the build, and the check before use.
+
+The image is built from ``Dockerfile.sandbox`` plus ``sandbox/bin`` and ``sandbox/lib`` with the legacy
+builder through the docker SDK (buildx is not needed). Its label holds a hash of those inputs: a process
+checks it once and then creates containers from the image's id (see :func:`ensure_image`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .config import SandboxConfig
+from .docker_api import client
+from .errors import DockerUnavailable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = "Dockerfile.sandbox"
+CONTEXT_DIRS = ("sandbox/bin", "sandbox/lib")
+HASH_LABEL = "fte-shell.content-hash"
+IMAGE_LABEL = "fte-shell.image"
+"""Set on every sandbox image this code builds (``prune_images`` removes superseded ones by it)."""
+
+Log = Callable[[str], None]
+
+
+def _stderr_log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _context_files(root: Path) -> list[tuple[str, Path]]:
+    files = [(DOCKERFILE, root / DOCKERFILE)]
+    for d in CONTEXT_DIRS:
+        base = root / d
+        if base.is_dir():
+            for p in sorted(base.rglob("*")):
+                if p.is_file() and "__pycache__" not in p.parts:
+                    files.append((p.relative_to(root).as_posix(), p))
+    return files
+
+
+def content_hash(cfg: SandboxConfig, root: Path = REPO_ROOT) -> str:
+    """sha256 over the build inputs: Dockerfile, sandbox/bin, sandbox/lib (names, modes, bytes), base image."""
+    h = hashlib.sha256(f"base={cfg.base_image}\n".encode())
+    for name, path in _context_files(root):
+        h.update(f"{name}\0{path.stat().st_mode & 0o111:o}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _build_context(root: Path) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in CONTEXT_DIRS:  # the directories exist in the context even when empty
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+        for name, path in _context_files(root):
+            info = tarfile.TarInfo(name)
+            info.size = path.stat().st_size
+            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+    buf.seek(0)
+    return buf
+
+
+def image_status(cfg: SandboxConfig) -> tuple[bool, str]:
+    """(up to date, reason) of the sandbox image for the current build inputs."""
+    ok, reason, _ = _check_image(cfg)
+    return ok, reason
+
+
+def _check_image(cfg: SandboxConfig) -> tuple[bool, str, str | None]:
+    """``image_status`` plus the id of the image that was checked (None when there is none)."""
+    import docker.errors
+
+    try:
+        img = client().images.get(cfg.image)
+    except docker.errors.ImageNotFound:
+        return False, f"image {cfg.image} does not exist", None
+    if not (REPO_ROOT / DOCKERFILE).exists():  # an installed package without the build inputs
+        return True, f"image {cfg.image} exists (no {DOCKERFILE} here to check it against)", img.id
+    want = content_hash(cfg)
+    have = (img.labels or {}).get(HASH_LABEL)
+    if have != want:
+        return False, f"image {cfg.image} is out of date (Dockerfile.sandbox or sandbox/ changed)", img.id
+    return True, f"image {cfg.image} is up to date ({want})", img.id
+
+
+def build_image(cfg: SandboxConfig, log: Log = _stderr_log) -> str:
+    """Build the sandbox image (legacy builder via the SDK); returns the image id."""
+    import docker.errors
+
+    if not (REPO_ROOT / DOCKERFILE).exists():
+        raise DockerUnavailable(f"{REPO_ROOT / DOCKERFILE} not found; run from a checkout of fte-shell")
+    c = client()
+    try:
+        c.images.get(cfg.base_image)
+    except docker.errors.ImageNotFound as e:
+        raise DockerUnavailable(
+            f"base image {cfg.base_image} is missing; create it offline: bash sandbox/bootstrap-base.sh "
+            f"{cfg.base_image}"
+        ) from e
+    digest = content_hash(cfg)
+    log(f"[fte-shell] building sandbox image {cfg.image} from {DOCKERFILE} (first use or changed; ~1 min)")
+    t0 = time.monotonic()
+    try:
+        stream = c.api.build(
+            fileobj=_build_context(REPO_ROOT),
+            custom_context=True,
+            dockerfile=DOCKERFILE,
+            tag=cfg.image,
+            buildargs={"BASE_IMAGE": cfg.base_image},
+            labels={HASH_LABEL: digest, IMAGE_LABEL: "1"},
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+        image_id = None
+        tail: list[str] = []
+        for chunk in stream:
+            if "error" in chunk:
+                raise DockerUnavailable(
+                    f"building {cfg.image} failed: {chunk['error'].strip()}\n" + "".join(tail[-15:])
+                )
+            if "stream" in chunk:
+                tail.append(chunk["stream"])
+                tail = tail[-30:]
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and "ID" in aux:
+                image_id = aux["ID"]
+    except docker.errors.APIError as e:
+        raise DockerUnavailable(f"building {cfg.image} failed: {e}") from e
+    log(f"[fte-shell] built {cfg.image} in {time.monotonic() - t0:.1f} s")
+    return image_id or c.images.get(cfg.image).id
+
+
+_image_lock = threading.Lock()
+_image_ok: dict[tuple[str, str], str] = {}
+"""(image, base image) -> id of the image this process checked against its build inputs (or built)."""
+
+
+def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_log) -> str:
+    """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``).
+
+    Returns the image's id. Containers are created from that id, not from the tag, so a process that
+    rebuilds the tag from other build inputs (a checkout being edited) never changes the image under a
+    running harness: its host code and the in-container warden and helpers always match."""
+    key = (cfg.image, cfg.base_image)
+    with _image_lock:
+        if not force and key in _image_ok:
+            return _image_ok[key]
+        ok, reason, image_id = _check_image(cfg)
+        if force or not ok or image_id is None:
+            if not ok and not cfg.auto_build and not force:
+                raise DockerUnavailable(f"{reason}; build it with: fte-shell sandbox build")
+            if not force:
+                log(f"[fte-shell] {reason}")
+            image_id = build_image(cfg, log)
+        _image_ok[key] = image_id
+        return image_id
+
+
+def prune_images() -> tuple[int, int]:
+    """Remove superseded sandbox images (untagged by a rebuild) that no container uses; returns
+    (images removed, bytes reclaimed). Not part of :func:`gc`, which harnesses run at start: a harness
+    still creating containers from the old image id must not lose it under its feet."""
+    filters = {"dangling": True, "label": f"{IMAGE_LABEL}=1"}
+    try:
+        c = client()
+        before = {img.id for img in c.images.list(filters=filters)}
+        res = c.images.prune(filters=filters)
+        after = {img.id for img in c.images.list(filters=filters)}
+    except Exception as e:
+        raise DockerUnavailable(f"could not prune old sandbox images: {e}") from e
+    return len(before - after), int(res.get("SpaceReclaimed") or 0)

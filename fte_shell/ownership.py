@@ -1,0 +1,108 @@
+"""Who owns a sandbox container or directory, and when gc may remove it (no Docker needed here).
+
+A container's labels and a temporary directory's owner file name the owning process (pid, its start
+time, host); :func:`stale_reason` is gc's rule.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+LABEL = "fte-shell"
+
+
+def _proc_start(pid: int) -> str:
+    """Start time of ``pid`` in clock ticks since boot ('' when unknown): detects pid reuse."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+        return data[data.rfind(b")") + 2 :].split()[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+HOST = socket.gethostname()
+
+
+def owner_labels(run_id: str, ttl_s: int) -> dict[str, str]:
+    """The labels that tie a container to this process."""
+    return {
+        LABEL: "1",
+        f"{LABEL}.run-id": run_id,
+        f"{LABEL}.owner-pid": str(os.getpid()),
+        f"{LABEL}.owner-start": _proc_start(os.getpid()),
+        f"{LABEL}.owner-host": HOST,
+        f"{LABEL}.created": f"{time.time():.3f}",
+        f"{LABEL}.ttl": str(int(ttl_s)),
+    }
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    try:
+        pid = int(labels.get(f"{LABEL}.owner-pid", ""))
+    except ValueError:
+        return False
+    if pid <= 0 or not Path(f"/proc/{pid}").exists():
+        return False
+    want = labels.get(f"{LABEL}.owner-start", "")
+    return not want or _proc_start(pid) == want
+
+
+START_GRACE_S = 300.0
+"""How long gc gives a container to get from its ``created`` label to running: docker create + start
+can take minutes on a loaded host. A container still ``created`` after this never started; a TTL counts
+from its start, which gc cannot see, so gc adds this grace to the TTL (the warden itself stops the
+container at its TTL)."""
+
+
+def stale_reason(labels: dict[str, str], status: str, now: float | None = None) -> str | None:
+    """Why a labelled container may be removed by gc (None = it is still owned and alive).
+
+    A live owner's container is never removed while it may still be starting (``created``) or running
+    within its TTL: only its owner removes it then."""
+    now = time.time() if now is None else now
+    try:
+        created = float(labels.get(f"{LABEL}.created", "0"))
+        ttl = float(labels.get(f"{LABEL}.ttl", "0"))
+    except ValueError:
+        return "unreadable labels"
+    if labels.get(f"{LABEL}.owner-host") == HOST and not _owner_alive(labels):
+        return f"its owner process {labels.get(f'{LABEL}.owner-pid')} is gone"
+    if now - created > ttl + START_GRACE_S:
+        return "its TTL has passed"
+    if status in ("exited", "dead"):  # its warden ended (auto_remove deletes it too)
+        return f"it is {status}"
+    if status == "created" and now - created > START_GRACE_S:
+        return "it was created but never started"
+    return None
+
+
+OWNER_FILE = ".fte-owner"
+"""Written into each sandbox's temporary directory: ``PID START HOST KEEP`` (KEEP 1 = never gc it)."""
+
+
+def write_owner_file(tmp_dir: Path, keep: bool) -> None:
+    """Mark a sandbox's temporary directory as this process's (so gc can remove it if we die)."""
+    (tmp_dir / OWNER_FILE).write_text(f"{os.getpid()} {_proc_start(os.getpid()) or '-'} {HOST} {int(keep)}\n")
+
+
+def gc_dirs(root: Path | None = None) -> int:
+    """Remove temporary sandbox directories (``fte-*`` with an owner file) whose owner on this host is
+    gone and that were not meant to be kept; returns how many."""
+    base = Path(root or tempfile.gettempdir())
+    removed = 0
+    for d in base.glob("fte-*"):
+        try:
+            pid, start, host, keep = (d / OWNER_FILE).read_text().split()
+        except (OSError, ValueError):
+            continue
+        labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start}
+        if keep == "1" or host != HOST or _owner_alive(labels):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed += 1
+    return removed
