@@ -9,6 +9,7 @@ from . import bench as _bench
 from . import corpus as _corpus
 from . import run as _run
 from . import sandbox as _sandbox
+from . import view as _view
 
 app = typer.Typer(
     name="fte-shell",
@@ -23,7 +24,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-for _mod in (_run, _sandbox, _corpus, _bench):
+for _mod in (_run, _sandbox, _corpus, _bench, _view):
     _mod.register(app)
 
 
