@@ -94,7 +94,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
     qid = fte.parent.name
     failed = out / "runs" / "shell" / qid / "r1"
     failed.mkdir(parents=True)
-    (failed / "result.json").write_text(json.dumps({"question": "q", "answer": None, "profile": "shell",
+    question = json.loads((fte / "result.json").read_text())["question"]
+    (failed / "result.json").write_text(json.dumps({"question": question, "answer": None, "profile": "shell",
                                                     "stop_reason": "failed", "error": "the sandbox did not start",
                                                     "qid": qid, "rep": 1}))
     doc = sorted((fte / "workspace").glob("*.txt"))[0]
@@ -177,6 +178,7 @@ def test_matrix_and_table(browser: Any, server: str, sweep: Path, shots: Any) ->
     page.click("#matrix a.sq.failed")
     page.wait_for_selector(READY.format("run"), timeout=30_000)
     assert "failed" in page.inner_text(".facts") and "the sandbox did not start" in page.inner_text(".facts")
+    assert "null" not in page.inner_text("#main")
     assert not page.errors
     page.close()
 

@@ -79,12 +79,12 @@ function textBlock(text, opts) {
 
 function crumbs(...parts) {
   const c = document.getElementById("crumbs");
-  c.replaceChildren(...parts.map((p) => el("span", { class: "crumb" }, " › ", p)));
+  c.replaceChildren(...parts.filter(Boolean).map((p) => el("span", { class: "crumb" }, " › ", p)));
 }
 
 function show(view, ...nodes) {
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
   document.body.dataset.view = view;
   document.body.dataset.ready = "1";
 }

@@ -87,12 +87,13 @@ function runsTable(index, holder) {
   const focus = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.col : null;
   holder.replaceChildren(el("p", { class: "muted", id: "count" }, rows.length.toLocaleString("en-US") + " of " +
     index.runs.length.toLocaleString("en-US") + " runs"),
-    el("table", { class: "runs", id: "runs" }, el("thead", {}, head, filt), el("tbody", {}, body)), more);
+    el("table", { class: "runs", id: "runs" }, el("thead", {}, head, filt), el("tbody", {}, body)), more || "");
   if (focus) { const i = holder.querySelector('input[data-col="' + focus + '"]'); if (i) { i.focus(); i.selectionStart = i.value.length; } }
 }
 
 FTE.views.sweep = function (index) {
-  crumbs(index.roots.length === 1 ? index.roots[0] : index.roots.length + " sweeps");
+  const name = (p) => p.split("/").filter(Boolean).slice(-2).join("/");
+  crumbs(el("span", { title: index.roots.join("\n") }, index.roots.length === 1 ? name(index.roots[0]) : index.roots.length + " sweeps"));
   const holder = el("div", { id: "table" });
   runsTable(index, holder);
   show("sweep",

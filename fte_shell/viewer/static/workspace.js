@@ -35,7 +35,8 @@ function docList(run, open) {
     el("td", {}, revisited(run, d) ? el("span", { class: "flag revisit" }, "revisited") : null),
     el("td", {}, timeline(run, d))));
   return el("table", { class: "docs", id: "docs" }, el("thead", {}, el("tr", {}, el("th", {}, "document"),
-    el("th", {}, "fetched"), el("th", {}, "lines"), el("th", {}, ""), el("th", {}, "turns that touched it (fetch · grep · read)"))),
+    el("th", {}, "fetched"), el("th", {}, "lines"), el("th", {}, ""), el("th", {}, "turns that touched it ",
+    ["fetch", "grep", "read"].map((o) => el("span", { class: "legend " + o }, o))))),
     el("tbody", {}, rows));
 }
 
