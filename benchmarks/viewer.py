@@ -48,7 +48,7 @@ def replicate(base: Path, out: Path, n: int) -> int:
             profile, qid = r.parent.parent.name, r.parent.name
             new = f"{qid}-{copy}"
             shutil.copytree(r, out / "runs" / profile / new / r.name, symlinks=True)
-            if profile == sorted({p.parent.parent.name for p in runs})[0]:
+            if profile == min({p.parent.parent.name for p in runs}):
                 lines.append(json.dumps({**qs.get(qid, {"id": qid}), "id": new}))
             made += 1
         copy += 1

@@ -125,7 +125,7 @@ def served(tmp_path: Path):
 
 
 def test_server_is_confined(served: tuple[ViewerServer, Path]) -> None:
-    server, run = served
+    server, _run = served
     assert server.server_address[0] == "127.0.0.1" and server.url.startswith("http://127.0.0.1:")
     st, body, headers = get(server, "/")
     assert st == 200 and b"<title>fte-shell view</title>" in body

@@ -87,7 +87,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["judge", str(out)])
     assert r.exit_code == 0, r.output
-    fte = sorted((out / "runs" / "fte").glob("*/r0"))[0]
+    fte = min((out / "runs" / "fte").glob("*/r0"))
     j = json.loads((fte / "judgement.json").read_text())
     j["llm"] = {"method": "llm", "correct": True, "judge_model": "hand-made"}
     (fte / "judgement.json").write_text(json.dumps(j))
@@ -98,7 +98,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
     (failed / "result.json").write_text(json.dumps({"question": question, "answer": None, "profile": "shell",
                                                     "stop_reason": "failed", "error": "the sandbox did not start",
                                                     "qid": qid, "rep": 1}))
-    doc = sorted((fte / "workspace").glob("*.txt"))[0]
+    doc = min((fte / "workspace").glob("*.txt"))
     doc.write_text(doc.read_text() + "\n" + HOSTILE + "\n")
     shell = out / "runs" / "shell" / qid / "r0"
     events = _events(shell)
@@ -185,7 +185,7 @@ def test_matrix_and_table(browser: Any, server: str, sweep: Path, shots: Any) ->
 
 def test_run_turns_and_hostile_text(browser: Any, server: str, sweep: Path, shots: Any) -> None:
     runs = _rows(sweep)
-    qid = sorted((sweep / "runs" / "fte").iterdir())[0].name
+    qid = min((sweep / "runs" / "fte").iterdir()).name
     key = sorted(runs).index(("shell", qid, 0))  # the viewer lists runs in the sweep's sorted order
     events = _events(runs[("shell", qid, 0)])
     page = _open(browser, server + f"#/run/{key}", "run")
@@ -211,7 +211,7 @@ def test_run_turns_and_hostile_text(browser: Any, server: str, sweep: Path, shot
 
 def test_workspace_grep_hit_and_hostile_page(browser: Any, server: str, sweep: Path, shots: Any) -> None:
     runs = _rows(sweep)
-    qid = sorted((sweep / "runs" / "fte").iterdir())[0].name
+    qid = min((sweep / "runs" / "fte").iterdir()).name
     shell = runs[("shell", qid, 0)]
     key = sorted(runs).index(("shell", qid, 0))
     grep = next(e for e in _events(shell) if e["type"] == "tool_call" and e["arguments"]["command"].startswith("grep"))
@@ -243,7 +243,7 @@ def test_workspace_grep_hit_and_hostile_page(browser: Any, server: str, sweep: P
 
 def test_compare(browser: Any, server: str, sweep: Path, shots: Any) -> None:
     runs = _rows(sweep)
-    qid = sorted((sweep / "runs" / "fte").iterdir())[0].name
+    qid = min((sweep / "runs" / "fte").iterdir()).name
     ks, kf = (sorted(runs).index((p, qid, 0)) for p in ("shell", "fte"))
     page = _open(browser, server + f"#/run/{ks}", "run")
     page.click(f'a.sib[href="#/compare/{ks}/{kf}"]')

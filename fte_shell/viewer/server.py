@@ -20,7 +20,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet by default
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def _send(self, status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None) -> None:
@@ -40,10 +40,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: HTTPStatus, why: str) -> None:
         self._send(status, f"{status.value} {status.phrase}: {why}\n".encode(), "text/plain; charset=utf-8")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         raw = self.path.split("?", 1)[0].split("#", 1)[0]
         path = unquote(raw)
         if ".." in path.split("/") or "\\" in path or "\x00" in path:

@@ -35,7 +35,7 @@ def data_js(key: str, value: Any) -> bytes:
     (inside a separate .js file no ``</script>`` in it can end anything)."""
     body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     body = body.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-    return f"FTE.got({json.dumps(key)},{body});\n".encode("utf-8")
+    return f"FTE.got({json.dumps(key)},{body});\n".encode()
 
 
 class Site:
