@@ -179,6 +179,15 @@ def test_matrix_and_table(browser: Any, server: str, sweep: Path, shots: Any) ->
     page.wait_for_selector(READY.format("run"), timeout=30_000)
     assert "failed" in page.inner_text(".facts") and "the sandbox did not start" in page.inner_text(".facts")
     assert "null" not in page.inner_text("#main")
+    # every run of every profile opens, all its turns shown; the raw trajectory is one click away
+    for k, (prof, q, rep) in enumerate(sorted(runs)):
+        page.goto(server + f"#/run/{k}")
+        page.wait_for_selector(READY.format("run") + f' .metrics:text-matches("^{re.escape(prof)} ")', timeout=30_000)
+        n = sum(1 for e in _events(runs[(prof, q, rep)]) if e["type"] == "model_call") if rep == 0 else 0
+        assert page.locator("#turns section.turn").count() == n, (prof, q, rep)
+    raw = page.locator("a.rawlink").first
+    resp = page.request.get(server + raw.get_attribute("href"))
+    assert resp.ok and resp.headers["content-type"].startswith("text/plain")
     assert not page.errors
     page.close()
 

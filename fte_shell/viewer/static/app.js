@@ -34,7 +34,7 @@ function el(tag, props, ...kids) {
   for (const [k, v] of Object.entries(props || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") e.className = v;
-    else if (k === "href") e.setAttribute("href", String(v).startsWith("#") ? v : "#");
+    else if (k === "href") e.setAttribute("href", /^(#|files\/\d+\/)/.test(String(v)) ? v : "#"); // our own links only
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (k === "dataset") Object.assign(e.dataset, v);
     else e.setAttribute(k, String(v));

@@ -102,7 +102,8 @@ FTE.views.run = async function (index, key, opts) {
   let base = 0;
   const sections = turns.map((t) => { const s = renderTurn(run, t, base); base += t.calls.length; return s; });
   const nav = el("p", { class: "nav" }, el("a", { href: "#/run/" + key + "/ws", id: "ws-link" }, "workspace (" + run.workspace.length + " documents)"),
-    siblingsPicker(index, key, r.qid));
+    siblingsPicker(index, key, r.qid), location.protocol.startsWith("http") ? el("span", { class: "raw" }, " · raw: ",
+      ["trajectory.jsonl", "result.json"].map((f) => el("a", { href: "files/" + r.root + "/" + (r.path === "." ? "" : r.path + "/") + f, class: "rawlink" }, f + " "))) : null);
   const endBox = end ? el("section", { class: "turn end" }, el("b", {}, "End: " + end.stop_reason), " after " + end.turns + " turns, " +
     fmt(end.wall_s) + " s", el("pre", { class: "text final" }, end.answer === null || end.answer === undefined ? "(no answer)" : String(end.answer)))
     : el("section", { class: "turn end" }, el("b", {}, "No end event"), " (the run did not finish: " + r.stop + ")");
