@@ -185,3 +185,23 @@ def test_cli_view(tmp_path: Path) -> None:
     os.makedirs(tmp_path / "empty")
     r = runner.invoke(app, ["view", str(tmp_path / "empty")])
     assert r.exit_code == 2 and "no run directories" in r.output
+
+
+def test_server_picks_up_a_running_sweep(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    make_run(sweep / "runs" / "fte" / "q1" / "r0", profile="fte")
+    server = ViewerServer(Catalog([sweep]))
+    server.start()
+    try:
+        def index() -> list[dict[str, Any]]:
+            st, body, _ = get(server, "/data/index.js")
+            assert st == 200
+            return json.loads(body[len(b'FTE.got("index",'):-3])["runs"]
+
+        assert [(r["key"], r["profile"], r["status"]) for r in index()] == [(0, "fte", "unjudged")]
+        make_run(sweep / "runs" / "shell" / "q1" / "r0", stop="sandbox_unavailable")  # a run finished since
+        (sweep / "runs" / "fte" / "q1" / "r0" / "judgement.json").write_text(json.dumps({"match": {"correct": True}}))
+        assert [(r["key"], r["profile"], r["status"]) for r in index()] == [(0, "fte", "correct"), (1, "shell", "failed")]
+    finally:
+        server.shutdown()
+        server.server_close()

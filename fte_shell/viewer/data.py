@@ -67,13 +67,24 @@ class Catalog:
                 raise ValueError(f"not a directory: {p}")
         self.runs: list[Run] = []
         self._gold: dict[Path, dict[str, Any]] = {}
+        self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         for root in self.roots:
-            found = find_runs(root)
-            if not found:
+            if not find_runs(root):
                 raise ValueError(f"no run directories under {root} (a run directory has trajectory.jsonl)")
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Pick up runs that appeared since the last call (a sweep still running); runs already listed
+        keep their keys. Returns how many were added."""
+        known = {r.dir for r in self.runs}
+        added = 0
+        for root in self.roots:
             self._gold[root] = _gold(root)
-            for run_dir, profile, qid, rep in found:
-                self.runs.append(Run(len(self.runs), root, Path(run_dir), profile, qid, rep))
+            for run_dir, profile, qid, rep in find_runs(root):
+                if Path(run_dir) not in known:
+                    self.runs.append(Run(len(self.runs), root, Path(run_dir), profile, qid, rep))
+                    added += 1
+        return added
 
     def gold(self, run: Run, qid: str | None) -> Any:
         return self._gold.get(run.root, {}).get(qid or "")
@@ -99,8 +110,16 @@ class Catalog:
             "docs": m.materialized,
         }
 
+    def cached_row(self, run: Run) -> dict[str, Any]:
+        """:meth:`row`, recomputed only when the run's files changed since."""
+        sig = tuple(_stat(run.dir / f) for f in ("trajectory.jsonl", "result.json", "judgement.json"))
+        hit = self._rows.get(run.dir)
+        if hit is None or hit[0] != sig:
+            hit = self._rows[run.dir] = (sig, self.row(run))
+        return hit[1]
+
     def index(self) -> dict[str, Any]:
-        return {"roots": [str(r) for r in self.roots], "runs": [self.row(r) for r in self.runs]}
+        return {"roots": [str(r) for r in self.roots], "runs": [self.cached_row(r) for r in self.runs]}
 
     # --- the run view ---------------------------------------------------------------------------------
     def documents(self, run: Run) -> dict[str, Path]:
@@ -158,6 +177,14 @@ class Catalog:
 
     def siblings(self, qid: str | None) -> Iterable[Run]:
         return (r for r in self.runs if r.qid == qid)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _lines(path: Path) -> list[str]:

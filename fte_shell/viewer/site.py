@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,17 @@ def data_js(key: str, value: Any) -> bytes:
 
 
 class Site:
-    """Answers the page's requests from a :class:`Catalog` (the index is computed once)."""
+    """Answers the page's requests from a :class:`Catalog`. Each load of the index picks up runs that
+    appeared or changed since (a sweep still running); unchanged runs are not read again."""
 
     def __init__(self, catalog: Catalog):
         self.catalog = catalog
-        self._index: dict[str, Any] | None = None
+        self._lock = threading.Lock()
 
     def index(self) -> dict[str, Any]:
-        if self._index is None:
-            self._index = self.catalog.index()
-        return self._index
+        with self._lock:
+            self.catalog.refresh()
+            return self.catalog.index()
 
     def data(self, key: str) -> Any:
         m = _DATA.match(key)
