@@ -56,6 +56,30 @@ def test_shell_lines_from_grep_and_sed() -> None:
     assert [(x.turn, x.op, x.hits) for x in t["b.txt"]] == [(1, "fetch", []), (2, "grep", [5])]
 
 
+def test_shell_windows_filters_and_duplicates() -> None:
+    doc = ["URL: https://c.example/", "Title: C", "Retrieved: x", "", "A first long line of text here.", "",
+           "ok", "Repeated line of boilerplate.", "A second long line of text here.", "Repeated line of boilerplate.",
+           "A third long line of text here."]
+    docs = {"c.txt": doc}
+    events = [
+        call(1, "bash", {"command": "fetch https://c.example/"}, rec("c.txt")),
+        # a window: the blank line 6 and the short line 7 are between matched lines 5 and 8 -> returned too
+        call(2, "bash", {"command": "sed -n '5,9p' /work/c.txt"},
+             "A first long line of text here.\n\nok\nRepeated line of boilerplate.\nA second long line of text here."),
+        # a filter after the read: only the lines printed count, nothing in between
+        call(3, "bash", {"command": "head -n 11 /work/c.txt | grep -i long"},
+             "A first long line of text here.\nA second long line of text here.\nA third long line of text here."),
+        # a duplicated line is placed where its window continues (10, not 8), from the line after or before
+        call(4, "bash", {"command": "tail -n 2 /work/c.txt"}, "Repeated line of boilerplate.\nA third long line of text here."),
+        call(5, "bash", {"command": "tail -n 3 /work/c.txt"},
+             "A second long line of text here.\nRepeated line of boilerplate.\nA third long line of text here."),
+    ]
+    t = touches(events, docs)["c.txt"]
+    assert [(x.turn, x.op, x.lines) for x in t] == [
+        (1, "fetch", []), (2, "read", [5, 6, 7, 8, 9]), (3, "read", [5, 9, 11]), (4, "read", [10, 11]),
+        (5, "read", [9, 10, 11])]
+
+
 def test_structured_lines_from_grep_read_and_excerpts() -> None:
     docs = {"a.txt": DOC_A, "b.txt": DOC_B}
     events = [

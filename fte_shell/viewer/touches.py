@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,26 +51,28 @@ def _clean(text: str) -> str:
 
 
 def _attribute(obs: str, docs: Mapping[str, list[str]], op: str) -> dict[str, tuple[set[int], set[int]]]:
-    """{doc: (hit lines, other lines)} for the lines of ``obs`` found in ``docs`` (name → its lines)."""
-    out: dict[str, tuple[set[int], set[int]]] = {d: (set(), set()) for d in docs}
+    """{doc: (hit lines, other lines)} for the lines of ``obs`` found in ``docs`` (name → its lines).
+
+    A numbered line counts when the document's line N holds its text; an unnumbered one is looked up by its
+    text (preferring the line that continues the previous match, so a window of duplicates stays in place).
+    Between two matched lines whose distance in the output equals their distance in the document, the
+    lines in between were returned too (blank and short lines of a read window)."""
+    matched: dict[str, list[tuple[int, list[int], bool]]] = {d: [] for d in docs}  # (obs line, doc lines, hit)
     by_text: dict[str, dict[str, list[int]]] = {}
     current: str | None = None  # the structured grep's "/work/x.txt:" block header
-    for raw in obs.splitlines():
-        line = raw.rstrip("\n")
+    for o, line in enumerate(obs.splitlines()):
         if line.endswith(".txt:") and line.startswith("/"):
             name = line[:-1].rsplit("/", 1)[-1]
             current = name if name in docs else None
             continue
         m = _PREFIXED.match(line)
-        cands: list[str]
-        text: str
         hit = op == "grep"
         n: int | None = None
         if m:
             path = m["path"]
             cands = [path.rsplit("/", 1)[-1]] if path else ([current] if current else list(docs))
             n, text = int(m["n"]), m["text"]
-            hit = op == "grep" and (m["s2"] == ":")
+            hit = op == "grep" and m["s2"] == ":"
         else:
             pm = _PATH_ONLY.match(line)
             if pm:
@@ -81,19 +84,48 @@ def _attribute(obs: str, docs: Mapping[str, list[str]], op: str) -> dict[str, tu
             if d not in docs:
                 continue
             lines = docs[d]
-            if n is not None and 1 <= n <= len(lines) and core in lines[n - 1]:
-                (out[d][0] if hit else out[d][1]).add(n)
-                break
-            if n is None and len(core) >= _MIN_TEXT:
-                idx = by_text.setdefault(d, {})
-                if not idx:
-                    for i, t in enumerate(lines, 1):
-                        idx.setdefault(t.strip(), []).append(i)
-                found = idx.get(core) or [i for i, t in enumerate(lines, 1) if core in t][:3]
-                if found:
-                    (out[d][0] if hit else out[d][1]).update(found)
+            if n is not None:
+                if 1 <= n <= len(lines) and core in lines[n - 1]:
+                    matched[d].append((o, [n], hit))
                     break
+                continue
+            if len(core) < _MIN_TEXT:
+                continue
+            idx = by_text.get(d)
+            if idx is None:
+                idx = by_text[d] = {}
+                for i, t in enumerate(lines, 1):
+                    idx.setdefault(t.strip(), []).append(i)
+            found = idx.get(core, [])
+            if not found and text.strip() != core:  # a line cut short ("…"): look for it inside lines
+                found = [i for i, t in enumerate(lines, 1) if core in t][:3]
+            if 0 < len(found) <= 3:
+                matched[d].append((o, found, hit))
+                break
+    out: dict[str, tuple[set[int], set[int]]] = {}
+    for d, ms in matched.items():
+        _place_duplicates(ms)
+        hits = {n for _, ns, h in ms if h for n in ns}
+        other = {n for _, ns, h in ms if not h for n in ns}
+        for (o1, n1, _), (o2, n2, _) in pairwise(ms):
+            if len(n1) == len(n2) == 1 and n2[0] - n1[0] == o2 - o1 > 1:
+                other.update(range(n1[0] + 1, n2[0]))
+        out[d] = (hits, other - hits)
     return out
+
+
+def _place_duplicates(ms: list[tuple[int, list[int], bool]]) -> None:
+    """A line found at several places is put where it continues its nearest placed neighbour's window."""
+    for k, (o, ns, h) in enumerate(ms):
+        if len(ns) < 2:
+            continue
+        for j in [*range(k - 1, -1, -1), *range(k + 1, len(ms))]:
+            oj, nj, _ = ms[j]
+            if len(nj) == 1:
+                want = nj[0] + (o - oj)
+                if want in ns:
+                    ms[k] = (o, [want], h)
+                break
 
 
 def touches(events: Sequence[dict[str, Any]], docs: Mapping[str, list[str]]) -> dict[str, list[Touch]]:
@@ -118,7 +150,5 @@ def touches(events: Sequence[dict[str, Any]], docs: Mapping[str, list[str]]) -> 
         found = _attribute(obs, {d: docs[d] for d in names}, op)
         for d in names:
             hits, other = found[d]
-            if op == "read" and other:  # a read returns one contiguous window
-                other = set(range(min(other), max(other) + 1))
             out[d].append(Touch(turn=turn, call=call, op=op, hits=sorted(hits), lines=sorted(other - hits)))
     return out
