@@ -229,3 +229,24 @@ def test_server_picks_up_a_running_sweep(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_detail_marks_revisited_documents(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", profile="fte", docs={"a.txt": DOC_A, "b.txt": DOC_B})
+    events = [json.loads(x) for x in (run / "trajectory.jsonl").read_text().splitlines()]
+    calls = [  # read a, read b, read a: a is revisited, b is not
+        call(1, "fetch", {"url": "https://a.example/"}, rec("a.txt"), path="/work/a.txt", new=True),
+        call(1, "fetch", {"url": "b"}, rec("b.txt"), path="/work/b.txt", new=True),
+        call(2, "read", {"path": "/work/a.txt", "offset": 5, "limit": 1}, "5: Alpha line one about owls."),
+        call(3, "read", {"path": "/work/b.txt", "offset": 5, "limit": 1}, "5: Owls live in the forest of B."),
+        call(4, "read", {"path": "/work/a.txt", "offset": 8, "limit": 1}, "8: Delta line four mentions owls again."),
+    ]
+    (run / "trajectory.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [*events[:2], *calls, events[2]]))
+    catalog = Catalog([run])
+    detail = catalog.detail(catalog.runs[0])
+    ws = {d["name"]: d for d in detail["workspace"]}
+    assert ws["a.txt"]["revisited"] is True and ws["b.txt"]["revisited"] is False
+    assert ws["a.txt"]["fetched"] == 1 and ws["a.txt"]["title"] == "A" and ws["a.txt"]["source"] == "https://a.example/"
+    assert [(t["turn"], t["lines"]) for t in ws["a.txt"]["touches"]] == [(1, []), (2, [5]), (4, [8])]
+    assert detail["row"]["revisit"] == 0.5  # the metrics' own rate agrees: 1 of 2 materialized documents
+    assert catalog.document(catalog.runs[0], 1)["lines"] == DOC_B

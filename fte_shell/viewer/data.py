@@ -10,7 +10,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fte_shell.bench.metrics import find_runs, judged, read_events, read_json, run_metrics
+from fte_shell.bench.metrics import (
+    actions_from_events,
+    find_runs,
+    judged,
+    read_events,
+    read_json,
+    revisited_docs,
+    run_metrics,
+)
 from fte_shell.stops import is_infra_failure
 
 from .safety import UnsafePath, safe_file
@@ -151,6 +159,7 @@ class Catalog:
         docs = self.documents(run)
         texts = {name: _lines(p) for name, p in docs.items()}
         touched = touches(events, texts)
+        revisited = revisited_docs(actions_from_events(events, list(texts)), texts)
         workspace = []
         for i, (name, lines) in enumerate(texts.items()):
             head = {k.lower(): v for k, _, v in (ln.partition(": ") for ln in lines[:3])}
@@ -158,7 +167,7 @@ class Catalog:
             workspace.append({
                 "n": i, "name": name, "title": head.get("title"), "source": head.get("url") or head.get("docid"),
                 "lines": len(lines), "fetched": next((t.turn for t in ts if t.op == "fetch"), None),
-                "touches": [t.model_dump() for t in ts],
+                "revisited": name in revisited, "touches": [t.model_dump() for t in ts],
             })
         row = self.row(run)
         qid = row["qid"]

@@ -41,7 +41,7 @@ function matrix(index) {
     profiles.map((p) => {
       const t = totals[p], scored = t.correct + t.wrong;
       return el("th", { class: "prof" }, p, el("div", { class: "muted small" },
-        scored ? Math.round((100 * t.correct) / scored) + " % of " + scored : "–", t.failed ? " · " + t.failed + " failed" : ""));
+        scored ? Math.round((100 * t.correct) / scored) + " % of " + scored + " judged" : "–", t.failed ? " · " + t.failed + " failed" : ""));
     }));
   const body = [];
   for (const [qid, q] of byQ) {

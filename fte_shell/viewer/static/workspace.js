@@ -17,22 +17,13 @@ function timeline(run, doc) {
   return el("div", { class: "timeline", style: null }, cells);
 }
 
-function revisited(run, doc) {
-  // extracted from again after a different document was touched in between (docs/metrics.md "revisit")
-  const ext = doc.touches.filter((t) => t.op !== "fetch").map((t) => t.call);
-  if (ext.length < 2) return false;
-  const others = run.workspace.filter((d) => d !== doc).flatMap((d) => d.touches.map((t) => t.call));
-  for (let i = 1; i < ext.length; i++) if (others.some((c) => c > ext[i - 1] && c < ext[i])) return true;
-  return false;
-}
-
 function docList(run, open) {
   const rows = run.workspace.map((d) => el("tr", { class: d.n === open ? "open" : "" },
     el("td", {}, el("a", { href: "#/run/" + run.row.key + "/ws/" + d.n, class: "docname" }, d.name),
       el("div", { class: "muted small" }, short(d.title || "", 60), " · ", short(d.source || "", 60))),
     el("td", { class: "num" }, d.fetched === null ? "–" : el("a", { href: "#/run/" + run.row.key + "/turn/" + d.fetched }, "turn " + d.fetched)),
     el("td", { class: "num" }, fmt(d.lines)),
-    el("td", {}, revisited(run, d) ? el("span", { class: "flag revisit" }, "revisited") : null),
+    el("td", {}, d.revisited ? el("span", { class: "flag revisit" }, "revisited") : null),
     el("td", {}, timeline(run, d))));
   return el("table", { class: "docs", id: "docs" }, el("thead", {}, el("tr", {}, el("th", {}, "document"),
     el("th", {}, "fetched"), el("th", {}, "lines"), el("th", {}, ""), el("th", {}, "turns that touched it ",
