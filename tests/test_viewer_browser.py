@@ -77,7 +77,7 @@ def _events(run: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_ready: None) -> Path:
-    """A scripted sweep of every profile over 2 questions, judged; then: one run marked correct by an LLM
+    """A scripted sweep of every profile over 2 questions, judged; then: two runs marked correct by an LLM
     verdict, one infrastructure failure, and hostile markup in a fetched page and in an observation."""
     out = tmp_path_factory.mktemp("sweep") / "hq"
     corpus = tmp_path_factory.mktemp("corpus") / "hotpotqa"
@@ -88,9 +88,10 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
     r = runner.invoke(app, ["judge", str(out)])
     assert r.exit_code == 0, r.output
     fte = min((out / "runs" / "fte").glob("*/r0"))
-    j = json.loads((fte / "judgement.json").read_text())
-    j["llm"] = {"method": "llm", "correct": True, "judge_model": "hand-made"}
-    (fte / "judgement.json").write_text(json.dumps(j))
+    for run in (fte, out / "runs" / "shell" / fte.parent.name / "r0"):  # both gave the same answer
+        j = json.loads((run / "judgement.json").read_text())
+        j["llm"] = {"method": "llm", "correct": True, "judge_model": "hand-made"}
+        (run / "judgement.json").write_text(json.dumps(j))
     qid = fte.parent.name
     failed = out / "runs" / "shell" / qid / "r1"
     failed.mkdir(parents=True)
@@ -151,9 +152,9 @@ def test_matrix_and_table(browser: Any, server: str, sweep: Path, shots: Any) ->
     assert page.locator("#matrix thead th.prof").all_inner_texts()[0].startswith(profiles[0])
     assert page.locator("#matrix tbody tr").count() == 2
     assert page.locator("#matrix a.sq").count() == len(runs) == 13
-    assert page.locator("#matrix a.sq.correct").count() == 1
+    assert page.locator("#matrix a.sq.correct").count() == 2
     assert page.locator("#matrix a.sq.failed").count() == 1
-    assert page.locator("#matrix a.sq.wrong").count() + page.locator("#matrix a.sq.unjudged").count() == 11
+    assert page.locator("#matrix a.sq.wrong").count() + page.locator("#matrix a.sq.unjudged").count() == 10
     assert page.locator("#runs tbody tr").count() == 13
     shots(page, "sweep")
     page.fill('#runs input[data-col="profile"]', "shell")
@@ -262,7 +263,7 @@ def test_compare(browser: Any, server: str, sweep: Path, shots: Any) -> None:
     n_shell, n_fte = (sum(1 for e in _events(runs[(p, qid, 0)]) if e["type"] == "model_call") for p in ("shell", "fte"))
     assert page.locator("#cmp-turns tr.aligned").count() == max(n_shell, n_fte)
     verdicts = page.locator("#cmp-metrics tbody tr").first.locator("td").all_inner_texts()
-    assert verdicts[1] == "correct"  # the fte run's hand-made LLM verdict
+    assert verdicts == ["correct", "correct"]  # the hand-made LLM verdicts (shell, fte)
     shots(page, "compare")
     assert not page.errors
     page.close()
@@ -276,9 +277,9 @@ def test_static_site_and_a_300_turn_run(browser: Any, sweep: Path, tmp_path: Pat
     for i in range(1, 301):
         ev.append({"type": "model_call", "turn": i, "latency_s": 0.5, "usage": {"prompt_tokens": 100 * i, "completion_tokens": 9,
                    "total_tokens": 100 * i + 9}, "message": {"role": "assistant", "content": f"step {i}"}})
-        obs = "/work/a.txt:5:owls live here, long line" if i % 2 else "x" * 60_000
+        obs = "/work/a.txt:5:owls live here, long line" if i % 2 else "x" * 20_000
         ev.append({"type": "tool_call", "turn": i, "id": f"c{i}", "name": "bash", "error": False,
-                   "arguments": {"command": "grep -H -n owls /work/a.txt" if i % 2 else "yes | head -c 60000"},
+                   "arguments": {"command": "grep -H -n owls /work/a.txt" if i % 2 else "yes | head -c 20000"},
                    "observation": obs, "meta": {"exit_code": 0, "timed_out": i == 2, "truncated": i == 2}})
     ev.append({"type": "end", "t": 9, "stop_reason": "max_turns", "answer": None, "turns": 300, "wall_s": 9})
     (run / "trajectory.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
@@ -289,7 +290,7 @@ def test_static_site_and_a_300_turn_run(browser: Any, sweep: Path, tmp_path: Pat
     assert r.exit_code == 0, r.output
     page = _open(browser, (out / "index.html").as_uri(), "run")  # one run: the page opens on it
     assert page.locator("#turns section.turn").count() == 300
-    assert page.locator("#turns details.big summary").first.inner_text() == "observation (60,000 chars, 1 lines)"
+    assert page.locator("#turns details.big summary").first.inner_text() == "observation (20,000 chars, 1 lines)"
     assert page.locator("#turn-2 .flag").all_inner_texts() == ["timed out", "truncated"]
     page.goto((out / "index.html").as_uri() + "#/run/0/ws/0")
     page.wait_for_selector(READY.format("workspace") + " #doctext", timeout=30_000)
@@ -300,5 +301,10 @@ def test_static_site_and_a_300_turn_run(browser: Any, sweep: Path, tmp_path: Pat
     page.goto((tmp_path / "sweep-site" / "index.html").as_uri())
     page.wait_for_selector(READY.format("sweep"), timeout=30_000)
     assert page.locator("#matrix a.sq").count() == 13
+    runs = _rows(sweep)
+    qid = min((sweep / "runs" / "fte").iterdir()).name
+    page.goto((tmp_path / "sweep-site" / "index.html").as_uri() + f"#/run/{sorted(runs).index(('fte', qid, 0))}/ws/0")
+    page.wait_for_selector(READY.format("workspace") + " #doctext", timeout=30_000)
+    assert HOSTILE in page.inner_text("#doctext") and page.evaluate("window.__pwned") is None
     assert not page.errors
     page.close()
