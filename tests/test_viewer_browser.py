@@ -290,7 +290,7 @@ def test_static_site_and_a_300_turn_run(browser: Any, sweep: Path, tmp_path: Pat
     assert r.exit_code == 0, r.output
     page = _open(browser, (out / "index.html").as_uri(), "run")  # one run: the page opens on it
     assert page.locator("#turns section.turn").count() == 300
-    assert page.locator("#turns details.big summary").first.inner_text() == "observation (20,000 chars, 1 lines)"
+    assert page.locator("#turns details.big summary").first.inner_text() == "observation (20,000 chars, 1 line)"
     assert page.locator("#turn-2 .flag").all_inner_texts() == ["timed out", "truncated"]
     page.goto((out / "index.html").as_uri() + "#/run/0/ws/0")
     page.wait_for_selector(READY.format("workspace") + " #doctext", timeout=30_000)

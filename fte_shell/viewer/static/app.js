@@ -68,8 +68,8 @@ function textBlock(text, opts) {
   if (!big && !opts.collapsed) return el("pre", { class: cls }, text);
   const d = el("details", { class: "big" },
     el("summary", {}, (opts.label || "text") + " (" + text.length.toLocaleString("en-US") + " chars, " +
-      lines.toLocaleString("en-US") + " lines)"));
-  if (!opts.collapsed) d.appendChild(el("pre", { class: cls + " preview" }, text.split("\n").slice(0, 6).join("\n")));
+      lines.toLocaleString("en-US") + (lines === 1 ? " line)" : " lines)")));
+  if (!opts.collapsed) d.appendChild(el("pre", { class: cls + " preview" }, short(text.split("\n").slice(0, 6).join("\n"), 600)));
   d.addEventListener("toggle", () => {
     if (d.open && !d.dataset.filled) { d.dataset.filled = "1"; d.appendChild(el("pre", { class: cls }, text)); }
     const p = d.querySelector(".preview"); if (p) p.hidden = d.open;

@@ -46,7 +46,10 @@ function docText(run, meta, doc) {
         (x.hit ? "grep" : x.op) + " t" + x.turn)) : null),
       el("span", { class: "tx" }, text));
   });
-  return el("div", { class: "doc", id: "doctext" }, el("h3", {}, meta.name), rows);
+  // chunks of lines the browser lays out only when they scroll into view (content-visibility)
+  const chunks = [];
+  for (let i = 0; i < rows.length; i += 200) chunks.push(el("div", { class: "chunk" }, rows.slice(i, i + 200)));
+  return el("div", { class: "doc", id: "doctext" }, el("h3", {}, meta.name), chunks);
 }
 
 FTE.views.workspace = async function (index, key, n, line) {
