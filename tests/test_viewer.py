@@ -204,6 +204,13 @@ def test_cli_view(tmp_path: Path) -> None:
     index = json.loads((tmp_path / "out/data/index.js").read_text()[len('FTE.got("index",'):-3])
     assert {(x["profile"], x["status"]) for x in index["runs"]} == {("fte", "unjudged"), ("shell", "failed")}
     assert run.exists()
+    other = make_run(tmp_path / "sweep2" / "runs" / "fte" / "q1" / "r0", profile="fte")  # a second sweep
+    (other / "judgement.json").write_text(json.dumps({"match": {"correct": False}}))
+    r = runner.invoke(app, ["view", str(tmp_path / "sweep"), str(tmp_path / "sweep2"), "--static", str(tmp_path / "o2")])
+    assert r.exit_code == 0 and "3 run(s)" in r.output, r.output
+    index = json.loads((tmp_path / "o2/data/index.js").read_text()[len('FTE.got("index",'):-3])
+    assert [(x["root"], x["profile"], x["status"]) for x in index["runs"]] == [
+        (0, "fte", "unjudged"), (0, "shell", "failed"), (1, "fte", "wrong")]
     r = runner.invoke(app, ["view", str(tmp_path / "nothing-here")])
     assert r.exit_code == 2 and "not a directory" in r.output
     os.makedirs(tmp_path / "empty")

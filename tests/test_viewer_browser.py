@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -114,11 +115,14 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
 def server(sweep: Path) -> Iterator[str]:
     """``fte-shell view SWEEP`` as a user runs it; yields the URL it printed."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    proc = subprocess.Popen([sys.executable, "-m", "fte_shell", "view", str(sweep)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    with socket.socket() as sock:  # a port that was free a moment ago, to exercise --port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "fte_shell", "view", str(sweep), "--port", str(port)],
+                            stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        m = re.search(rf"http://127\.0\.0\.1:{port}/", line)
         assert m, line
         yield m.group(0)
     finally:
