@@ -125,9 +125,10 @@ def make_run(d: Path, *, profile: str = "shell", docs: dict[str, list[str]] | No
     return d
 
 
-def get(server: ViewerServer, path: str) -> tuple[int, bytes, dict[str, str]]:
+def get(server: ViewerServer, path: str, host: str | None = None) -> tuple[int, bytes, dict[str, str]]:
     c = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
-    c.request("GET", path)  # sent as written: http.client does not normalise `..`
+    # sent as written: http.client does not normalise `..`
+    c.request("GET", path, headers={"Host": host} if host else {})
     r = c.getresponse()
     body = r.read()
     c.close()
@@ -165,6 +166,11 @@ def test_server_is_confined(served: tuple[ViewerServer, Path]) -> None:
         st, body, _ = get(server, bad)
         assert st in (403, 404), bad
         assert b"TOP SECRET" not in body, bad
+    port = server.server_address[1]
+    assert get(server, "/files/0/trajectory.jsonl", host=f"localhost:{port}")[0] == 200
+    for host in (f"evil.example:{port}", "evil.example", "127.0.0.1:1"):  # DNS rebinding
+        st, body, _ = get(server, "/files/0/trajectory.jsonl", host=host)
+        assert st == 403 and b'"type": "start"' not in body, host
     st, body, _ = get(server, "/files/0/workspace/inside.txt")
     assert st == 200 and b"Alpha line one" in body
     for missing in ("/files/9/result.json", "/data/run/7.js", "/data/nope.js", "/static/other.js"):

@@ -1,6 +1,7 @@
 """The local server of ``fte-shell view``: loopback only, GET only, and it serves nothing but the viewer's
 own assets, data computed from the viewed directories, and (under ``/files/<root>/<path>``) raw files that
-lie under those directories — ``..`` and symlinks that leave them are refused."""
+lie under those directories — ``..`` and symlinks that leave them are refused, and so is a request whose
+``Host`` is not the server's own loopback address (DNS rebinding)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
+        port = self.server.server_address[1]
+        if self.headers.get("Host", "").lower() not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            # a page elsewhere that rebinds its own name to 127.0.0.1 would send its own Host: refused
+            return self._error(HTTPStatus.FORBIDDEN, "unexpected Host header (DNS rebinding?)")
         raw = self.path.split("?", 1)[0].split("#", 1)[0]
         path = unquote(raw)
         if ".." in path.split("/") or "\\" in path or "\x00" in path:
