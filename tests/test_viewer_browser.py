@@ -214,11 +214,11 @@ def test_run_turns_and_hostile_text(browser: Any, server: str, sweep: Path, shot
     # the search observation is long: collapsed, its size shown; opened, the hostile markup is plain text
     obs = page.locator("#turns details.big").first
     assert re.search(r"observation \([\d,]+ chars, \d+ lines\)", obs.locator("summary").inner_text())
+    shots(page, "run")
     obs.locator("summary").click()
     assert HOSTILE in obs.inner_text()
     assert page.evaluate("window.__pwned") is None and page.title() != "PWNED"
     assert page.locator("#main script, #main img").count() == 0
-    shots(page, "run")
     assert not page.errors
     page.close()
 

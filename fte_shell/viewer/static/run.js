@@ -101,7 +101,9 @@ FTE.views.run = async function (index, key, opts) {
   crumbs(el("a", { href: "#/run/" + key }, short(r.question || r.path, 60)));
   let base = 0;
   const sections = turns.map((t) => { const s = renderTurn(run, t, base); base += t.calls.length; return s; });
-  const nav = el("p", { class: "nav" }, el("a", { href: "#/run/" + key + "/ws", id: "ws-link" }, "workspace (" + run.workspace.length + " documents)"),
+  const step = (k, label) => (k >= 0 && k < index.runs.length ? el("a", { href: "#/run/" + k, class: "step" }, label) : null);
+  const nav = el("p", { class: "nav" }, step(key - 1, "← previous run"), step(key + 1, "next run →"), " ",
+    el("a", { href: "#/run/" + key + "/ws", id: "ws-link" }, "workspace (" + run.workspace.length + " documents)"),
     siblingsPicker(index, key, r.qid), location.protocol.startsWith("http") ? el("span", { class: "raw" }, " · raw: ",
       ["trajectory.jsonl", "result.json"].map((f) => el("a", { href: "files/" + r.root + "/" + (r.path === "." ? "" : r.path + "/") + f, class: "rawlink" }, f + " "))) : null);
   const endBox = end ? el("section", { class: "turn end" }, el("b", {}, "End: " + end.stop_reason), " after " + end.turns + " turns, " +
