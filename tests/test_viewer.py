@@ -227,7 +227,7 @@ def test_cli_view(tmp_path: Path) -> None:
 def test_server_picks_up_a_running_sweep(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     make_run(sweep / "runs" / "fte" / "q1" / "r0", profile="fte")
-    server = ViewerServer(Catalog([sweep]))
+    server = ViewerServer(Catalog([sweep]), refresh_s=0)
     server.start()
     try:
         def index() -> list[dict[str, Any]]:

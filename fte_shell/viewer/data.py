@@ -76,10 +76,9 @@ class Catalog:
         self.runs: list[Run] = []
         self._gold: dict[Path, dict[str, Any]] = {}
         self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-        for root in self.roots:
-            if not find_runs(root):
-                raise ValueError(f"no run directories under {root} (a run directory has trajectory.jsonl)")
         self.refresh()
+        for root in set(self.roots) - {r.root for r in self.runs}:
+            raise ValueError(f"no run directories under {root} (a run directory has trajectory.jsonl)")
 
     def refresh(self) -> int:
         """Pick up runs that appeared since the last call (a sweep still running); runs already listed

@@ -77,12 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ViewerServer(ThreadingHTTPServer):
-    """``ViewerServer(catalog, port=0)``; ``.url``; ``serve_forever()`` or ``start()`` in a thread."""
+    """``ViewerServer(catalog, port=0, refresh_s=5.0)``; ``.url``; ``serve_forever()`` or ``start()`` in a
+    thread. The index is refreshed from disk at most every ``refresh_s`` seconds."""
 
     daemon_threads = True
 
-    def __init__(self, catalog: Catalog, port: int = 0):
-        self.site = Site(catalog)
+    def __init__(self, catalog: Catalog, port: int = 0, refresh_s: float = 5.0):
+        self.site = Site(catalog, refresh_s=refresh_s)
         super().__init__((HOST, port), _Handler)
 
     @property

@@ -14,7 +14,7 @@ function timeline(run, doc) {
     cells.push(ops ? el("a", { class: "tl " + op, href: "#/run/" + run.row.key + "/turn/" + i, title: "turn " + i + ": " + ops.join(", ") })
       : el("span", { class: "tl", title: "turn " + i }));
   }
-  return el("div", { class: "timeline", style: null }, cells);
+  return el("div", { class: "timeline" }, cells);
 }
 
 function docList(run, open) {
