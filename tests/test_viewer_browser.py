@@ -187,7 +187,8 @@ def test_matrix_and_table(browser: Any, server: str, sweep: Path, shots: Any) ->
     # every run of every profile opens, all its turns shown; the raw trajectory is one click away
     for k, (prof, q, rep) in enumerate(sorted(runs)):
         page.goto(server + f"#/run/{k}")
-        page.wait_for_selector(READY.format("run") + f' .metrics:text-matches("^{re.escape(prof)} ")', timeout=30_000)
+        # wait for THIS run's page (a hash change re-renders asynchronously)
+        page.wait_for_selector(READY.format("run") + f' h2:has-text("runs/{prof}/{q}/r{rep}")', timeout=30_000)
         n = sum(1 for e in _events(runs[(prof, q, rep)]) if e["type"] == "model_call") if rep == 0 else 0
         assert page.locator("#turns section.turn").count() == n, (prof, q, rep)
     raw = page.locator("a.rawlink").first
@@ -216,7 +217,9 @@ def test_run_turns_and_hostile_text(browser: Any, server: str, sweep: Path, shot
     assert re.search(r"observation \([\d,]+ chars, \d+ lines\)", obs.locator("summary").inner_text())
     shots(page, "run")
     obs.locator("summary").click()
-    assert HOSTILE in obs.inner_text()
+    full = obs.locator("pre.obs:not(.preview)")  # built when opened (the toggle event comes a moment later)
+    full.wait_for(timeout=30_000)
+    assert HOSTILE in full.inner_text()
     assert page.evaluate("window.__pwned") is None and page.title() != "PWNED"
     assert page.locator("#main script, #main img").count() == 0
     assert not page.errors

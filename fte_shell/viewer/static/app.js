@@ -108,5 +108,8 @@ async function route() {
   }
 }
 
-window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+// one route at a time, in order: a slow page can never paint over the one asked for after it
+let routing = Promise.resolve();
+function queueRoute() { routing = routing.then(route, route); }
+window.addEventListener("hashchange", queueRoute);
+window.addEventListener("DOMContentLoaded", queueRoute);
