@@ -10,6 +10,7 @@ from . import corpus as _corpus
 from . import run as _run
 from . import sandbox as _sandbox
 from . import snapshot as _snapshot
+from . import view as _view
 
 app = typer.Typer(
     name="fte-shell",
@@ -24,7 +25,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-for _mod in (_run, _sandbox, _corpus, _bench, _snapshot):
+for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view):
     _mod.register(app)
 
 

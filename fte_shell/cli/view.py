@@ -1,0 +1,52 @@
+"""CLI command: ``fte-shell view PATH… [--port N] [--static OUT]`` — look at what the agent did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+_err = Console(stderr=True)
+
+
+def view(
+    paths: Annotated[list[Path], typer.Argument(help="A run directory, or one or more sweep directories.")],
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).")] = 0,
+    static: Annotated[
+        Path | None,
+        typer.Option("--static", help="Write a self-contained site to this directory instead of serving "
+                     "(open OUT/index.html; no network needed; zip it to share)."),
+    ] = None,
+) -> None:
+    """See what the agent did: every run of a sweep (a question × profile matrix, a table to filter and
+    sort), each run turn by turn, its workspace with the lines each grep/read touched, and two runs side by
+    side. Serves on 127.0.0.1 only (prints the URL), or writes a static site with --static."""
+    from ..viewer import Catalog, ViewerServer, write_static
+
+    try:
+        catalog = Catalog(paths)
+    except ValueError as e:
+        _err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if static is not None:
+        n = write_static(catalog, static)
+        typer.echo(f"wrote {n} files for {len(catalog.runs)} run(s): open {static.resolve() / 'index.html'}")
+        return
+    try:
+        server = ViewerServer(catalog, port=port)
+    except OSError as e:
+        _err.print(f"[red]error:[/red] cannot listen on 127.0.0.1:{port}: {e}")
+        raise typer.Exit(2) from None
+    typer.echo(f"{len(catalog.runs)} run(s); viewer at {server.url}  (Ctrl-C to stop)", nl=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("view")(view)

@@ -1,0 +1,200 @@
+"""What the viewer shows, as JSON-ready dicts: the index of every run (the sweep view) and one run's detail
+(its turns, its workspace with the lines each call touched). Read from run and sweep directories
+(docs/ARCHITECTURE.md "Run directory", docs/bench.md "Sweep directory"); nothing is written there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fte_shell.bench.metrics import (
+    actions_from_events,
+    find_runs,
+    judged,
+    read_events,
+    read_json,
+    revisited_docs,
+    run_metrics,
+)
+from fte_shell.stops import is_infra_failure
+
+from .safety import UnsafePath, safe_file
+from .touches import touches
+
+# the start event's bulky keys the run view does not need (the whole config is in the raw trajectory)
+_START_KEYS = ("question", "profile", "model", "run_id", "system_prompt", "t")
+DOC_TEXT_CAP = 2_000_000  # characters of one document shipped to the page
+
+
+class Run:
+    """One run directory under one of the viewed roots."""
+
+    def __init__(self, key: int, root: Path, run_dir: Path, profile: str | None, qid: str | None, rep: int):
+        self.key, self.root, self.dir = key, root, run_dir
+        self.profile, self.qid, self.rep = profile, qid, rep
+
+
+def _gold(root: Path) -> dict[str, Any]:
+    """{question id: gold answer} of a sweep's questions.jsonl."""
+    out: dict[str, Any] = {}
+    path = root / "questions.jsonl"
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            q = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(q, dict) and "id" in q:
+            out[str(q["id"])] = q.get("answer")
+    return out
+
+
+def status(stop_reason: str | None, correct: bool | None) -> str:
+    """``failed`` (an infrastructure failure or no result: not a result at all), ``correct``, ``wrong``
+    (judged wrong, or no answer), ``unjudged``."""
+    if is_infra_failure(stop_reason) or stop_reason == "incomplete":
+        return "failed"
+    if correct is True:
+        return "correct"
+    if correct is False:
+        return "wrong"
+    return "unjudged"
+
+
+class Catalog:
+    """Every run under the given paths (each a run directory or a sweep directory)."""
+
+    def __init__(self, paths: Sequence[Path]):
+        self.roots = [Path(p).resolve() for p in paths]
+        for p in self.roots:
+            if not p.is_dir():
+                raise ValueError(f"not a directory: {p}")
+        self.runs: list[Run] = []
+        self._gold: dict[Path, dict[str, Any]] = {}
+        self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self.refresh()
+        for root in set(self.roots) - {r.root for r in self.runs}:
+            raise ValueError(f"no run directories under {root} (a run directory has trajectory.jsonl)")
+
+    def refresh(self) -> int:
+        """Pick up runs that appeared since the last call (a sweep still running); runs already listed
+        keep their keys. Returns how many were added."""
+        known = {r.dir for r in self.runs}
+        added = 0
+        for root in self.roots:
+            self._gold[root] = _gold(root)
+            for run_dir, profile, qid, rep in find_runs(root):
+                if Path(run_dir) not in known:
+                    self.runs.append(Run(len(self.runs), root, Path(run_dir), profile, qid, rep))
+                    added += 1
+        return added
+
+    def gold(self, run: Run, qid: str | None) -> Any:
+        return self._gold.get(run.root, {}).get(qid or "")
+
+    # --- the sweep view -------------------------------------------------------------------------------
+    def row(self, run: Run) -> dict[str, Any]:
+        """One line of the runs table."""
+        m = run_metrics(run.dir, profile=run.profile, qid=run.qid, rep=run.rep)
+        result = read_json(run.dir / "result.json") or {}
+        question = result.get("question")
+        if question is None:
+            start = next((e for e in read_events(run.dir)[:1] if e.get("type") == "start"), {})
+            question = start.get("question")
+        qid = (result.get("meta") or {}).get("qid") or run.qid or m.qid
+        rel = run.dir.relative_to(run.root).as_posix() if run.dir != run.root else "."
+        return {
+            "key": run.key, "root": self.roots.index(run.root), "path": rel, "qid": qid,
+            "question": question, "profile": m.profile, "model": m.model, "rep": m.rep,
+            "status": status(m.stop_reason, m.correct), "correct": m.correct, "f1": m.f1,
+            "stop": m.stop_reason, "answer": result.get("answer"), "turns": m.turns,
+            "tokens": m.total_tokens, "wall_s": round(m.wall_s, 2), "search": m.n_search,
+            "select": m.n_select, "extract": m.n_extract, "revisit": m.revisit_rate,
+            "docs": m.materialized,
+        }
+
+    def cached_row(self, run: Run) -> dict[str, Any]:
+        """:meth:`row`, recomputed only when the run's files changed since."""
+        sig = tuple(_stat(run.dir / f) for f in ("trajectory.jsonl", "result.json", "judgement.json"))
+        hit = self._rows.get(run.dir)
+        if hit is None or hit[0] != sig:
+            hit = self._rows[run.dir] = (sig, self.row(run))
+        return hit[1]
+
+    def index(self) -> dict[str, Any]:
+        return {"roots": [str(r) for r in self.roots], "runs": [self.cached_row(r) for r in self.runs]}
+
+    # --- the run view ---------------------------------------------------------------------------------
+    def documents(self, run: Run) -> dict[str, Path]:
+        """{file name: path} of the run's workspace files, symlinks that leave the run directory refused."""
+        ws = run.dir / "workspace"
+        out: dict[str, Path] = {}
+        if not ws.is_dir():
+            return out
+        for p in sorted(ws.iterdir()):
+            if p.suffix != ".txt" or p.name.startswith("."):
+                continue
+            try:
+                out[p.name] = safe_file(run.root, p.relative_to(run.root).as_posix())
+            except UnsafePath:
+                continue
+        return out
+
+    def detail(self, run: Run) -> dict[str, Any]:
+        """Everything the run, workspace and compare views show of one run, documents' text excepted."""
+        events = read_events(run.dir)
+        result = read_json(run.dir / "result.json")
+        judgement = read_json(run.dir / "judgement.json")
+        correct, f1 = judged(judgement)
+        slim: list[dict[str, Any]] = []
+        for ev in events:
+            if ev.get("type") == "start":
+                ev = {k: ev.get(k) for k in _START_KEYS if k in ev} | {"type": "start"}
+            slim.append(ev)
+        docs = self.documents(run)
+        texts = {name: _lines(p) for name, p in docs.items()}
+        touched = touches(events, texts)
+        revisited = revisited_docs(actions_from_events(events, list(texts)), texts)
+        workspace = []
+        for i, (name, lines) in enumerate(texts.items()):
+            head = {k.lower(): v for k, _, v in (ln.partition(": ") for ln in lines[:3])}
+            ts = touched.get(name, [])
+            workspace.append({
+                "n": i, "name": name, "title": head.get("title"), "source": head.get("url") or head.get("docid"),
+                "lines": len(lines), "fetched": next((t.turn for t in ts if t.op == "fetch"), None),
+                "revisited": name in revisited, "touches": [t.model_dump() for t in ts],
+            })
+        row = self.row(run)
+        qid = row["qid"]
+        return {
+            "row": row, "result": result, "judgement": judgement, "correct": correct, "f1": f1,
+            "gold": self.gold(run, qid), "events": slim, "workspace": workspace,
+        }
+
+    def document(self, run: Run, n: int) -> dict[str, Any]:
+        """The text of the run's ``n``-th workspace document (as listed by :meth:`documents`)."""
+        docs = list(self.documents(run).items())
+        if not 0 <= n < len(docs):
+            raise KeyError(n)
+        name, path = docs[n]
+        return {"name": name, "lines": _lines(path)}
+
+    def siblings(self, qid: str | None) -> Iterable[Run]:
+        return (r for r in self.runs if r.qid == qid)
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _lines(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8", errors="replace")[:DOC_TEXT_CAP]
+    return text.split("\n")
