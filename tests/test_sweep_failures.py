@@ -196,6 +196,7 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
     once_id, always_id = [q.question for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
     policy = ResearchPolicy()
     failed_once: list[str] = []
+    troubles: list[str] = []
 
     def flaky(body: dict[str, Any]) -> Any:
         key = run_key(body)
@@ -203,7 +204,10 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
         if question == always_id or (key and question == once_id and len(failed_once) < 2):
             if question == once_id:
                 failed_once.append(question)
-            return ScriptTurn(status=500, error="deterministic trouble")
+            # a different body each time: transient trouble (the same body twice would be a deterministic
+            # server error, a bad_request that is not retried nor redone in this invocation)
+            troubles.append(question)
+            return ScriptTurn(status=500, error=f"trouble #{len(troubles)}")
         return policy(body)
 
     out = tmp_path / "sweep"
