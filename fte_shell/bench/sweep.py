@@ -151,6 +151,34 @@ class SweepStats(BaseModel):
     """Seconds this invocation took."""
 
 
+class Executor(Protocol):
+    """Where the runs of a sweep are carried out. Default: this process's thread pool
+    (``concurrency`` threads calling ``run_fn``); :class:`fte_shell.distributed.RayExecutor` runs each on
+    a Ray node. ``run`` returns when every task of ``todo`` is recorded (or ``job.stop`` is set); it lets
+    KeyboardInterrupt through (the sweep then discards what ``job.started`` marked and did not record)."""
+
+    uses_local_docker: bool
+    """Whether runs use this host's Docker daemon (the sweep then checks its image and gcs it first)."""
+
+    def run(self, todo: list[Task], job: SweepJob) -> None: ...
+
+
+@dataclass
+class SweepJob:
+    """What an :class:`Executor` gets from :func:`run_sweep`: the shared set-up and the bookkeeping."""
+
+    bench: BenchConfig
+    dataset: Dataset
+    shared: Shared
+    stop: threading.Event
+    started: Callable[[Task], bool]
+    """Call when a task is handed out (marks it in flight, shows progress); False once the sweep stops."""
+    record: Callable[[Task, Any, str | None], None]
+    """``record(task, answer, error)`` once the task's run directory is in place (or ``error`` says why
+    there is none): writes a failed result/failures.jsonl, counts, progress."""
+    log: Callable[[str], None] | None
+
+
 class RunFn(Protocol):
     """What the sweep calls for one run: :func:`fte_shell.runner.run_question`'s signature."""
 
@@ -352,9 +380,10 @@ def run_sweep(
     run_fn: RunFn | None = None,
     on_event: Callable[[str, Task, SweepStats], None] | None = None,
     log: Callable[[str], None] | None = None,
+    executor: Executor | None = None,
 ) -> SweepStats:
     """Run (or resume) the sweep. ``on_event(kind, task, stats)`` is called with ``start``/``done``/
-    ``failed`` for progress display. Returns the counts; ``stats.interrupted`` after SIGINT/SIGTERM."""
+    ``failed`` for progress display; ``executor`` carries out the runs (default: this process's threads). Returns the counts; ``stats.interrupted`` after SIGINT/SIGTERM."""
     t0 = time.monotonic()
     if bench.runs < 1:
         raise ConfigError(f"--runs must be >= 1 (got {bench.runs})")
@@ -380,7 +409,7 @@ def run_sweep(
         from ..runner import run_question
 
         run_fn = run_question
-    if "shell" in bench.profiles:
+    if "shell" in bench.profiles and (executor is None or executor.uses_local_docker):
         from .. import container
 
         container.ensure_image(config.sandbox)  # once, before the threads
@@ -468,6 +497,9 @@ def run_sweep(
                     error += "\n" + "".join(traceback.format_exception(e)[-3:])
         if stop.is_set():  # in flight when the sweep was interrupted: its outcome is not trusted
             return
+        record(t, answer, error)
+
+    def record(t: Task, answer: Any, error: str | None) -> None:
         with lock:
             if error is not None:
                 if not (t.run_dir / RESULT).exists():  # else the runner recorded it ("crashed")
@@ -490,17 +522,22 @@ def run_sweep(
             checkpoint()
         emit("failed" if error else "done", t)
 
+    def started(t: Task) -> bool:
+        with lock:
+            if stop.is_set():
+                return False
+            in_flight[t.run_dir] = t
+        emit("start", t)
+        return True
+
     def worker() -> None:
         while not stop.is_set():
             try:
                 t = work.get_nowait()
             except queue.Empty:
                 return
-            with lock:
-                if stop.is_set():
-                    return
-                in_flight[t.run_dir] = t
-            emit("start", t)
+            if not started(t):
+                return
             try:
                 one(t)
             except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
@@ -513,6 +550,10 @@ def run_sweep(
                for i in range(min(bench.concurrency, max(1, len(todo))))]
     try:
         with _signals_to_interrupt():
+            if executor is not None:
+                threads = []
+                executor.run(todo, SweepJob(bench=bench, dataset=dataset, shared=shared, stop=stop,
+                                            started=started, record=record, log=log))
             for th in threads:
                 th.start()
             while any(th.is_alive() for th in threads):

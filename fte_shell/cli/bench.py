@@ -64,6 +64,7 @@ def register(app: typer.Typer) -> None:
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
         judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+        ray: Annotated[str | None, typer.Option("--ray", help="Run every run as a task on a Ray cluster: auto or ADDRESS (docs/distributed.md; needs the ray extra).")] = None,
     ) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
@@ -93,7 +94,12 @@ def register(app: typer.Typer) -> None:
             except FteError as e:
                 raise _fail(e) from None
             try:
-                stats = _run_with_progress(bench, cfg, progress)
+                executor = None
+                if ray:
+                    from ..distributed import RayExecutor
+
+                    executor = RayExecutor(address=ray)
+                stats = _run_with_progress(bench, cfg, progress, executor)
             except KeyboardInterrupt:  # outside the sweep's own handling (set-up, a second Ctrl-C)
                 _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
@@ -170,7 +176,7 @@ def register(app: typer.Typer) -> None:
         _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}")
 
 
-def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
+def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -> Any:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -187,7 +193,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
 
     if not show:
         try:
-            return run_sweep(bench, cfg, log=log)
+            return run_sweep(bench, cfg, log=log, executor=executor)
         except FteError as e:
             raise _fail(e) from None
     columns = [
@@ -204,6 +210,6 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
                         answered=stats.answered)
 
         try:
-            return run_sweep(bench, cfg, on_event=on_event, log=log)
+            return run_sweep(bench, cfg, on_event=on_event, log=log, executor=executor)
         except FteError as e:
             raise _fail(e) from None
