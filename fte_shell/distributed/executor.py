@@ -81,7 +81,7 @@ class RayExecutor:
         actor = None
         try:
             remove_parts(Path(job.bench.out) / "runs")
-            nodes = check_nodes(job.shared.config.sandbox, log)
+            nodes = check_nodes(job.shared.config.sandbox, log, docker="shell" in job.bench.profiles)
             slots = sum(n.slots for n in nodes)
             log(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
                 + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))

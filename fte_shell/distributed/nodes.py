@@ -43,8 +43,9 @@ def slot_nodes() -> list[NodeInfo]:
     ]
 
 
-def inspect_here(image: str, gc: bool = True) -> dict[str, Any]:
-    """(On a node) Docker reachable? The sandbox image's content-hash label; gc of dead owners' containers."""
+def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any]:
+    """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
+    ``image``'s)? And gc of dead owners' containers."""
     from .. import container
 
     try:
@@ -58,26 +59,33 @@ def inspect_here(image: str, gc: bool = True) -> dict[str, Any]:
             removed = len(container.gc().removed)
         except Exception:  # noqa: BLE001 - gc is best effort
             pass
+    have: str | None = None
     try:
-        labels = c.images.get(image).labels or {}
-        have = labels.get(container.HASH_LABEL, "")
+        if want and c.images.list(filters={"label": f"{container.HASH_LABEL}={want}"}):
+            have = want  # the build the driver runs is here (tags are mutable; runs use image ids)
+        else:
+            have = (c.images.get(image).labels or {}).get(container.HASH_LABEL, "")
     except Exception:  # noqa: BLE001 - ImageNotFound and friends: the image must be shipped
         have = None
     return {"docker_error": None, "image_hash": have, "gc_removed": removed}
 
 
 def load_here(data: bytes, image: str) -> str | None:
-    """(On a node) ``docker load`` the shipped image; returns its content-hash label."""
+    """(On a node) ``docker load`` the shipped image and tag it ``image``; returns its content-hash label."""
     from .. import container
 
-    c = container.client()
-    c.api.load_image(data)
-    return (c.images.get(image).labels or {}).get(container.HASH_LABEL)
+    loaded = container.client().images.load(data)
+    if not loaded:
+        raise DockerUnavailable("docker load of the shipped sandbox image loaded nothing")
+    img = loaded[0]
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+    img.tag(repo, tag or "latest")
+    return (img.labels or {}).get(container.HASH_LABEL)
 
 
-def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> tuple[str | None, bytes | None]:
-    """(content hash, None) of the sandbox image the nodes must run, built here if this host has Docker
-    and the build inputs; bytes are produced lazily by :func:`save_image`."""
+def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> tuple[str | None, str | None]:
+    """(content hash, image id) of the sandbox image the nodes must run, built here if this host has
+    Docker and the build inputs; (None, None) without Docker on the driver."""
     from .. import container
 
     try:
@@ -88,19 +96,20 @@ def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -
         return None, None
     image_id = container.ensure_image(cfg, log=log or container._stderr_log)
     labels = container.client().images.get(image_id).labels or {}
-    return labels.get(container.HASH_LABEL), None
+    return labels.get(container.HASH_LABEL), image_id
 
 
-def save_image(cfg: SandboxConfig) -> bytes:
-    """``docker save`` of the sandbox image (by tag, so ``docker load`` restores the tag)."""
+def save_image(image_id: str) -> bytes:
+    """``docker save`` of the image by id (not by its tag, which another build may move meanwhile)."""
     from .. import container
 
-    return b"".join(container.client().api.get_image(cfg.image))
+    return b"".join(container.client().api.get_image(image_id))
 
 
-def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> list[NodeInfo]:
+def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True) -> list[NodeInfo]:
     """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
-    that cannot run sandboxes, ``ConfigError`` when no node offers a slot."""
+    that cannot run sandboxes, ``ConfigError`` when no node offers a slot. ``docker=False`` (no profile
+    of the sweep uses a container): only the slots are listed."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -112,9 +121,11 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None) ->
             f"no Ray node offers the {SLOT!r} resource: join nodes with "
             f"`ray start --address HEAD:6379 --resources '{{\"{SLOT}\": K}}'` (docs/distributed.md)"
         )
-    want, _ = driver_image(cfg, log)
+    if not docker:
+        return nodes
+    want, image_id = driver_image(cfg, log)
     inspect = ray.remote(num_cpus=0, max_retries=0)(inspect_here)
-    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image)
+    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
         n.docker_error, n.image_hash, n.gc_removed = r["docker_error"], r["image_hash"], r["gc_removed"]
@@ -125,14 +136,14 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None) ->
             f"({n.docker_error}): start Docker there (bash sandbox/setup-host.sh) or restart that node "
             f"without --resources {SLOT}" for n in bad))
     need = [n for n in nodes if n.image_hash is None or (want is not None and n.image_hash != want)]
-    if need and want is None:
+    if need and (want is None or image_id is None):
         raise DockerUnavailable("; ".join(
             f"Ray node {n.address} ({n.node_id[:12]}) has no sandbox image {cfg.image} and the driver has "
             f"none to ship: run `fte-shell sandbox build` there" for n in need))
     if need:
         if log:
             log(f"shipping sandbox image {cfg.image} ({want}) to {len(need)} node(s) with docker save/load")
-        blob = ray.put(save_image(cfg))
+        blob = ray.put(save_image(image_id))
         load = ray.remote(num_cpus=0, max_retries=0)(load_here)
         got = ray.get([load.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
                        .remote(blob, cfg.image) for n in need])
