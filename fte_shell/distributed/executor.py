@@ -79,14 +79,16 @@ class RayExecutor:
         log = job.log or (lambda _m: None)
         connected = connect(self.address)
         actor = None
+        runtime_env: dict[str, Any] | None = None
         try:
             remove_parts(Path(job.bench.out) / "runs")
-            nodes = check_nodes(job.shared.config.sandbox, log, docker="shell" in job.bench.profiles)
+            cfg, env = strip_secrets(job.shared.config)
+            runtime_env = {"env_vars": env} if env else None
+            nodes = check_nodes(job.shared.config.sandbox, log, docker="shell" in job.bench.profiles,
+                                runtime_env=runtime_env)
             slots = sum(n.slots for n in nodes)
             log(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
                 + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
-            cfg, env = strip_secrets(job.shared.config)
-            runtime_env = {"env_vars": env} if env else None
             here = ray.get_runtime_context().get_node_id()
             from .caches import CacheService
 
@@ -104,7 +106,7 @@ class RayExecutor:
         finally:
             if actor is not None:
                 ray.kill(actor)
-            self.leftovers_removed = gc_nodes() if ray.is_initialized() else 0
+            self.leftovers_removed = gc_nodes(runtime_env) if ray.is_initialized() else 0
             if connected:
                 ray.shutdown()
 

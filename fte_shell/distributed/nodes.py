@@ -47,6 +47,7 @@ def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any
     """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
     ``image``'s)? And gc of dead owners' containers."""
     from .. import container
+    from .. import runner  # noqa: F401 - warms this worker up: the runs that reuse it start faster
 
     try:
         c = container.client()
@@ -106,10 +107,12 @@ def save_image(image_id: str) -> bytes:
     return b"".join(container.client().api.get_image(image_id))
 
 
-def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True) -> list[NodeInfo]:
+def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
+                runtime_env: dict[str, Any] | None = None) -> list[NodeInfo]:
     """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
     that cannot run sandboxes, ``ConfigError`` when no node offers a slot. ``docker=False`` (no profile
-    of the sweep uses a container): only the slots are listed."""
+    of the sweep uses a container): only the slots are listed. ``runtime_env``: the one the runs get, so
+    their worker processes (warmed up by the check) are reused."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -124,7 +127,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     if not docker:
         return nodes
     want, image_id = driver_image(cfg, log)
-    inspect = ray.remote(num_cpus=0, max_retries=0)(inspect_here)
+    inspect = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(inspect_here)
     refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
@@ -144,7 +147,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
         if log:
             log(f"shipping sandbox image {cfg.image} ({want}) to {len(need)} node(s) with docker save/load")
         blob = ray.put(save_image(image_id))
-        load = ray.remote(num_cpus=0, max_retries=0)(load_here)
+        load = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(load_here)
         got = ray.get([load.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
                        .remote(blob, cfg.image) for n in need])
         for n, h in zip(need, got, strict=True):
@@ -164,12 +167,16 @@ def gc_here() -> int:
         return 0
 
 
-def gc_nodes() -> int:
+def _env(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    return {"runtime_env": runtime_env} if runtime_env else {}
+
+
+def gc_nodes(runtime_env: dict[str, Any] | None = None) -> int:
     """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    fn = ray.remote(num_cpus=0, max_retries=0)(gc_here)
+    fn = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(gc_here)
     refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote()
             for n in slot_nodes()]
     try:
