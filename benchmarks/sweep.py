@@ -125,7 +125,7 @@ def main() -> int:
                   f"{live:>16} {rss / 2**20:>18.0f}")
         if ray_rows:
             local_wall = {r[0]: r[1] for r in rows}
-            print(f"\n3-node local Ray cluster (head + 2 workers, slots = concurrency), same sweep:")
+            print("\n3-node local Ray cluster (head + 2 workers, slots = concurrency), same sweep:")
             print(f"{'slots':>11} {'wall s':>8} {'questions/min':>14} {'vs local':>9} {'overhead/task slot-s':>21}")
             for level, wall, done in ray_rows:
                 qpm = args.questions / wall * 60

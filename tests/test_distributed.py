@@ -161,6 +161,7 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
         ex = RayExecutor()
         dist = run_sweep(bench(tmp_path / "ray"), cfg, executor=ex, on_event=on_event)
         assert removed.is_set()
+        assert victim_id not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         assert (dist.total, dist.done, dist.failed, dist.lost) == (60, 60, 0, 0), dist
 
     # the same answers, stop reasons and metrics, run by run
@@ -218,7 +219,7 @@ def test_cli_driver_killed_and_rerun_resumes(
         proc.wait()
     before = {d: (d / "result.json").stat().st_ino for d in out.glob("runs/*/*/r*") if (d / "result.json").exists()}
     assert 3 <= len(before) < 12
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"{len(before)} already done" in res.stdout, res.stdout
     assert f"{12 - len(before)} run(s) finished now" in res.stdout, res.stdout

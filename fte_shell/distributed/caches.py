@@ -11,6 +11,7 @@ wait (up to :data:`LEASE_S`) for its ``put``. A lease ends with the ``put``, wit
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -162,7 +163,5 @@ class RemotePageCache:
     def close(self) -> None:
         """Release this run's leases (downloads it started and never stored)."""
         for h in list(self._holders):
-            try:
+            with contextlib.suppress(Exception):  # the lease times out anyway
                 _get(self.actor.release.remote(h))
-            except Exception:  # noqa: BLE001 - the lease times out anyway
-                pass

@@ -7,6 +7,7 @@ containers left by dead harness processes (``container.gc``), e.g. of Ray worker
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,8 +47,7 @@ def slot_nodes() -> list[NodeInfo]:
 def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any]:
     """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
     ``image``'s)? And gc of dead owners' containers."""
-    from .. import container
-    from .. import runner  # noqa: F401 - warms this worker up: the runs that reuse it start faster
+    from .. import container, runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
 
     try:
         c = container.client()
@@ -56,10 +56,8 @@ def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any
         return {"docker_error": f"{e.__class__.__name__}: {e}", "image_hash": None, "gc_removed": 0}
     removed = 0
     if gc:
-        try:
+        with contextlib.suppress(Exception):  # gc is best effort
             removed = len(container.gc().removed)
-        except Exception:  # noqa: BLE001 - gc is best effort
-            pass
     have: str | None = None
     try:
         if want and c.images.list(filters={"label": f"{container.HASH_LABEL}={want}"}):
