@@ -77,6 +77,8 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         log = job.log or (lambda _m: None)
+        if not todo:
+            return
         connected = connect(self.address)
         actor = None
         runtime_env: dict[str, Any] | None = None
