@@ -69,6 +69,7 @@ def register(app: typer.Typer) -> None:
         snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
         snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
         snapshot_manifest: Annotated[Path | None, typer.Option("--snapshot-manifest", help="Serve exactly the captures this manifest (or a run's snapshot.jsonl) pins.")] = None,
+        ray: Annotated[str | None, typer.Option("--ray", help="Run every run as a task on a Ray cluster: auto or ADDRESS (docs/distributed.md; needs the ray extra).")] = None,
     ) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
@@ -101,7 +102,12 @@ def register(app: typer.Typer) -> None:
             except FteError as e:
                 raise _fail(e) from None
             try:
-                stats = _run_with_progress(bench, cfg, progress)
+                executor = None
+                if ray:
+                    from ..distributed import RayExecutor
+
+                    executor = RayExecutor(address=ray)
+                stats = _run_with_progress(bench, cfg, progress, executor)
             except KeyboardInterrupt:  # outside the sweep's own handling (set-up, a second Ctrl-C)
                 _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
@@ -196,7 +202,7 @@ def register(app: typer.Typer) -> None:
         _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")
 
 
-def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
+def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -> Any:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -213,7 +219,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
 
     if not show:
         try:
-            return run_sweep(bench, cfg, log=log)
+            return run_sweep(bench, cfg, log=log, remote=executor)
         except FteError as e:
             raise _fail(e) from None
     columns = [
@@ -230,6 +236,6 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool) -> Any:
                         answered=stats.answered)
 
         try:
-            return run_sweep(bench, cfg, on_event=on_event, log=log)
+            return run_sweep(bench, cfg, on_event=on_event, log=log, remote=executor)
         except FteError as e:
             raise _fail(e) from None

@@ -20,7 +20,7 @@ Modules: :mod:`.config` (BenchConfig, Task, SweepStats), :mod:`.shared` (search,
 from __future__ import annotations
 
 from .config import BenchConfig, RunFn, SweepStats, Task
-from .execute import Executor, WorkQueue, thread_executor
+from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
 from .failures import FAILURES, FailureLog
 from .outage import DockerProbe, EndpointProbe, Outages, Probe, SearchProbe
 from .run import GRACE_S, MANIFEST_EVERY_S, run_sweep
@@ -32,9 +32,35 @@ FAILED = ("failed", "crashed")
 infrastructure stop (``fte_shell.stops.INFRA_STOP_REASONS``) now counts as failed."""
 
 __all__ = [
-    "FAILED", "FAILURES", "GRACE_S", "MANIFEST_EVERY_S", "RESULT", "BenchConfig", "DockerProbe", "EndpointProbe",
-    "Executor", "FailureLog", "Outages", "Probe", "RunFn", "SearchProbe", "Shared", "SweepStats", "Task",
-    "WorkQueue", "check_compatible", "check_config", "default_cache_root", "ensure_hotpotqa_corpus", "plan",
-    "prepare_shared", "run_state", "run_sweep", "sweep_config", "thread_executor", "write_manifest",
+    "FAILED",
+    "FAILURES",
+    "GRACE_S",
+    "MANIFEST_EVERY_S",
+    "RESULT",
+    "BenchConfig",
+    "DockerProbe",
+    "EndpointProbe",
+    "Executor",
+    "FailureLog",
+    "Outages",
+    "Probe",
+    "RemoteRuns",
+    "RunFn",
+    "SearchProbe",
+    "Shared",
+    "SweepStats",
+    "Task",
+    "WorkQueue",
+    "check_compatible",
+    "check_config",
+    "default_cache_root",
+    "ensure_hotpotqa_corpus",
+    "plan",
+    "prepare_shared",
+    "run_state",
+    "run_sweep",
+    "sweep_config",
+    "thread_executor",
+    "write_manifest",
     "write_questions",
 ]

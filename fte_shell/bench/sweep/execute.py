@@ -13,8 +13,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
-from .config import Task
+from .config import RunFn, Task
 
 RunOne = Callable[[Task], None]
 Executor = Callable[["WorkQueue", RunOne, int], None]
@@ -108,3 +109,17 @@ def thread_executor(work: WorkQueue, run_one: RunOne, concurrency: int) -> None:
     while any(th.is_alive() for th in threads):
         for th in threads:
             th.join(timeout=0.2)
+
+
+class RemoteRuns(Protocol):
+    """Runs carried out somewhere else (e.g. one Ray task per run, :class:`fte_shell.distributed.RayExecutor`),
+    with this process's threads and bookkeeping: the sweep calls :meth:`open` once after its set-up, runs
+    its usual workers (one per slot) with the returned ``run_fn`` in place of the local runner, and
+    :meth:`close` at the end. ``run_fn`` writes the run directory (it alone, atomically) or raises."""
+
+    uses_local_docker: bool
+    """Whether runs use this host's Docker daemon (the sweep then checks its image and gcs it first)."""
+
+    def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[RunFn, int]: ...
+
+    def close(self) -> None: ...

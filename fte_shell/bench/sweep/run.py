@@ -27,7 +27,7 @@ from ...errors import ConfigError, FteError
 from ...stops import is_infra_failure
 from ..datasets import load_dataset
 from .config import BenchConfig, RunFn, SweepStats, Task
-from .execute import Executor, WorkQueue, thread_executor
+from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
 from .failures import (
     GIVE_UP_STATUS,
     RESOURCE_OF,
@@ -107,10 +107,12 @@ def run_sweep(
     log: Callable[[str], None] | None = None,
     executor: Executor | None = None,
     probes: dict[str, Probe] | None = None,
+    remote: RemoteRuns | None = None,
 ) -> SweepStats:
     """Run (or resume) the sweep. ``on_event(kind, task, stats)`` is called with ``start``/``done``/
     ``failed`` for progress display; ``log`` gets one-line messages (outages, retries, set-up).
-    ``executor`` runs the tasks (default :func:`~.execute.thread_executor`); ``probes`` replaces the
+    ``executor`` runs the tasks (default :func:`~.execute.thread_executor`); ``remote`` carries out each
+    run elsewhere (e.g. on a Ray cluster, one worker thread per slot); ``probes`` replaces the
     infrastructure probes. Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
@@ -161,9 +163,12 @@ def run_sweep(
             from ...runner import run_question
 
             run_fn = run_question
-        if "shell" in bench.profiles:
+        if "shell" in bench.profiles and (remote is None or remote.uses_local_docker):
             _prepare_sandbox(filled, log)
         shared = prepare_shared(bench, dataset, config, log, filled=filled)
+        concurrency = bench.concurrency
+        if remote is not None:
+            run_fn, concurrency = remote.open(bench, dataset, shared, log)
         write_manifest(bench, dataset, shared.config, "running", stats, started, config_changes=history)
 
         todo: list[Task] = []
@@ -278,7 +283,7 @@ def run_sweep(
 
         try:
             with _signals_to_interrupt():
-                (executor or thread_executor)(work, run_one, min(bench.concurrency, max(1, len(todo))))
+                (executor or thread_executor)(work, run_one, min(concurrency, max(1, len(todo))))
         except KeyboardInterrupt:
             stop.set()
             work.close()
@@ -296,6 +301,8 @@ def run_sweep(
             return finish("interrupted")
         return finish(stats.gave_up or "finished")
     finally:
+        if remote is not None:
+            remote.close()
         model.close()
 
 

@@ -1,0 +1,167 @@
+"""One search and page cache for a whole distributed sweep: :class:`CacheService` runs as a Ray actor on
+the driver's node (over the sweep's own ``shared/search-cache`` and ``shared/page-cache`` directories and
+its search backend / local corpus); every node talks to it through the proxies below, which implement the
+interfaces the run already uses (``SearchBackend``, ``PageSource``, ``PageCache``'s ``get``/``put``).
+
+So every profile on every node sees the same results and page text, and a URL is downloaded once per
+sweep: the first node that misses a URL gets a *lease* to download it; others asking for the same URL
+wait (up to :data:`LEASE_S`) for its ``put``. A lease ends with the ``put``, with the holder's next
+``get`` (its download failed), when its run ends, or after :data:`LEASE_S`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..search.cache import normalize_query
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import RunConfig
+    from ..fetch.convert import Document
+    from ..search.base import SearchResult
+
+LEASE_S = 120.0
+"""Longest time a node waits for another node's download of the same URL before downloading it itself."""
+
+
+class CacheService:
+    """The actor body (a plain class; :mod:`.executor` wraps it with ``ray.remote``, threaded)."""
+
+    def __init__(self, config: RunConfig, has_search: bool, has_pages: bool, page_cache_dir: str) -> None:
+        from ..fetch import PageCache
+        from ..search import make_page_source, make_search
+        from .task import restore_secrets
+
+        cfg = config.model_copy(deep=True)
+        restore_secrets(cfg)  # the Serper key, from this actor's runtime environment
+        self.search_backend = make_search(cfg.search) if has_search else None
+        self.page_source = make_page_source(cfg.search) if has_pages else None
+        self.page_cache = PageCache(Path(page_cache_dir))
+        self._cond = threading.Condition()
+        self._leases: dict[str, tuple[str, float]] = {}
+        self.puts: Counter[str] = Counter()
+        """Pages stored per canonical URL (a URL downloaded once per sweep: every count is 1)."""
+        self.counts: Counter[str] = Counter()
+
+    def info(self) -> dict[str, Any]:
+        """Name and default result count of the search backend (what the gateway reads)."""
+        b = self.search_backend
+        return {"name": getattr(b, "name", None), "default_n": getattr(b, "default_n", None)}
+
+    def search(self, query: str, n: int) -> list[SearchResult]:
+        if self.search_backend is None:
+            from ..errors import SearchUnavailable
+
+            raise SearchUnavailable("this sweep has no search backend")
+        self.counts["search"] += 1
+        return self.search_backend.search(normalize_query(query), n)
+
+    def lookup(self, ref: str) -> Document | None:
+        self.counts["lookup"] += 1
+        return self.page_source.lookup(ref) if self.page_source is not None else None
+
+    def page_get(self, url: str, holder: str) -> Document | None:
+        """The cached page, or None with a lease to download it (after waiting out another holder's)."""
+        deadline = time.monotonic() + LEASE_S
+        with self._cond:
+            self._release_held_by(holder)  # its previous download failed (no put came)
+            while True:
+                doc = self.page_cache.get(url)
+                if doc is not None:
+                    self.counts["page_hit"] += 1
+                    return doc
+                lease = self._leases.get(url)
+                now = time.monotonic()
+                if lease is None or lease[1] <= now or now >= deadline:
+                    self._leases[url] = (holder, now + LEASE_S)
+                    self.counts["page_miss"] += 1
+                    return None
+                self._cond.wait(timeout=min(lease[1], deadline) - now)
+
+    def page_put(self, url: str, doc: Document, holder: str) -> None:
+        self.page_cache.put(url, doc)
+        with self._cond:
+            self.puts[url] += 1
+            if self._leases.get(url, ("",))[0] == holder:
+                del self._leases[url]
+            self._cond.notify_all()
+
+    def release(self, holder: str) -> None:
+        """End every lease of ``holder`` (its run is over)."""
+        with self._cond:
+            self._release_held_by(holder)
+
+    def _release_held_by(self, holder: str) -> None:
+        gone = [u for u, (h, _) in self._leases.items() if h == holder]
+        for u in gone:
+            del self._leases[u]
+        if gone:
+            self._cond.notify_all()
+
+    def stats(self) -> dict[str, Any]:
+        """Calls served and pages stored per URL (for tests and the closing log line)."""
+        return {"counts": dict(self.counts), "puts": dict(self.puts)}
+
+
+# --- the node side ------------------------------------------------------------------------------------
+def _get(ref: Any) -> Any:
+    import ray
+
+    return ray.get(ref)
+
+
+class RemoteSearch:
+    """A ``SearchBackend`` answered by the sweep's cache actor (its result cache and backend)."""
+
+    def __init__(self, actor: Any, name: str, default_n: int | None) -> None:
+        self.actor = actor
+        self.name = name
+        self.default_n = default_n
+
+    def search(self, query: str, n: int) -> list[SearchResult]:
+        return _get(self.actor.search.remote(query, n))
+
+    def close(self) -> None:
+        """Nothing to close: the backend lives on the driver."""
+
+
+class RemotePageSource:
+    """A ``PageSource`` (local corpus) served by the cache actor on the driver's node."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def lookup(self, ref: str) -> Document | None:
+        return _get(self.actor.lookup.remote(ref))
+
+
+class RemotePageCache:
+    """``PageCache``'s ``get``/``put`` through the cache actor, with one lease holder per thread."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self._token = uuid.uuid4().hex
+        self._holders: set[str] = set()
+
+    def _holder(self) -> str:
+        h = f"{self._token}:{threading.get_ident()}"
+        self._holders.add(h)
+        return h
+
+    def get(self, url: str) -> Document | None:
+        return _get(self.actor.page_get.remote(url, self._holder()))
+
+    def put(self, url: str, doc: Document) -> None:
+        _get(self.actor.page_put.remote(url, doc, self._holder()))
+
+    def close(self) -> None:
+        """Release this run's leases (downloads it started and never stored)."""
+        for h in list(self._holders):
+            with contextlib.suppress(Exception):  # the lease times out anyway
+                _get(self.actor.release.remote(h))

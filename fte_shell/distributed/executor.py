@@ -1,0 +1,173 @@
+"""The driver side of a distributed sweep: :class:`RayExecutor` plugs into
+:func:`fte_shell.bench.sweep.run_sweep` (its ``remote``) and carries out every run as one Ray task.
+
+It connects to the cluster, checks the slot nodes (:mod:`.nodes`), starts the cache actor on the driver's
+node (:mod:`.caches`); the sweep's own worker threads (one per slot) then each submit a task asking for one
+``fte_slot`` and no CPU, wait for it, and write its run directory atomically into the sweep directory; the
+sweep's bookkeeping (counts, failures.jsonl, outages, progress) is the same as for a local sweep. Tasks whose worker or node died
+are retried by Ray up to ``max_retries`` times; a task that still cannot finish is recorded ``failed``
+(an infrastructure failure, redone with ``--retry-failed``), never as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ..errors import ConfigError
+from .nodes import SLOT, check_nodes, gc_nodes
+from .packing import remove_parts, unpack_into
+from .task import RunSpec, execute_run, strip_secrets
+
+GRACE_S = 10.0
+"""Seconds an interrupted sweep waits for its cancelled tasks."""
+
+
+def connect(address: str) -> bool:
+    """Join the Ray cluster at ``address`` (``auto``: the local one / ``RAY_ADDRESS``) unless this process
+    already did; True if this call connected. Raises ConfigError naming the fix."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host in ("127.0.0.1", "localhost", "::1") and "ray" not in sys.modules:
+        # a loopback cluster is on this machine: keep Ray from rewriting the address to the host's
+        # external IP (which a loopback-bound cluster does not listen on)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError("--ray needs the ray extra: pip install 'fte-shell[ray]'") from e
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise ConfigError(
+            f"cannot join the Ray cluster at {address!r}: {e}. Start one with "
+            f"`ray start --head --resources '{{\"{SLOT}\": K}}'` (docs/distributed.md)"
+        ) from e
+    return True
+
+
+class RemoteRunError(RuntimeError):
+    """A run carried out on a node could not finish (its harness raised there, or Ray gave up on it)."""
+
+
+@dataclass
+class RayExecutor:
+    """Carries out each run of a sweep as a Ray task on a node with a free ``fte_slot`` (a
+    :class:`fte_shell.bench.sweep.RemoteRuns`: ``run_sweep(..., remote=RayExecutor())``)."""
+
+    address: str = "auto"
+    """Ray cluster address (``auto``: the running local cluster or ``RAY_ADDRESS``)."""
+    max_retries: int = 3
+    """Times Ray reruns a task whose worker or node died (never for model/agent failures)."""
+    window: int | None = None
+    """Runs in flight at once (default: the slots of the cluster when the sweep starts)."""
+    uses_local_docker: bool = False
+    placements: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock), attempts."""
+    cache_stats: dict[str, Any] = field(default_factory=dict)
+    """The cache actor's counts at the end of the sweep (``puts``: pages stored per URL)."""
+    leftovers_removed: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: set[Any] = set()
+        self._closed = False
+        self._connected = False
+        self._actor: Any = None
+        self._runtime_env: dict[str, Any] | None = None
+
+    def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[Any, int]:
+        """Join the cluster, check its slot nodes, start the cache actor; return the run function and the
+        number of runs to keep in flight."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        say = log or (lambda _m: None)
+        self._connected = connect(self.address)
+        remove_parts(Path(bench.out) / "runs")
+        cfg, env = strip_secrets(shared.config)
+        self._runtime_env = {"env_vars": env} if env else None
+        nodes = check_nodes(shared.config.sandbox, say, docker="shell" in bench.profiles,
+                            runtime_env=self._runtime_env)
+        slots = sum(n.slots for n in nodes)
+        say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
+            + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
+        here = ray.get_runtime_context().get_node_id()
+        from .caches import CacheService
+
+        self._actor = (ray.remote(num_cpus=0, max_concurrency=64, max_restarts=0)(CacheService)
+                       .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+                                runtime_env=self._runtime_env)
+                       .remote(cfg, shared.search is not None, shared.page_source is not None,
+                               str(Path(bench.out) / "shared" / "page-cache")))
+        info = ray.get(self._actor.info.remote())
+        self._remote = ray.remote(execute_run).options(
+            num_cpus=0, resources={SLOT: 1}, max_retries=self.max_retries, retry_exceptions=False,
+            **({"runtime_env": self._runtime_env} if self._runtime_env else {}))
+        self._spec_base = {"has_search": shared.search is not None, "has_pages": shared.page_source is not None,
+                           "search_name": info.get("name"), "default_n": info.get("default_n")}
+        return self._run, max(1, self.window or slots)
+
+    def _run(self, question: str, config: Any, out_dir: Path, *, qid: str | None = None,
+             meta: dict[str, Any] | None = None, **_local: Any) -> Any:
+        """The sweep's run function: one Ray task; its run directory is unpacked into ``out_dir``."""
+        import ray
+
+        cfg, _env = strip_secrets(config)
+        from ..digest import config_digest
+
+        spec = RunSpec(question=question, config=cfg, qid=qid or "", meta=dict(meta or {}), retries=0,
+                       config_digest=config_digest(config), **self._spec_base)
+        ref = self._remote.remote(spec, self._actor)
+        with self._lock:
+            self._pending.add(ref)
+        try:
+            out = ray.get(ref)
+        except ray.exceptions.RayError as e:  # its worker/node died more than max_retries times
+            raise RemoteRunError(f"ray: {e.__class__.__name__}: {str(e)[:2000]}") from None
+        finally:
+            with self._lock:
+                self._pending.discard(ref)
+        with self._lock:
+            if self._closed:  # the sweep was interrupted: its in-flight runs are not trusted
+                raise RemoteRunError("ray: the sweep stopped while this run was in flight")
+            if out.data is not None:
+                unpack_into(out.data, Path(out_dir))
+            m = meta or {}
+            self.placements.append({"qid": m.get("qid"), "profile": config.agent.profile, "rep": m.get("rep"),
+                                    "node_id": out.node_id, "pid": out.pid, "started": out.started,
+                                    "ended": out.ended, "attempts": out.attempts})
+        if out.error:
+            raise RemoteRunError(f"on node {out.node_id[:12]}: {out.error}")
+        return SimpleNamespace(answer=out.answer)
+
+    def close(self) -> None:
+        """Cancel what is still in flight, collect the cache counts, stop the actor, leave the cluster."""
+        try:
+            import ray
+        except ImportError:  # pragma: no cover - open() never ran
+            return
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+        if not ray.is_initialized():
+            return
+        try:
+            for ref in pending:
+                ray.cancel(ref)
+            if pending:
+                ray.wait(pending, num_returns=len(pending), timeout=GRACE_S)
+            if self._actor is not None:
+                self.cache_stats = ray.get(self._actor.stats.remote())
+                ray.kill(self._actor)
+            self.leftovers_removed = gc_nodes(self._runtime_env)
+        finally:
+            if self._connected:
+                ray.shutdown()

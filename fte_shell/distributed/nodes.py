@@ -1,0 +1,183 @@
+"""Node checks before a distributed sweep: every alive node that offers ``fte_slot`` must reach a Docker
+daemon and hold the sandbox image of the driver's content hash. A node without Docker is an error naming
+the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
+object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
+containers left by dead harness processes (``container.gc``), e.g. of Ray workers killed with a node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import SandboxConfig
+from ..errors import DockerUnavailable
+
+SLOT = "fte_slot"
+"""The custom Ray resource that bounds a node's live sandboxes (one per run)."""
+
+
+@dataclass
+class NodeInfo:
+    """What the driver learnt about one node."""
+
+    node_id: str
+    address: str
+    slots: int
+    image_hash: str | None = None
+    """The content-hash label of the node's sandbox image (None: no image)."""
+    docker_error: str | None = None
+    gc_removed: int = 0
+    shipped: bool = False
+
+
+def slot_nodes() -> list[NodeInfo]:
+    """Alive nodes offering at least one ``fte_slot``."""
+    import ray
+
+    return [
+        NodeInfo(node_id=n["NodeID"], address=n.get("NodeManagerAddress", "?"), slots=int(n["Resources"][SLOT]))
+        for n in ray.nodes()
+        if n.get("Alive") and int((n.get("Resources") or {}).get(SLOT, 0)) > 0
+    ]
+
+
+def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any]:
+    """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
+    ``image``'s)? And gc of dead owners' containers."""
+    from .. import container, runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+
+    try:
+        c = container.client()
+        c.ping()
+    except Exception as e:  # noqa: BLE001 - any failure means "no usable daemon"
+        return {"docker_error": f"{e.__class__.__name__}: {e}", "image_hash": None, "gc_removed": 0}
+    removed = 0
+    if gc:
+        with contextlib.suppress(Exception):  # gc is best effort
+            removed = len(container.gc().removed)
+    have: str | None = None
+    try:
+        if want and c.images.list(filters={"label": f"{container.HASH_LABEL}={want}"}):
+            have = want  # the build the driver runs is here (tags are mutable; runs use image ids)
+        else:
+            have = (c.images.get(image).labels or {}).get(container.HASH_LABEL, "")
+    except Exception:  # noqa: BLE001 - ImageNotFound and friends: the image must be shipped
+        have = None
+    return {"docker_error": None, "image_hash": have, "gc_removed": removed}
+
+
+def load_here(data: bytes, image: str) -> str | None:
+    """(On a node) ``docker load`` the shipped image and tag it ``image``; returns its content-hash label."""
+    from .. import container
+
+    loaded = container.client().images.load(data)
+    if not loaded:
+        raise DockerUnavailable("docker load of the shipped sandbox image loaded nothing")
+    img = loaded[0]
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
+    img.tag(repo, tag or "latest")
+    return (img.labels or {}).get(container.HASH_LABEL)
+
+
+def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> tuple[str | None, str | None]:
+    """(content hash, image id) of the sandbox image the nodes must run, built here if this host has
+    Docker and the build inputs; (None, None) without Docker on the driver."""
+    from .. import container
+
+    try:
+        container.client().ping()
+    except Exception:  # noqa: BLE001 - a driver without Docker: nodes must have the image themselves
+        if log:
+            log("no Docker on the driver: every node must already hold the sandbox image")
+        return None, None
+    image_id = container.ensure_image(cfg, log=log or container._stderr_log)
+    labels = container.client().images.get(image_id).labels or {}
+    return labels.get(container.HASH_LABEL), image_id
+
+
+def save_image(image_id: str) -> bytes:
+    """``docker save`` of the image by id (not by its tag, which another build may move meanwhile)."""
+    from .. import container
+
+    return b"".join(container.client().api.get_image(image_id))
+
+
+def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
+                runtime_env: dict[str, Any] | None = None) -> list[NodeInfo]:
+    """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
+    that cannot run sandboxes, ``ConfigError`` when no node offers a slot. ``docker=False`` (no profile
+    of the sweep uses a container): only the slots are listed. ``runtime_env``: the one the runs get, so
+    their worker processes (warmed up by the check) are reused."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ..errors import ConfigError
+
+    nodes = slot_nodes()
+    if not nodes:
+        raise ConfigError(
+            f"no Ray node offers the {SLOT!r} resource: join nodes with "
+            f"`ray start --address HEAD:6379 --resources '{{\"{SLOT}\": K}}'` (docs/distributed.md)"
+        )
+    if not docker:
+        return nodes
+    want, image_id = driver_image(cfg, log)
+    inspect = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(inspect_here)
+    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want)
+            for n in nodes]
+    for n, r in zip(nodes, ray.get(refs), strict=True):
+        n.docker_error, n.image_hash, n.gc_removed = r["docker_error"], r["image_hash"], r["gc_removed"]
+    bad = [n for n in nodes if n.docker_error]
+    if bad:
+        raise DockerUnavailable("; ".join(
+            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but reaches no Docker daemon "
+            f"({n.docker_error}): start Docker there (bash sandbox/setup-host.sh) or restart that node "
+            f"without --resources {SLOT}" for n in bad))
+    need = [n for n in nodes if n.image_hash is None or (want is not None and n.image_hash != want)]
+    if need and (want is None or image_id is None):
+        raise DockerUnavailable("; ".join(
+            f"Ray node {n.address} ({n.node_id[:12]}) has no sandbox image {cfg.image} and the driver has "
+            f"none to ship: run `fte-shell sandbox build` there" for n in need))
+    if need:
+        if log:
+            log(f"shipping sandbox image {cfg.image} ({want}) to {len(need)} node(s) with docker save/load")
+        blob = ray.put(save_image(image_id))
+        load = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(load_here)
+        got = ray.get([load.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
+                       .remote(blob, cfg.image) for n in need])
+        for n, h in zip(need, got, strict=True):
+            if h != want:
+                raise DockerUnavailable(f"Ray node {n.address}: the shipped image has content hash {h}, not {want}")
+            n.image_hash, n.shipped = h, True
+    return nodes
+
+
+def gc_here() -> int:
+    """(On a node) remove the containers of dead harness processes; returns how many."""
+    from .. import container
+
+    try:
+        return len(container.gc().removed)
+    except Exception:  # noqa: BLE001 - best effort
+        return 0
+
+
+def _env(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    return {"runtime_env": runtime_env} if runtime_env else {}
+
+
+def gc_nodes(runtime_env: dict[str, Any] | None = None) -> int:
+    """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    fn = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(gc_here)
+    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote()
+            for n in slot_nodes()]
+    try:
+        return sum(ray.get(refs, timeout=120))
+    except Exception:  # noqa: BLE001 - a node lost meanwhile: best effort
+        return 0
