@@ -381,3 +381,14 @@ class FakeSerper:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def run_key(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(question, profile) of a run's FIRST request (no assistant message yet), else None."""
+    msgs = body.get("messages") or []
+    if any(m.get("role") == "assistant" for m in msgs):
+        return None
+    question = next((m.get("content") for m in msgs if m.get("role") == "user"), "")
+    tools = {t["function"]["name"] for t in body.get("tools") or []}
+    profile = "shell" if "bash" in tools else "fte" if "grep" in tools else "snippet-only"
+    return str(question), profile

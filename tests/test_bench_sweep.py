@@ -26,6 +26,7 @@ from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer, as_turn
+from tests.servers import run_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -37,17 +38,6 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> 
     from fte_shell.bench.sweep import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
-
-
-def run_key(body: dict[str, Any]) -> tuple[str, str] | None:
-    """(question, profile) of a run's FIRST request (no assistant message yet), else None."""
-    msgs = body.get("messages") or []
-    if any(m.get("role") == "assistant" for m in msgs):
-        return None
-    question = next((m.get("content") for m in msgs if m.get("role") == "user"), "")
-    tools = {t["function"]["name"] for t in body.get("tools") or []}
-    profile = "shell" if "bash" in tools else "fte" if "grep" in tools else "snippet-only"
-    return str(question), profile
 
 
 def our_containers(pids: list[int]) -> list[str]:

@@ -29,6 +29,7 @@ from fte_shell.digest import config_digest
 from fte_shell.errors import ConfigError
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer
+from tests.servers import run_key
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -42,17 +43,6 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> 
 def fast_model(base_url: str) -> ModelConfig:
     """A client that gives up on a failing endpoint within a fraction of a second."""
     return ModelConfig(base_url=base_url, model="scripted", api_key="x", max_retries=1, backoff_s=0.01)
-
-
-def run_key(body: dict[str, Any]) -> tuple[str, str] | None:
-    """(question, profile) of a run's FIRST request (no assistant message yet), else None."""
-    msgs = body.get("messages") or []
-    if any(m.get("role") == "assistant" for m in msgs):
-        return None
-    question = next((m.get("content") for m in msgs if m.get("role") == "user"), "")
-    tools = {t["function"]["name"] for t in body.get("tools") or []}
-    profile = "shell" if "bash" in tools else "fte" if "grep" in tools else "snippet-only"
-    return str(question), profile
 
 
 def wait_until(cond: Any, what: str, timeout: float = 120) -> None:
