@@ -45,7 +45,7 @@ from .prompts import system_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import Completion, ModelClient, ServerInfo
-    from .recorder import Recorder
+    from .record.rundir import RunWriter
 
 __all__ = ["NUDGE", "TOOL_USAGE_META", "Agent", "RunResult", "StopReason", "extract_answer", "find_answer"]
 
@@ -58,7 +58,7 @@ class Agent:
         config: RunConfig,
         model: ModelClient,
         profile: Profile,
-        recorder: Recorder,
+        recorder: RunWriter,
         *,
         run_id: str | None = None,
         meta: dict[str, Any] | None = None,

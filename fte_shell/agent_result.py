@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-StopReason = Literal[
-    "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
-    "reply_cut", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
-    "search_unavailable", "interrupted", "crashed", "failed",
-]
-"""Every name of :mod:`fte_shell.stops` (the loop itself never writes ``failed``)."""
+from .stops import StopReason
+
 
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 

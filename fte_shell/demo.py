@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .config import RunConfig
-from .recorder import EventListener
+from .record.rundir import EventListener
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import RunResult

@@ -18,7 +18,7 @@ from .agent import Agent, RunResult
 from .config import RunConfig
 from .errors import ConfigError
 from .model import ModelClient
-from .recorder import EventListener, Recorder
+from .record.rundir import EventListener, RunWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     from .fetch import PageCache, PageSource
@@ -100,7 +100,7 @@ def run_question(
             if search is not None:
                 cleanup.callback(_close_search, search)
         cleanup.enter_context(sigterm_as_interrupt())  # kept through the closes below, so SIGTERM cannot skip them
-        recorder = cleanup.enter_context(Recorder(Path(out_dir), listener=log))
+        recorder = cleanup.enter_context(RunWriter(Path(out_dir), listener=log))
         ctx = QuestionContext(
             config=config,
             workspace_dir=recorder.workspace_dir,

@@ -1,39 +1,99 @@
-"""Why a run ended, and which endings are failures of the infrastructure rather than results.
+"""Why a run ended: THE table of stop reasons (each name once, with its class and the resource it blames).
 
 A run's ``stop_reason`` (in ``result.json`` and the trajectory's ``end`` event) is one of the names below.
 *Result* stops are outcomes of the agent under study: they are scored (an unanswered run is wrong).
-*Infrastructure* stops say the harness, the model endpoint, the sandbox or the search backend failed: such a
-run is not a result. A sweep writes it to ``failures.jsonl``, leaves it out of every score and mean, and
-redoes it on resume. docs/ARCHITECTURE.md lists what each name means.
+*Infrastructure* stops say the harness, the model endpoint, the sandbox, the search backend or the disk
+failed: such a run is not a result. A sweep writes it to ``failures.jsonl``, leaves it out of every score
+and mean, and redoes it on resume. ``blames`` names the resource a sweep pauses and probes when a run
+ends with that stop (None: nothing to probe; the run is left for the next resume).
+
+Everything else is derived from :data:`STOPS`: :data:`StopReason` (the Literal type of the field),
+:data:`RESULT_STOP_REASONS`, :data:`INFRA_STOP_REASONS`, :data:`RESOURCE_OF`. An exception carries its
+stop reason as a ``stop_reason`` class attribute (:mod:`fte_shell.errors`); :func:`stop_of_exception`
+reads it along the exception's cause chain.
 """
 
 from __future__ import annotations
 
-RESULT_STOP_REASONS: frozenset[str] = frozenset({
-    "answer",            # the model gave an <answer>
-    "max_turns",         # agent.max_turns reached
-    "time_budget",       # agent.time_budget_s reached
-    "errors",            # agent.max_consecutive_errors turns in a row whose tool calls all failed
-    "context_overflow",  # the conversation no longer fits the model's context window
-    "too_many_nudges",   # agent.max_nudges replies in a row with neither a tool call nor an answer
-    "repeated_reply",    # the same reply several times in a row (a degenerate loop)
-    "reply_cut",         # two replies in a row cut at max_tokens (finish_reason "length")
-})
+import errno
+from dataclasses import dataclass
+from typing import Literal, get_args
 
-INFRA_STOP_REASONS: frozenset[str] = frozenset({
-    "endpoint_unavailable",  # connection errors, timeouts, 429/5xx after the retries
-    "auth",                  # HTTP 401/403 from the model endpoint
-    "bad_request",           # another 4xx the server refused (its message is recorded)
-    "model_error",           # older runs: any model error after retries (before the classes above)
-    "sandbox_unavailable",   # the container engine could not start or keep the sandbox
-    "search_unavailable",    # the search backend failed
-    "interrupted",           # Ctrl-C / SIGTERM
-    "crashed",               # an unexpected exception in a profile (a harness bug)
-    "failed",                # the harness raised outside the loop (written by the sweep)
-})
+Resource = Literal["endpoint", "sandbox", "search", "disk", "snapshot", "harness"]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One stop reason."""
+
+    name: str
+    infra: bool
+    """True: a failure of the infrastructure (never scored); False: a result of the agent."""
+    blames: Resource | None
+    """The resource the sweep pauses and probes when a run ends so (None: nothing to probe)."""
+    meaning: str
+
+
+STOPS: tuple[Stop, ...] = (
+    # --- results --------------------------------------------------------------------------------------
+    Stop("answer", False, None, "the model gave an <answer>"),
+    Stop("max_turns", False, None, "agent.max_turns reached"),
+    Stop("time_budget", False, None, "agent.time_budget_s reached"),
+    Stop("errors", False, None, "agent.max_consecutive_errors turns in a row whose tool calls all failed"),
+    Stop("context_overflow", False, None, "the conversation no longer fits the model's context window"),
+    Stop("too_many_nudges", False, None, "agent.max_nudges replies in a row with neither a tool call nor an answer"),
+    Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
+    Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
+    # --- infrastructure ---------------------------------------------------------------------------------
+    Stop("endpoint_unavailable", True, "endpoint", "connection errors, timeouts, 429/5xx after the retries"),
+    Stop("auth", True, None, "HTTP 401/403 from the model endpoint"),
+    Stop("bad_request", True, None, "another 4xx the server refused (its message is recorded)"),
+    Stop("model_error", True, "endpoint", "older runs: any model error after retries (before the classes above)"),
+    Stop("sandbox_unavailable", True, "sandbox", "the sandbox provider could not start or keep the sandbox"),
+    Stop("search_unavailable", True, "search", "the search backend failed"),
+    Stop("snapshot_miss", True, None, "replay with snapshot.on_miss = fail-run: a page or search not in the snapshot"),
+    Stop("disk_full", True, "disk", "no space left on the device of the run or sweep directory"),
+    Stop("interrupted", True, None, "Ctrl-C / SIGTERM"),
+    Stop("crashed", True, None, "an unexpected exception in a profile or the loop (a harness bug)"),
+    Stop("failed", True, None, "the harness raised outside the loop, or the run wrote no result (the sweep's record)"),
+)
+
+BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
+
+StopReason = Literal[
+    "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
+    "reply_cut", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
+    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "crashed", "failed",
+]
+"""Every name of :data:`STOPS` (checked against the table on import)."""
+
+if set(get_args(StopReason)) != set(BY_NAME) or len(BY_NAME) != len(STOPS):  # pragma: no cover - a typo here
+    raise AssertionError("fte_shell.stops: StopReason and STOPS disagree")
+
+RESULT_STOP_REASONS: frozenset[str] = frozenset(s.name for s in STOPS if not s.infra)
+INFRA_STOP_REASONS: frozenset[str] = frozenset(s.name for s in STOPS if s.infra)
+RESOURCE_OF: dict[str, str] = {s.name: s.blames for s in STOPS if s.blames is not None}
+"""Stop reasons that mean a piece of infrastructure stopped answering: the sweep pauses and probes it."""
 
 
 def is_infra_failure(stop_reason: str | None) -> bool:
     """True when a run that ended with ``stop_reason`` is a failure of the infrastructure, not a result.
-    A missing stop reason (no result) counts as a failure too."""
-    return stop_reason is None or stop_reason in INFRA_STOP_REASONS
+    A missing or unknown stop reason (no result) counts as a failure too."""
+    return stop_reason is None or stop_reason not in RESULT_STOP_REASONS
+
+
+def stop_of_exception(e: BaseException, default: str = "failed") -> str:
+    """The stop reason an exception (or one in its cause/context chain) names through its ``stop_reason``
+    attribute; ``OSError`` ENOSPC is ``disk_full``; else ``default``."""
+    seen: list[BaseException] = []
+    x: BaseException | None = e
+    while x is not None and x not in seen and len(seen) < 10:
+        seen.append(x)
+        x = x.__cause__ or x.__context__
+    for x in seen:
+        name = getattr(x, "stop_reason", None)
+        if isinstance(name, str) and name in BY_NAME:
+            return name
+        if isinstance(x, OSError) and x.errno == errno.ENOSPC:
+            return "disk_full"
+    return default

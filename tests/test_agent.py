@@ -15,7 +15,7 @@ from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ToolError
 from fte_shell.model import ModelClient
 from fte_shell.profiles import ToolResult
-from fte_shell.recorder import Recorder, read_trajectory
+from fte_shell.record.rundir import RunWriter, read_trajectory
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 
 
@@ -77,7 +77,7 @@ def run(tmp_path: Path, script: list[Any], **agent_kw: Any) -> tuple[Any, Script
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", backoff_s=0.01, max_retries=1))
         for k, v in agent_kw.items():
             setattr(cfg.agent, k, v)
-        with Recorder(tmp_path / "run") as rec:
+        with RunWriter(tmp_path / "run") as rec:
             result = Agent(cfg, ModelClient(cfg.model), profile, rec, run_id="r1").run("What is noted?")
     return result, srv, profile, read_trajectory(tmp_path / "run")
 
@@ -240,7 +240,7 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
     profile = Interrupting()
     with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as server:
         cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
-        with Recorder(tmp_path / "run") as rec, pytest.raises(KeyboardInterrupt):
+        with RunWriter(tmp_path / "run") as rec, pytest.raises(KeyboardInterrupt):
             Agent(cfg, ModelClient(cfg.model), profile, rec).run("q")
     events = read_trajectory(tmp_path / "run")
     assert events[-1]["type"] == "end" and events[-1]["stop_reason"] == "interrupted"
@@ -265,7 +265,7 @@ def test_a_failing_live_log_does_not_stop_the_run(tmp_path: Path) -> None:
 
     with ScriptedServer(["<answer>fine</answer>"]) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted"))
-        with Recorder(tmp_path / "run", listener=broken) as rec:
+        with RunWriter(tmp_path / "run", listener=broken) as rec:
             result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec).run("q")
     assert result.answer == "fine"
     assert [e["type"] for e in read_trajectory(tmp_path / "run")] == ["start", "model_call", "end"]

@@ -25,7 +25,7 @@ from fte_shell.bench.report import write_report
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
-from fte_shell.recorder import read_trajectory
+from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 from fte_shell.search import LocalCorpus, SearchResult

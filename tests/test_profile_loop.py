@@ -12,7 +12,7 @@ import pytest
 
 from fte_shell.config import RunConfig
 from fte_shell.profiles import QuestionContext, make_profile
-from fte_shell.recorder import read_trajectory
+from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results

@@ -17,7 +17,7 @@ import pytest
 from fte_shell.config import RunConfig
 from fte_shell.errors import ConfigError, DockerUnavailable, ModelError
 from fte_shell.policies import ResearchPolicy
-from fte_shell.recorder import read_trajectory
+from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 

@@ -16,7 +16,7 @@ from fte_shell.config import RunConfig
 from fte_shell.errors import FetchRefused
 from fte_shell.fetch import FetchService
 from fte_shell.policies import ResearchPolicy
-from fte_shell.recorder import read_trajectory
+from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer
 from fte_shell.snapshot import Snapshot, SnapshotMiss, SnapshotStore, open_store

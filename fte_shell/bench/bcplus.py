@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..jsonl import iter_jsonl
+from ..record.jsonio import iter_jsonl
 from .datasets import Question, safe_id
 from .metrics import RunMetrics
 from .report_sections import ReportData, Section, pct

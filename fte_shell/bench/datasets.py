@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
-from ..jsonl import iter_jsonl
+from ..record.jsonio import iter_jsonl
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

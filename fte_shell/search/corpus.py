@@ -29,7 +29,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import FteError
-from ..jsonl import iter_jsonl
+from ..record.jsonio import iter_jsonl
 
 FORMAT = 1
 """Version of the index directory layout (``meta.json``'s ``format``)."""

@@ -16,21 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DockerUnavailable, FteError, ModelError, SandboxError, SearchUnavailable
-from ...recorder import write_json_atomic
+from ...record.jsonio import write_json_atomic
+from ...stops import RESOURCE_OF
 from .config import Task
 from .state import RESULT, now
 
 FAILURES = "failures.jsonl"
-
-RESOURCE_OF: dict[str, str] = {
-    "endpoint_unavailable": "endpoint",
-    "model_error": "endpoint",  # the loop's name before the model failure classes were told apart
-    "sandbox_unavailable": "sandbox",
-    "search_unavailable": "search",
-}
-"""Stop reasons that mean a piece of infrastructure stopped answering: the sweep pauses and probes it.
-The other infrastructure stops (``auth``, ``bad_request``, ``crashed``, ``failed``, ``interrupted``) are
-recorded and left for the next resume."""
 
 GIVE_UP_STATUS: dict[str, str] = {
     "endpoint": "endpoint_unavailable",

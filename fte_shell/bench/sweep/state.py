@@ -13,7 +13,7 @@ from typing import Any
 from ...config import RunConfig
 from ...digest import canonical_config, config_changes, digest_of
 from ...errors import ConfigError
-from ...recorder import write_json_atomic
+from ...record.jsonio import write_json_atomic
 from ...stops import is_infra_failure
 from ..datasets import Dataset, Question
 from .config import BenchConfig, SweepStats, Task

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FteError, ModelError
-from ...recorder import write_json_atomic
+from ...record.jsonio import write_json_atomic
 from ...stops import is_infra_failure
 from ..metrics import find_runs, read_json
 from .align import TableJudge

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ...errors import ConfigError
-from ...jsonl import iter_jsonl
+from ...record.jsonio import iter_jsonl
 from .cells import METRICS, PREPROCESSORS
 from .table import Table, norm_column, read_gold_csv
 

@@ -1,0 +1,91 @@
+"""JSON files written so that no reader ever sees half of one, and JSON-lines read with errors that name
+the file and line. Every JSON file fte-shell writes goes through :func:`write_json_atomic` or
+:func:`write_jsonl_atomic`; a full disk raises ``OSError(ENOSPC)`` and leaves the old file as it was."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, FteError
+
+
+def dumps(obj: Any) -> str:
+    """One-line JSON (UTF-8 kept, unknown types as ``str``)."""
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` via a temporary file, fsync and rename."""
+    _write_atomic(path, json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    """Write ``rows`` as JSON lines to ``path`` via a temporary file, fsync and rename."""
+    _write_atomic(path, "".join(dumps(r) + "\n" for r in rows))
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when missing or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def iter_jsonl(path: Path, error: type[FteError] = ConfigError) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)`` for each non-blank line of ``path`` (1-based numbers).
+
+    An unreadable file or a line that is not JSON raises ``error`` with ``path:line`` in its message."""
+    path = Path(path)
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as e:
+        raise error(f"cannot read {path}: {e.strerror or e}") from e
+    with fh:
+        for no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield no, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise error(f"{path}:{no}: not valid JSON ({e.msg})") from e
+
+
+def read_jsonl_lenient(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, skipping blank, torn or non-object lines ([] when missing)."""
+    out: list[dict[str, Any]] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out

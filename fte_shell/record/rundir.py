@@ -1,0 +1,177 @@
+"""THE run directory: its one writer (:class:`RunWriter`) and its readers (format: docs/ARCHITECTURE.md,
+"Run directory").
+
+::
+
+    RUN_DIR/
+      trajectory.jsonl   one JSON event a line, flushed after every event (fsync'd at the end)
+      result.json        written last, atomically: its presence means the run finished
+      workspace/         the question's cache (the fetch pipeline writes it; the writer only makes the dir)
+      judgement.json     after ``fte-shell judge``
+
+``result.json`` is written only by :func:`write_result` (the loop's result, through
+:meth:`RunWriter.write_result`) and amended only by :func:`update_result` (the sweep: an infrastructure
+stop named by an exception, the driver's ``config_digest`` of a remote run). Every event has ``type``
+and ``t`` (seconds since the writer was opened).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Self
+
+from .jsonio import dumps, read_json, read_jsonl_lenient, write_json_atomic
+
+TRAJECTORY = "trajectory.jsonl"
+RESULT = "result.json"
+WORKSPACE = "workspace"
+JUDGEMENT = "judgement.json"
+
+EventListener = Callable[[dict[str, Any]], None]
+
+
+def write_result(run_dir: Path, result: dict[str, Any]) -> None:
+    """Write ``RUN_DIR/result.json`` atomically: THE writer of that file."""
+    write_json_atomic(Path(run_dir) / RESULT, result)
+
+
+def read_result(run_dir: Path) -> dict[str, Any] | None:
+    """``RUN_DIR/result.json``, or None when there is none (or it is unreadable)."""
+    return read_json(Path(run_dir) / RESULT)
+
+
+def update_result(run_dir: Path, changes: dict[str, Any], *, default: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge ``changes`` into ``result.json`` (or into ``default`` when the run wrote none) and write it
+    back atomically. Returns the record written."""
+    old = read_result(run_dir)
+    rec = {**(old if old is not None else (default or {})), **changes}
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_result(run_dir, rec)
+    return rec
+
+
+def read_trajectory(run_dir: Path) -> list[dict[str, Any]]:
+    """The events of ``trajectory.jsonl`` (a torn or non-JSON line, e.g. from a killed run, is skipped)."""
+    return read_jsonl_lenient(Path(run_dir) / TRAJECTORY)
+
+
+def read_judgement(run_dir: Path) -> dict[str, Any] | None:
+    """``RUN_DIR/judgement.json``, or None."""
+    return read_json(Path(run_dir) / JUDGEMENT)
+
+
+def write_judgement(run_dir: Path, judgement: dict[str, Any]) -> None:
+    """Write ``RUN_DIR/judgement.json`` atomically."""
+    write_json_atomic(Path(run_dir) / JUDGEMENT, judgement)
+
+
+def is_run_dir(path: Path) -> bool:
+    """True when ``path`` looks like one run directory (it has a trajectory or a result)."""
+    return (Path(path) / TRAJECTORY).exists() or (Path(path) / RESULT).exists()
+
+
+def last_error(run_dir: Path) -> str | None:
+    """The message of the last ``error`` event of a run's trajectory (why it ended), if any."""
+    for ev in reversed(read_trajectory(run_dir)):
+        if ev.get("type") == "error":
+            return str(ev.get("message") or "")
+    return None
+
+
+def workspace_files(run_dir: Path) -> dict[str, int]:
+    """``{file name: body chars}`` of ``RUN_DIR/workspace`` (body = after the first blank line)."""
+    ws = Path(run_dir) / WORKSPACE
+    out: dict[str, int] = {}
+    if not ws.is_dir():
+        return out
+    for p in sorted(ws.iterdir()):
+        if p.is_file() and p.suffix == ".txt" and not p.name.startswith("."):
+            text = p.read_text(encoding="utf-8", errors="replace")
+            _header, sep, body = text.partition("\n\n")
+            out[p.name] = len(body) if sep else len(text)
+    return out
+
+
+def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
+    """Run directories under ``root``: a sweep (``runs/<profile>/<qid>/r<k>/``), or one run directory.
+    Returns (dir, profile, qid, rep)."""
+    root = Path(root)
+    if is_run_dir(root):
+        return [(root, None, None, 0)]
+    base = root / "runs" if (root / "runs").is_dir() else root
+    out = []
+    for d in sorted(base.glob("*/*/r*")):
+        m = re.fullmatch(r"r(\d+)", d.name)
+        if m and d.is_dir():
+            out.append((d, d.parent.parent.name, d.parent.name, int(m.group(1))))
+    return out
+
+
+class RunWriter:
+    """Appends trajectory events and writes ``result.json`` for one run.
+
+    Opening a writer on a directory that holds an earlier, unfinished or finished run starts it over:
+    the old trajectory and result are replaced (the workspace is left as it is)."""
+
+    def __init__(self, run_dir: Path, *, listener: EventListener | None = None):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.workspace_dir.mkdir(exist_ok=True)
+        (self.run_dir / RESULT).unlink(missing_ok=True)
+        self._f: IO[str] | None = open(self.run_dir / TRAJECTORY, "w", encoding="utf-8")  # noqa: SIM115 - held until close()
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._listener = listener
+
+    @property
+    def result_path(self) -> Path:
+        return self.run_dir / RESULT
+
+    @property
+    def workspace_dir(self) -> Path:
+        return self.run_dir / WORKSPACE
+
+    def elapsed(self) -> float:
+        """Seconds since the writer was opened."""
+        return time.monotonic() - self._t0
+
+    def event(self, type_: str, **fields: Any) -> dict[str, Any]:
+        """Append one event (``type``, ``t``, then ``fields``) and flush it to the file."""
+        ev: dict[str, Any] = {"type": type_, "t": round(self.elapsed(), 4), **fields}
+        line = dumps(ev)
+        with self._lock:
+            if self._f is None:
+                raise ValueError(f"run writer for {self.run_dir} is closed")
+            self._f.write(line + "\n")
+            self._f.flush()
+            if type_ == "end":
+                os.fsync(self._f.fileno())
+        if self._listener is not None:
+            with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)
+                self._listener(ev)
+        return ev
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        """Write ``result.json`` atomically (call last)."""
+        write_result(self.run_dir, result)
+
+    def close(self) -> None:
+        """Flush, fsync and close the trajectory file (idempotent)."""
+        with self._lock:
+            if self._f is not None:
+                self._f.flush()
+                os.fsync(self._f.fileno())
+                self._f.close()
+                self._f = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
