@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell.bench.metrics import run_metrics
 from fte_shell.config import RunConfig
+from fte_shell.metrics import run_metrics
 from fte_shell.profiles import PROFILES, QuestionContext, make_profile
 from fte_shell.profiles.base import ToolProfile
 from fte_shell.workspace import Document, Workspace

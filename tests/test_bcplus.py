@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from fte_shell.bench.bcplus import load_browsecomp_plus, profile_evidence, run_evidence
 from fte_shell.bench.datasets import load_dataset
-from fte_shell.bench.metrics import run_metrics
 from fte_shell.cli import app
 from fte_shell.errors import ConfigError
+from fte_shell.metrics import run_metrics
 
 DOCS = {
     "101": ("---\ntitle: Quornbridge river\n---\nThe Quornbridge river flows through Zanzibarville into the lake.",

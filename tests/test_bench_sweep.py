@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.metrics import collect, run_metrics, summarize
 from fte_shell.bench.report import main_table, write_report
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.metrics import collect, run_metrics, summarize
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer, as_turn
 from tests.servers import run_key

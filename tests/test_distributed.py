@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
-from fte_shell.bench.metrics import run_metrics
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.distributed.packing import pack_dir, remove_parts, unpack_into
+from fte_shell.metrics import run_metrics
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.metrics import run_metrics, summarize
 from fte_shell.bench.report import write_report
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.metrics import run_metrics, summarize
 from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer, ScriptTurn

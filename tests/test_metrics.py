@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell.bench.metrics import (
+from fte_shell.metrics import (
     Action,
     collect,
     ngrams,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fte_shell.bench.shellparse import classify, parse_command
+from fte_shell.metrics.shellparse import classify, parse_command
 
 DOCS = ["a.txt", "b.txt", "wiki-c.txt"]
 

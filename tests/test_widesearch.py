@@ -248,7 +248,7 @@ def test_misspelt_column_mapped_and_unreadable_judge_reply() -> None:
 
 # --- repetitions -------------------------------------------------------------------------------------------
 def test_avg_max_min_over_repetitions(tmp_path: Path) -> None:
-    from fte_shell.bench.metrics import RunMetrics
+    from fte_shell.metrics import RunMetrics
 
     runs = []
     values = {("t1", 0): (1.0, 1.0), ("t1", 1): (0.0, 0.5), ("t2", 0): (0.0, 0.2), ("t2", 1): (0.0, 0.4)}

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..metrics import RunMetrics
 from ..record.jsonio import iter_jsonl
 from .datasets import Question, safe_id
-from .metrics import RunMetrics
 from .report_sections import ReportData, Section, pct
 
 QUERY_FILES = ("data/browsecomp_plus_decrypted.jsonl", "browsecomp_plus_decrypted.jsonl", "queries.jsonl")

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, ModelError
+from ..metrics import find_runs, read_events, read_json
 from ..record.jsonio import write_json_atomic
 from ..stops import is_infra_failure
-from .metrics import find_runs, read_events, read_json
 from .widesearch import OpenAITableJudge, is_widesearch_sweep, judge_widesearch
 
 JUDGEMENT = "judgement.json"

@@ -25,8 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import ConfigError
+from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
+from ..metrics.stats import paired, per_question, repetitions
 from .bcplus import evidence_section
-from .metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from .report_plots import COLORS, PLOTS, base_profile, make_plots
 from .report_sections import (
     OPS,
@@ -48,7 +49,6 @@ from .report_sections import (
     pct,
     repetitions_section,
 )
-from .stats import paired, per_question, repetitions
 from .widesearch.report import widesearch_report_section
 
 PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep", "open-find", "visit-snippet",

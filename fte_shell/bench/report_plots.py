@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .metrics import ProfileSummary
+from ..metrics import ProfileSummary
 
 COLORS = {"shell": "#d95f02", "fte": "#1b9e77", "open-find": "#7570b3", "visit-snippet": "#8da0cb",
           "visit-summary": "#a6a6d9", "snippet-only": "#999999", "fte-no-grep": "#66c2a5",

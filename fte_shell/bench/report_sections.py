@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .metrics import ProfileSummary, RunMetrics
-from .stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
+from ..metrics import ProfileSummary, RunMetrics
+from ..metrics.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
 
 Table = tuple[list[str], list[list[str]]]
 OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fte_shell.bench.metrics import (
+from fte_shell.metrics import (
     actions_from_events,
     find_runs,
     judged,

@@ -1,7 +1,7 @@
 """Which lines of which workspace document each tool call touched (the workspace view's highlights).
 
-Documents come from the actions the metrics compute (``fte_shell.bench.metrics.actions_from_events``: the
-structured tools' arguments, and for the shell profile the command parser of ``fte_shell.bench.shellparse``).
+Documents come from the actions the metrics compute (``fte_shell.metrics.actions_from_events``: the
+structured tools' arguments, and for the shell profile the command parser of ``fte_shell.metrics.shellparse``).
 Lines come from the observation: a line the call printed is attributed to line N of a document only when the
 document's line N really contains that text (explicit ``N:``/``path:N:`` prefixes are checked, other lines are
 looked up by their text), so a highlight never points at a line the agent did not see.
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fte_shell.bench.metrics import actions_from_events
+from fte_shell.metrics import actions_from_events
 
 # "/work/x.txt:12:text" (grep -H -n), "/work/x.txt-12-text" (its context), "12: text" / "12- text"
 # (structured grep/read/find, grep -n on one file)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..metrics import RunMetrics, group_label, read_json
+from ...metrics import RunMetrics, group_label, read_json
 from .runs import ENTRY
 
 VALUES = ["score", "precision_by_row", "recall_by_row", "f1_by_row", "precision_by_item", "recall_by_item",

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FteError, ModelError
+from ...metrics import find_runs, read_json
 from ...record.jsonio import write_json_atomic
 from ...stops import is_infra_failure
-from ..metrics import find_runs, read_json
 from .align import TableJudge
 from .score import NeedsJudge, TableScore, score_table
 from .spec import Evaluation

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ...stops import is_infra_failure
+from ..stops import is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
 
 

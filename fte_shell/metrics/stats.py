@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from .metrics import RunMetrics
+from .runs import RunMetrics
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from .actions import _M, ngrams
 from .runs import RunMetrics
+from .stats import wilson
 
 REGEX_META = frozenset(".*+?[](){}|^$\\")
 """Characters that make a grep pattern a regular expression rather than a literal (Table 7)."""
@@ -198,7 +199,6 @@ def _share(part: int, whole: int) -> float | None:
 def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -> ProfileSummary:
     """Average ``runs`` of one profile (see :class:`ProfileSummary` for each definition). Runs that are
     infrastructure failures count in ``failed`` only."""
-    from ..stats import wilson  # stats imports this package: import at call time
 
     ok = [r for r in runs if not r.infra_failure]
     judged_runs = [r for r in ok if r.correct is not None]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..shellparse import parse_command
+from .shellparse import parse_command
 
 Op = Literal["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
 Category = Literal["search", "select", "extract", "other"]
