@@ -31,6 +31,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from .benchmarks.registry import scripted_task
 from .scripted import ScriptToolCall, ScriptTurn
 
 _STOPWORD_TEXT = """
@@ -241,14 +242,12 @@ class ResearchPolicy:
         }
 
     def __call__(self, request: dict[str, Any]) -> ScriptTurn:
-        from .bench.widesearch.spec import split_task_prompt, table_answer  # table tasks answer with a table
-
-        query, columns = split_task_prompt(self._question(request.get("messages") or []))
-        if not columns:
+        task = scripted_task(self._question(request.get("messages") or []))  # e.g. a table task answers with a table
+        if task is None:
             return self._step(request)
         messages = [dict(m) for m in request.get("messages") or []]
-        next(m for m in messages if m.get("role") == "user")["content"] = query  # research the query only
-        return table_answer(self._step({**request, "messages": messages}), columns)
+        next(m for m in messages if m.get("role") == "user")["content"] = task.query  # research the query only
+        return task.finish(self._step({**request, "messages": messages}))
 
     def _step(self, request: dict[str, Any]) -> ScriptTurn:
         messages = request.get("messages") or []

@@ -298,7 +298,7 @@ def test_the_per_call_time_cap_bounds_all_attempts(tmp_path: Path, corpus: Path)
 # --- a misconfigured model in a sweep ------------------------------------------------------------------
 def test_report_warns_when_a_profile_made_no_tool_calls(tmp_path: Path, hotpotqa_dir: Path) -> None:
     # llama-cpp-python WITHOUT the settings docs/run.md gives: every call comes back as text, never executed
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     corpus_dir = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "hotpotqa")
     with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:

@@ -67,7 +67,7 @@ def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Pa
 
 @pytest.fixture(scope="module")
 def hotpot_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 

@@ -11,11 +11,10 @@ import pytest
 from test_paper_metrics import mk_run
 from typer.testing import CliRunner
 
-from fte_shell.bench.bcplus import load_browsecomp_plus, profile_evidence, run_evidence
-from fte_shell.bench.datasets import load_dataset
+from fte_shell.benchmarks.browsecomp_plus import load_browsecomp_plus, profile_evidence, run_evidence
+from fte_shell.benchmarks.registry import load_dataset
 from fte_shell.cli import app
 from fte_shell.errors import ConfigError
-from fte_shell.metrics import run_metrics
 
 DOCS = {
     "101": ("---\ntitle: Quornbridge river\n---\nThe Quornbridge river flows through Zanzibarville into the lake.",
@@ -74,7 +73,7 @@ def test_load_queries_and_qrels(tmp_path: Path) -> None:
 
 
 def test_corpus_from_parquet(tmp_path: Path) -> None:
-    from fte_shell.bench.bcplus import corpus_docs
+    from fte_shell.benchmarks.browsecomp_plus import corpus_docs
 
     docs = {d.docid: d for d in corpus_docs(make_bcplus(tmp_path / "bc", corpus="parquet"))}
     assert set(docs) == set(DOCS) and docs["101"].title == "Quornbridge river" and docs["103"].title == "Lake Ommen"

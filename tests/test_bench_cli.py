@@ -22,7 +22,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
@@ -42,7 +42,7 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
             raise RuntimeError("transient")  # fails once, succeeds on the immediate retry
         return run_question(question, cfg, run_dir, **kw)
 
-    from fte_shell.bench.datasets import load_dataset
+    from fte_shell.benchmarks.registry import load_dataset
 
     first_id, second_id = [q.id for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
     with ScriptedServer(policy=ResearchPolicy()) as srv:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.report import main_table, write_report
+from fte_shell.bench.report import write_report
+from fte_shell.bench.report_sections import main_table
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
-from fte_shell.metrics import collect, run_metrics, summarize
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer, as_turn
 from tests.servers import run_key
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell.bench.judge import (
-    JudgeConfig,
-    LLMJudge,
-    exact_match,
-    judge_runs,
-    normalize_answer,
-    parse_grader_reply,
-    token_f1,
-)
+from fte_shell.bench.judge import judge_runs
+from fte_shell.benchmarks.answers import exact_match, normalize_answer, token_f1
+from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config, parse_grader_reply
 from fte_shell.errors import ConfigError
 from fte_shell.scripted import ScriptedServer
 
@@ -85,7 +79,7 @@ def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
         return REPLY_YES if "Capital of France" in prompt else no
 
     with ScriptedServer(policy=policy) as srv:
-        judge = LLMJudge(JudgeConfig(model="grader", base_url=srv.base_url, api_key="k"))
+        judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
         s = judge_runs([root], "llm", judge=judge, concurrency=2)
         assert (s.judged, s.cached, s.skipped, s.correct, s.errors) == (2, 0, 1, 1, [])
         assert len(srv.requests) == 2
@@ -103,7 +97,7 @@ def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
 def test_llm_judge_bad_reply_is_recorded_not_fatal(tmp_path: Path) -> None:
     root = make_sweep(tmp_path)
     with ScriptedServer(policy=lambda body: "I cannot grade this.") as srv:
-        judge = LLMJudge(JudgeConfig(model="grader", base_url=srv.base_url, max_retries=0))
+        judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, max_retries=0))
         s = judge_runs([root], "llm", judge=judge)
     assert s.judged == 0 and len(s.errors) == 2 and "correct: yes|no" in s.errors[0]
     assert not (root / "runs/fte/q1/r0/judgement.json").exists()

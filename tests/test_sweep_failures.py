@@ -22,7 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.sweep import BenchConfig, ensure_hotpotqa_corpus, run_sweep
+from fte_shell.bench.sweep import BenchConfig, run_sweep
+from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.digest import config_digest
@@ -180,7 +181,7 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
 ) -> None:
     """A run whose model calls fail (HTTP 500) while ``GET /models`` answers is no outage: the sweep does
     not pause, redoes the run at once, and after ``outage_retries`` redos leaves it for the next resume."""
-    from fte_shell.bench.datasets import load_dataset
+    from fte_shell.benchmarks.registry import load_dataset
     from fte_shell.scripted import ScriptTurn
 
     once_id, always_id = [q.question for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
@@ -457,7 +458,7 @@ def test_config_digest_and_resume_refused_on_change(tmp_path: Path, hotpotqa_dir
 def test_judge_never_grades_a_run_without_an_answer(tmp_path: Path) -> None:
     """The LLM judge: a run with no final answer is wrong without a grading call, even when its last
     message has text; an infrastructure-failed run is not judged at all."""
-    from fte_shell.bench.judge import JudgeConfig, LLMJudge
+    from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
 
     root = tmp_path / "sweep"
     root.mkdir()
@@ -472,7 +473,7 @@ def test_judge_never_grades_a_run_without_an_answer(tmp_path: Path) -> None:
         (d / "result.json").write_text(json.dumps({"question": f"Question {qid[1]}?", "answer": answer, "stop_reason": stop}))
     reply = "extracted_final_answer: gold\nreasoning: same\ncorrect: yes\nconfidence: 100"
     with ScriptedServer(policy=lambda body: reply) as srv:
-        judge = LLMJudge(JudgeConfig(model="grader", base_url=srv.base_url, api_key="k"))
+        judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
         s = judge_runs([root], "llm", judge=judge)
         assert len(srv.requests) == 1  # only the answered run was sent to the grader
     assert (s.judged, s.correct, s.infra_failed) == (2, 1, 1)

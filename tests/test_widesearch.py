@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from fte_shell.bench.datasets import load_dataset
-from fte_shell.bench.judge import JudgeConfig
-from fte_shell.bench.widesearch import OpenAITableJudge, score_table
-from fte_shell.bench.widesearch.report import summarize, widesearch_section
-from fte_shell.bench.widesearch.score import NeedsJudge
-from fte_shell.bench.widesearch.spec import Evaluation, split_task_prompt
-from fte_shell.bench.widesearch.table import extract_markdown_table, read_gold_csv
+from fte_shell.benchmarks.llmjudge import judge_model_config
+from fte_shell.benchmarks.registry import load_dataset
+from fte_shell.benchmarks.widesearch.align import ModelTableJudge
+from fte_shell.benchmarks.widesearch.report import summarize, widesearch_section
+from fte_shell.benchmarks.widesearch.score import NeedsJudge, score_table
+from fte_shell.benchmarks.widesearch.spec import Evaluation, split_task_prompt
+from fte_shell.benchmarks.widesearch.table import extract_markdown_table, read_gold_csv
 from fte_shell.errors import ConfigError
 from fte_shell.scripted import ScriptedServer
 from tests.widesearch_data import write_tasks
@@ -65,8 +65,8 @@ def md(*lines: str) -> str:
     return "Here is the table.\n```markdown\n" + "\n".join(lines) + "\n```\nDone."
 
 
-def judge_for(srv: ScriptedServer) -> OpenAITableJudge:
-    return OpenAITableJudge(JudgeConfig(model="grader", base_url=srv.base_url, api_key="k", max_retries=0))
+def judge_for(srv: ScriptedServer) -> ModelTableJudge:
+    return ModelTableJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k", max_retries=0))
 
 
 def scripted_judge(keys: dict[str, str] | None = None, columns: dict[str, str] | None = None,
@@ -276,7 +276,7 @@ def test_avg_max_min_over_repetitions(tmp_path: Path) -> None:
 
 
 def test_cells_csv_columns(tmp_path: Path) -> None:
-    from fte_shell.bench.widesearch.runs import CELLS_CSV, write_cells
+    from fte_shell.benchmarks.widesearch.runs import CELLS_CSV, write_cells
 
     ev = ev_of(EN_EVAL)
     r = score_table(ev, gold_of(ev, EN_GOLD), md("| name | year | revenue | founded | website | city |", "|-|-|-|-|-|-|",

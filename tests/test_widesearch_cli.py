@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.widesearch.cells import norm_str
-from fte_shell.bench.widesearch.table import extract_markdown_table, read_gold_csv
+from fte_shell.benchmarks.widesearch.cells import norm_str
+from fte_shell.benchmarks.widesearch.table import extract_markdown_table, read_gold_csv
 from fte_shell.cli import app
 from fte_shell.scripted import ScriptedServer
 from tests.widesearch_data import write_tasks
@@ -32,7 +32,7 @@ RIGHT = "5add0ff6554299473435381f"  # HotpotQA dev: the research policy's shell/
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 

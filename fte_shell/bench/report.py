@@ -2,12 +2,13 @@
 ``metrics.json`` (every number shown), ``per_question.csv`` and the PNG files, from one or more sweep / run
 directories.
 
-The report is a list of sections (:data:`SECTIONS`, builders in :mod:`.report_sections`): main results with
-Wilson intervals and a model column, repetitions (K > 1), paired comparisons (paired bootstrap, exact
-McNemar), behaviour, the paper's analysis tables (3, 7, 8, 9, 10), BrowseComp-Plus evidence recall (when
-the sweep's questions carry relevance judgments), and the per-question table. A benchmark adds its own
-section by appending a builder to :data:`SECTIONS`. Runs that are infrastructure failures are counted
-apart and left out of every score and mean.
+The report is a list of sections (:func:`sections`, general builders in :mod:`.report_sections`): main
+results with Wilson intervals and a model column, the benchmarks' own scores (WideSearch), repetitions
+(K > 1), paired comparisons (paired bootstrap, exact McNemar), behaviour, the paper's analysis tables (3,
+7, 8, 9, 10), the benchmarks' analyses (BrowseComp-Plus evidence recall, when the sweep's questions carry
+relevance judgments), and the per-question table. A benchmark adds its own sections through
+:meth:`fte_shell.benchmarks.base.Benchmark.report_sections`. Runs that are infrastructure failures are
+counted apart and left out of every score and mean.
 """
 
 from __future__ import annotations
@@ -24,63 +25,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ..benchmarks.registry import report_sections
+from ..benchmarks.sections import ReportData, Section, SectionBuilder, Table
 from ..errors import ConfigError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.stats import paired, per_question, repetitions
-from .bcplus import evidence_section
-from .report_plots import COLORS, PLOTS, base_profile, make_plots
+from ..record.sweepdir import SweepDir
+from .report_plots import make_plots
 from .report_sections import (
-    OPS,
-    ReportData,
-    Section,
-    SectionBuilder,
-    Table,
     analysis_section,
     behaviour_section,
-    behaviour_table,
-    distribution_table,
-    has_reader_tokens,
-    integer,
     main_section,
-    main_table,
-    ngram_table,
-    num,
     paired_section,
-    pct,
     repetitions_section,
 )
-from .widesearch.report import widesearch_report_section
 
 PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep", "open-find", "visit-snippet",
                  "visit-summary", "snippet-only"]
 """Default row order (``fte-shell report --order`` replaces it); unknown profiles follow, by name."""
-
-__all__ = [
-    "COLORS",
-    "OPS",
-    "PLOTS",
-    "PROFILE_ORDER",
-    "SECTIONS",
-    "Report",
-    "ReportData",
-    "Section",
-    "SectionBuilder",
-    "Table",
-    "base_profile",
-    "behaviour_table",
-    "distribution_table",
-    "has_reader_tokens",
-    "html_table",
-    "integer",
-    "main_table",
-    "make_plots",
-    "md_table",
-    "ngram_table",
-    "num",
-    "ordered",
-    "pct",
-    "write_report",
-]
 
 
 class Report(BaseModel):
@@ -142,9 +104,14 @@ def per_question_section(d: ReportData) -> Section:
                    "repetition (correct / wrong / failed = infrastructure / unjudged), joined by /.")], html_only=True)
 
 
-SECTIONS: list[SectionBuilder] = [main_section, widesearch_report_section, repetitions_section, paired_section, behaviour_section,
-                                  analysis_section, evidence_section, per_question_section]
-"""The report's sections in order. Add a benchmark's section by appending (or inserting) a builder."""
+def sections() -> list[SectionBuilder]:
+    """The report's sections in order: the main results, the benchmarks' own scores (``results``), the
+    general sections, the benchmarks' analyses (``analysis``), the per-question table. A benchmark adds
+    its sections through :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`."""
+    placed = list(report_sections())
+    return [main_section, *[x.build for x in placed if x.where == "results"], repetitions_section, paired_section,
+            behaviour_section, analysis_section, *[x.build for x in placed if x.where == "analysis"],
+            per_question_section]
 
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -167,15 +134,9 @@ NOTES = [
 def _questions(roots: Sequence[Path]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for root in roots:
-        path = Path(root) / "questions.jsonl"
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("id"), str):
-                    out.setdefault(row["id"], row)
+        for qid, row in SweepDir(Path(root)).questions().items():
+            if isinstance(row.get("id"), str):
+                out.setdefault(qid, row)
     return out
 
 
@@ -219,7 +180,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     d = build_data(roots, order, out)
     out.mkdir(parents=True, exist_ok=True)
     ps = d.profiles
-    sections = [s for build in SECTIONS if (s := build(d)) is not None]
+    built = [s for build in sections() if (s := build(d)) is not None]
     plots = make_plots(ps, out)
     pq_path = out / "per_question.csv"
     head, rows = per_question(d.groups)
@@ -232,7 +193,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         "paired": [x.model_dump(mode="json") for x in d.paired],
         "repetitions": [x.model_dump(mode="json") for x in d.repetitions],
     }
-    for s in sections:
+    for s in built:
         data.update(s.metrics)
     data["runs"] = [r.model_dump(mode="json") for r in d.runs]
     metrics_path = out / "metrics.json"
@@ -242,7 +203,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     sources = ", ".join(f"`{r}`" for r in roots)
     md = [f"# {title}", "", f"{len(d.runs)} runs from {sources}; generated {now}.", ""]
     md += [f"> **Warning:** {w}" for w in d.warnings] + ([""] if d.warnings else [])
-    for s in sections:
+    for s in built:
         md += [f"## {s.title}", ""]
         if s.html_only:
             md += ["See report.html and per_question.csv.", ""]
@@ -262,7 +223,7 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         f"generated {now}.</p>")
     ]
     parts += [f"<p class='warn'><b>Warning:</b> {html.escape(w)}</p>" for w in d.warnings]
-    for s in sections:
+    for s in built:
         parts.append(f"<h2>{html.escape(s.title)}</h2>" + "".join(html_table(t) for t in s.tables))
         parts += [f"<p class='note'>{html.escape(n)}</p>" for n in s.notes]
     parts.append("<h2>Plots</h2>")

@@ -1,6 +1,10 @@
-"""Benchmark datasets: BrowseComp's encrypted CSV, a generic JSONL ``{id, question, answer}``, the
-HotpotQA questions at ``../shared/data/hotpotqa-amor`` (with their passages as a local search corpus), and
-WideSearch's table tasks (loaded by :mod:`fte_shell.bench.widesearch.spec`).
+"""The benchmark seam: the :class:`Benchmark` protocol every dataset plugin implements, the question and
+dataset models, and the helpers plugins share (stable ids, selection).
+
+A benchmark is one module (or package) of :mod:`fte_shell.benchmarks` holding one object that satisfies
+:class:`Benchmark`, listed once in :mod:`.registry`. Nothing outside this package branches on the dataset
+kind: the sweep asks the plugin for its questions and its world, ``judge`` for its grading, ``report``
+for its sections, the scripted policy for a task's answer shape. Plugins never import one another.
 
 Every question gets a stable id: the dataset's own id when it has one, else the first 16 hex digits of
 SHA-256 of the question text. Ids are made safe for use as a directory name.
@@ -8,21 +12,22 @@ SHA-256 of the question text. Ids are made safe for use as a directory name.
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import os
 import random
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
-from ..record.jsonio import iter_jsonl
+from .grading import JudgeRequest, JudgeSummary, judge_answers
+from .sections import Placed
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+Log = Callable[[str], None]
 
 
 class Question(BaseModel):
@@ -34,7 +39,7 @@ class Question(BaseModel):
     """Stable, file-name-safe id (the dataset's id, or a hash of the question text)."""
 
     question: str
-    """The question as given to the agent."""
+    """The question as given to the agent (with the benchmark's extra prompt text, if any)."""
 
     answer: str | None = None
     """The gold answer (None when the dataset has none)."""
@@ -46,49 +51,131 @@ class Question(BaseModel):
     """WideSearch: the task's evaluation spec (``required``, ``unique_columns``, ``eval_pipeline``); the
     gold table's CSV text is ``answer``. None for other datasets."""
 
-DatasetKind = Literal["browsecomp", "jsonl", "hotpotqa", "browsecomp-plus", "widesearch"]
-
 
 class Dataset(BaseModel):
     """A loaded, selected list of questions and where it came from."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    kind: DatasetKind
-    """Which loader read it."""
+    kind: str
+    """Which benchmark read it (:attr:`Benchmark.kind`, a key of :data:`.registry.BENCHMARKS`)."""
 
     source: str
     """The file or directory it was read from."""
 
     split: str | None = None
-    """HotpotQA split (``dev``/``test``); None for single-file datasets."""
+    """The split (HotpotQA's ``dev``/``test``); None for benchmarks without splits."""
 
     questions: list[Question]
     """The questions after ``--limit`` / ``--sample``."""
 
 
-# --- BrowseComp ----------------------------------------------------------------------------------------
-def derive_key(password: str, length: int) -> bytes:
-    """SHA-256 digest of ``password`` repeated (and cut) to ``length`` bytes, as the public BrowseComp
-    evaluation derives its XOR key from the canary."""
-    digest = hashlib.sha256(password.encode()).digest()
-    return (digest * (length // len(digest) + 1))[:length]
+@dataclass(frozen=True)
+class WorldPlan:
+    """What a benchmark needs of the world its runs search and fetch in (the sweep applies it to the run
+    configuration; a benchmark that needs nothing returns the default: the configured search, open web)."""
+
+    corpus: Path | None = None
+    """A local corpus index (``fte_shell.search.corpus``) serving search and fetch by docid/url: the search
+    backend becomes ``local`` over it."""
+
+    closed: bool = False
+    """A closed world: search results are cached in the sweep's own ``shared/search-cache`` whatever the
+    configuration says (they must never mix with an open-web cache)."""
 
 
-def decrypt(ciphertext_b64: str, password: str) -> str:
-    """Base64-decode, then XOR with :func:`derive_key` of the canary."""
-    data = base64.b64decode(ciphertext_b64)
-    key = derive_key(password, len(data))
-    return bytes(a ^ b for a, b in zip(data, key)).decode()
+@dataclass(frozen=True)
+class ScriptedTask:
+    """What the deterministic scripted policy needs to answer one of a benchmark's tasks: the part of the
+    question to research, and how to shape its final answer turn."""
+
+    query: str
+    """The text to research (the question without the benchmark's answer-format instructions)."""
+
+    finish: Callable[[Any], Any]
+    """Turns the policy's final turn (a ``fte_shell.scripted.ScriptTurn``) into one in the benchmark's
+    answer format; other turns pass unchanged."""
 
 
-def encrypt(plaintext: str, password: str) -> str:
-    """Inverse of :func:`decrypt` (XOR is its own inverse); used to make test data."""
-    data = plaintext.encode()
-    key = derive_key(password, len(data))
-    return base64.b64encode(bytes(a ^ b for a, b in zip(data, key))).decode()
+class Benchmark(Protocol):
+    """One dataset family: how to read it, the world its runs need, how to grade and report them."""
+
+    kind: str
+    """Spec prefix (``KIND:PATH``) and the ``dataset.kind`` of the sweeps it writes."""
+
+    summary: str
+    """One line: the spec and what it reads (shown in help and docs)."""
+
+    has_splits: bool
+    """Whether ``--split`` selects a part of the dataset (else the Dataset's split is None)."""
+
+    def default_source(self) -> Path | None:
+        """Where a bare ``KIND`` spec reads from (None: the spec needs a path)."""
+        ...
+
+    def claims(self, path: Path) -> bool:
+        """Whether a bare path (no ``KIND:`` prefix) is this benchmark's; asked in registry order."""
+        ...
+
+    def load(self, source: Path, split: str) -> list[Question]:
+        """Every question of ``source`` as the agent is asked it (extra prompt text included, e.g.
+        WideSearch's table-answer instructions); ConfigError naming file:line on a malformed one."""
+        ...
+
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+        """The world of the sweep's runs (a local corpus built once, a closed world). ``corpus_dir``: the
+        user's ``--corpus-dir`` for an index the benchmark builds."""
+        ...
+
+    def scripted_task(self, text: str) -> ScriptedTask | None:
+        """The scripted policy's view of a question text when it is one of this benchmark's tasks with an
+        answer shape of its own (None: an ordinary question)."""
+        ...
+
+    def judge(self, req: JudgeRequest, summary: JudgeSummary) -> None:
+        """Grade every finished run under ``req.root`` and cache the verdicts in ``judgement.json``,
+        adding the counts to ``summary`` (default: :func:`.grading.judge_answers`, exact match + F1 or
+        the LLM judge)."""
+        ...
+
+    def report_sections(self) -> Sequence[Placed]:
+        """The benchmark's report sections (each builder returns None when the report has no runs for it)
+        and where they go; their ``metrics`` are extra keys of metrics.json."""
+        ...
 
 
+class QuestionAnswer:
+    """Defaults for a question/answer benchmark (a plugin subclasses it and sets what differs): no
+    default source, claims no bare path, no splits, the configured world, no scripted answer shape, graded
+    by :func:`.grading.judge_answers`, no report section of its own."""
+
+    kind: str = ""
+    summary: str = ""
+    has_splits: bool = False
+
+    def default_source(self) -> Path | None:
+        return None
+
+    def claims(self, path: Path) -> bool:
+        return False
+
+    def load(self, source: Path, split: str) -> list[Question]:  # pragma: no cover - every plugin has one
+        raise NotImplementedError
+
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+        return WorldPlan()
+
+    def scripted_task(self, text: str) -> ScriptedTask | None:
+        return None
+
+    def judge(self, req: JudgeRequest, summary: JudgeSummary) -> None:
+        judge_answers(req, summary)
+
+    def report_sections(self) -> Sequence[Placed]:
+        return ()
+
+
+# --- ids and selection ---------------------------------------------------------------------------------
 def question_id(text: str) -> str:
     """The id of a question that has none: 16 hex digits of SHA-256 of its text."""
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -100,73 +187,6 @@ def safe_id(raw: str) -> str:
     return s or question_id(str(raw))
 
 
-def load_browsecomp(path: Path) -> list[Question]:
-    """Read BrowseComp's CSV (``problem, answer, problem_topic, canary``) and decrypt each row."""
-    out: list[Question] = []
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        missing = {"problem", "answer", "canary"} - set(reader.fieldnames or [])
-        if missing:
-            raise ConfigError(f"{path}: not a BrowseComp CSV (missing columns: {', '.join(sorted(missing))})")
-        for i, row in enumerate(reader, start=2):
-            try:
-                problem = decrypt(row["problem"], row["canary"])
-                answer = decrypt(row["answer"], row["canary"])
-            except (ValueError, UnicodeDecodeError) as e:
-                raise ConfigError(f"{path}:{i}: cannot decrypt row ({e.__class__.__name__}: {e})") from e
-            meta = {"problem_topic": row.get("problem_topic", "")} if row.get("problem_topic") else {}
-            out.append(Question(id=question_id(problem), question=problem, answer=answer, meta=meta))
-    return out
-
-
-# --- generic JSONL -------------------------------------------------------------------------------------
-def load_jsonl(path: Path) -> list[Question]:
-    """Read ``{id?, question, answer?, ...}`` one object a line; other keys go to ``meta``."""
-    out: list[Question] = []
-    for i, row in iter_jsonl(path):
-        if not isinstance(row, dict) or not isinstance(row.get("question"), str):
-            raise ConfigError(f"{path}:{i}: each line needs a string field 'question'")
-        qid = row.get("id", row.get("_id"))
-        answer = row.get("answer")
-        meta = {k: v for k, v in row.items() if k not in ("id", "_id", "question", "answer")}
-        out.append(
-            Question(
-                id=safe_id(qid) if qid not in (None, "") else question_id(row["question"]),
-                question=row["question"],
-                answer=None if answer is None else str(answer),
-                meta=meta,
-            )
-        )
-    return out
-
-
-# --- HotpotQA ------------------------------------------------------------------------------------------
-def default_hotpotqa_dir() -> Path:
-    """``$FTE_SHARED_DATA/hotpotqa-amor``, else ``shared/data/hotpotqa-amor`` next to the repository."""
-    env = os.environ.get("FTE_SHARED_DATA")
-    if env:
-        return Path(env) / "hotpotqa-amor"
-    return Path(__file__).resolve().parents[3] / "shared" / "data" / "hotpotqa-amor"
-
-
-def load_hotpotqa(data_dir: Path, split: str = "dev") -> list[Question]:
-    """Questions of one split (``dev.jsonl`` / ``test.jsonl``); ids are HotpotQA's ``_id``. The long
-    ``context``/``supporting_facts`` fields are not kept (the passages reach the agent through search)."""
-    path = Path(data_dir) / f"{split}.jsonl"
-    if not path.exists():
-        raise ConfigError(f"HotpotQA split '{split}' not found: {path} (splits: dev, test)")
-    return [
-        Question(
-            id=safe_id(row["_id"]),
-            question=row["question"],
-            answer=row.get("answer"),
-            meta={k: row[k] for k in ("type", "level") if k in row},
-        )
-        for _, row in iter_jsonl(path)
-    ]
-
-
-# --- selection and dispatch ----------------------------------------------------------------------------
 def select(
     questions: list[Question], *, limit: int | None = None, sample: int | None = None, seed: int = 0
 ) -> list[Question]:
@@ -188,50 +208,3 @@ def select(
         seen[q.id] = n
         out.append(q if n == 1 else q.model_copy(update={"id": f"{q.id}-{n}"}))
     return out
-
-
-def load_dataset(
-    spec: str,
-    *,
-    split: str = "dev",
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-) -> Dataset:
-    """Load by ``spec``: ``hotpotqa`` (the shared data), ``hotpotqa:DIR``, ``browsecomp:FILE.csv``,
-    ``jsonl:FILE``, ``browsecomp-plus:DIR`` (see :mod:`.bcplus`), ``widesearch:DIR``, or a plain path
-    (``*.csv`` = BrowseComp, a directory holding ``widesearch.jsonl`` = WideSearch, another directory = HotpotQA, else JSONL)."""
-    kind: DatasetKind
-    if spec == "hotpotqa":
-        kind, path = "hotpotqa", default_hotpotqa_dir()
-    elif ":" in spec and spec.split(":", 1)[0] in ("hotpotqa", "browsecomp", "jsonl", "browsecomp-plus",
-                                                   "widesearch"):
-        prefix, rest = spec.split(":", 1)
-        kind, path = prefix, Path(rest)  # type: ignore[assignment]
-    else:
-        path = Path(spec)
-        kind = "hotpotqa" if path.is_dir() else "browsecomp" if path.suffix.lower() == ".csv" else "jsonl"
-        if path.is_dir() and (path / "widesearch.jsonl").exists():
-            kind = "widesearch"
-    if not path.exists():
-        raise ConfigError(f"dataset not found: {path}")
-    if kind == "widesearch":
-        from .widesearch.spec import load_widesearch
-
-        qs = load_widesearch(path)
-    elif kind == "hotpotqa":
-        qs = load_hotpotqa(path, split)
-    elif kind == "browsecomp":
-        qs = load_browsecomp(path)
-    elif kind == "browsecomp-plus":  # queries + relevance judgments; its corpus is indexed by the sweep
-        from .bcplus import load_browsecomp_plus
-
-        qs = load_browsecomp_plus(path)
-    else:
-        qs = load_jsonl(path)
-    return Dataset(
-        kind=kind,
-        source=str(path.resolve()),
-        split=split if kind == "hotpotqa" else None,
-        questions=select(qs, limit=limit, sample=sample, seed=seed),
-    )

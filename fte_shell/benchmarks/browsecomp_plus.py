@@ -26,15 +26,16 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..metrics import RunMetrics
 from ..record.jsonio import iter_jsonl
-from .datasets import Question, safe_id
-from .report_sections import ReportData, Section, pct
+from .base import Log, Question, QuestionAnswer, WorldPlan, safe_id
+from .corpora import default_cache_root
+from .sections import Placed, ReportData, Section, pct
 
 QUERY_FILES = ("data/browsecomp_plus_decrypted.jsonl", "browsecomp_plus_decrypted.jsonl", "queries.jsonl")
 QREL_FILES = {"evidence": ("topics-qrels/qrel_evidence.txt", "qrel_evidence.txt"),
@@ -189,10 +190,9 @@ def corpus_docs(root: Path) -> Iterator[Any]:
 _lock = threading.Lock()
 
 
-def ensure_corpus(root: Path, corpus_dir: Path | None = None, log: Callable[[str], None] | None = None) -> Path:
+def ensure_corpus(root: Path, corpus_dir: Path | None = None, log: Log | None = None) -> Path:
     """Index the corpus of ``root`` once (reused while its files are unchanged); returns the index dir."""
     from ..search.corpus import META, build_corpus
-    from .sweep import default_cache_root
 
     root = Path(root).resolve()
     files = corpus_files(root) or [queries_file(root)]
@@ -275,3 +275,20 @@ def evidence_section(d: ReportData) -> Section | None:
                if (e := run_evidence(r, d.questions[r.qid])) is not None]
     return Section("BrowseComp-Plus evidence", [(head, table)], notes,
                    metrics={"evidence": rows, "evidence_runs": per_run})
+
+
+class BrowseCompPlus(QuestionAnswer):
+    kind = "browsecomp-plus"
+    summary = "browsecomp-plus:DIR — BrowseComp-Plus queries with relevance judgments over its fixed corpus"
+
+    def load(self, source: Path, split: str) -> list[Question]:
+        return load_browsecomp_plus(source)
+
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+        return WorldPlan(corpus=ensure_corpus(source, corpus_dir, log), closed=True)
+
+    def report_sections(self) -> Sequence[Placed]:
+        return (Placed(evidence_section, "analysis"),)
+
+
+BENCHMARK = BrowseCompPlus()

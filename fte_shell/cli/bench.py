@@ -152,13 +152,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge every finished run against the gold answers of its sweep (questions.jsonl); verdicts are
         cached in each run's judgement.json."""
-        from ..bench.judge import JudgeConfig, LLMJudge, judge_runs
+        from ..bench.judge import judge_runs
+        from ..benchmarks.llmjudge import LLMJudge, judge_model_config
 
         if method not in ("auto", "llm", "match"):
             raise _fail(ValueError(f"--method must be auto, llm or match (got {method!r})"))
         chosen = ("llm" if judge_model else "match") if method == "auto" else method
         try:
-            grader = LLMJudge(JudgeConfig(model=judge_model, base_url=base_url, api_key=api_key)) if chosen == "llm" and judge_model else None
+            grader = LLMJudge(judge_model_config(judge_model, base_url=base_url, api_key=api_key)) if chosen == "llm" and judge_model else None
             s = judge_runs(run_dirs, chosen, judge=grader, force=force, concurrency=concurrency)  # type: ignore[arg-type]
         except FteError as e:
             raise _fail(e) from None
@@ -180,7 +181,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compute the behavioural metrics of every run and write the report (Markdown, one self-contained
         HTML page, metrics.json, PNG plots)."""
-        from ..bench.report import main_table, write_report
+        from ..bench.report import write_report
+        from ..bench.report_sections import main_table
 
         try:
             r = write_report(run_dirs, out, title=title,

@@ -24,7 +24,7 @@ from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
 from .failures import FAILURES, FailureLog
 from .outage import DockerProbe, EndpointProbe, Outages, Probe, SearchProbe
 from .run import GRACE_S, MANIFEST_EVERY_S, run_sweep
-from .shared import Shared, default_cache_root, ensure_hotpotqa_corpus, prepare_shared, sweep_config
+from .shared import Shared, prepare_shared, sweep_config
 from .state import RESULT, check_compatible, check_config, plan, run_state, write_manifest, write_questions
 
 FAILED = ("failed", "crashed")
@@ -53,8 +53,6 @@ __all__ = [
     "WorkQueue",
     "check_compatible",
     "check_config",
-    "default_cache_root",
-    "ensure_hotpotqa_corpus",
     "plan",
     "prepare_shared",
     "run_state",

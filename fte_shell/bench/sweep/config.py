@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...benchmarks.base import Question
 from ...config import RunConfig
-from ..datasets import Question
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...fetch import PageCache, PageSource

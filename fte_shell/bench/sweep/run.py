@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...benchmarks.registry import load_dataset
 from ...config import RunConfig
 from ...errors import ConfigError, FteError
 from ...stops import is_infra_failure
-from ..datasets import load_dataset
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
 from .failures import (

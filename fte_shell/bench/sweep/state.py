@@ -10,12 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...benchmarks.base import Dataset, Question
 from ...config import RunConfig
 from ...digest import canonical_config, config_changes, digest_of
 from ...errors import ConfigError
 from ...record.jsonio import write_json_atomic
 from ...stops import is_infra_failure
-from ..datasets import Dataset, Question
 from .config import BenchConfig, SweepStats, Task
 
 RESULT = "result.json"

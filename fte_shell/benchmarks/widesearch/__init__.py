@@ -1,5 +1,6 @@
-"""WideSearch (Wong et al., 2025): broad table-filling tasks, their table answers and the benchmark's
-two-step scoring (alignment with a judge model, then row/item precision, recall, F1 and success).
+"""WideSearch (Wong et al., 2025; ``widesearch:DIR``, or a directory holding ``widesearch.jsonl``): broad
+table-filling tasks, their table answers and the benchmark's two-step scoring (alignment with a judge
+model, then row/item precision, recall, F1 and success).
 
 - :mod:`.spec`: the published data layout (``widesearch.jsonl`` + ``widesearch_gold/<id>.csv``) and the
   table-answer instructions the agent gets;
@@ -14,19 +15,46 @@ docs/bench.md describes the format, the scoring and where it differs from the pu
 
 from __future__ import annotations
 
-from .align import OpenAITableJudge, TableJudge
-from .runs import is_widesearch_sweep, judge_widesearch
-from .score import TableScore, score_table
-from .spec import Evaluation, load_widesearch, required_columns
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = [
-    "Evaluation",
-    "OpenAITableJudge",
-    "TableJudge",
-    "TableScore",
-    "is_widesearch_sweep",
-    "judge_widesearch",
-    "load_widesearch",
-    "required_columns",
-    "score_table",
-]
+from ..base import Question, QuestionAnswer, ScriptedTask
+from ..grading import JudgeRequest, JudgeSummary
+from ..sections import Placed
+from .align import ModelTableJudge
+from .report import widesearch_report_section
+from .runs import judge_widesearch
+from .spec import TASKS_FILE, load_widesearch, split_task_prompt, table_answer
+
+
+class WideSearch(QuestionAnswer):
+    kind = "widesearch"
+    summary = "widesearch:DIR — WideSearch's widesearch.jsonl + widesearch_gold/<id>.csv (table answers)"
+
+    def claims(self, path: Path) -> bool:
+        return path.is_dir() and (path / TASKS_FILE).exists()
+
+    def load(self, source: Path, split: str) -> list[Question]:
+        return load_widesearch(source)
+
+    def scripted_task(self, text: str) -> ScriptedTask | None:
+        query, columns = split_task_prompt(text)
+        if not columns:
+            return None
+        return ScriptedTask(query=query, finish=lambda turn: table_answer(turn, columns))
+
+    def judge(self, req: JudgeRequest, summary: JudgeSummary) -> None:
+        """The WideSearch scorer (with either method); the judge model, when given, aligns and grades."""
+        if req.sweep is None:  # a run directory outside its sweep: no evaluation spec to score against
+            summary.skipped += 1
+            return
+        judge_widesearch(req.root, req.sweep, summary, judge=ModelTableJudge(req.llm.cfg) if req.llm else None,
+                         force=req.force, concurrency=req.concurrency, on_done=req.on_done)
+
+    def report_sections(self) -> Sequence[Placed]:
+        return (Placed(widesearch_report_section, "results"),)
+
+
+BENCHMARK = WideSearch()
+
+__all__ = ["BENCHMARK", "WideSearch"]

@@ -4,20 +4,21 @@ onto the required ones, map the response's key values onto the gold table's voca
 
 Each job asks for a JSON object inside a ```json fence and reads the LAST such block (a bare JSON object
 is accepted too). A reply that cannot be read maps nothing / scores every cell 0, as in the public scorer.
-A failed call (after the client's retries) raises :class:`~fte_shell.errors.ModelError`: the run is then
+A failed call (after the model client's retries) raises :class:`~fte_shell.errors.ModelError`: the run is then
 not scored at all, never scored as wrong.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ...errors import ModelError
+from ...config import ModelConfig
+from ...model import ModelClient
+from ..llmjudge import ask
 
 MIN_MAX_TOKENS = 8192
 """Completion cap of a table-judge call at least (a column of many cells needs room for the reasoning the
@@ -107,34 +108,19 @@ class JudgeCall(BaseModel):
     """Whether the reply held a readable JSON object."""
 
 
-class OpenAITableJudge:
-    """A :class:`TableJudge` over the ``openai`` client, configured by a
-    :class:`fte_shell.bench.judge.JudgeConfig` (temperature sent with every request)."""
+class ModelTableJudge:
+    """A :class:`TableJudge` over :class:`fte_shell.model.ModelClient`, configured by a
+    :class:`fte_shell.config.ModelConfig` (see ``fte_shell.benchmarks.llmjudge.judge_model_config``; its
+    temperature is sent with every request, its completion cap raised to :data:`MIN_MAX_TOKENS`)."""
 
-    def __init__(self, cfg: Any):
-        from openai import OpenAI
-
+    def __init__(self, cfg: ModelConfig):
         self.cfg = cfg
-        self.model = cfg.model
-        self.temperature = cfg.temperature
-        self._client = OpenAI(
-            base_url=cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-            api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY") or "none",
-            timeout=cfg.timeout_s,
-            max_retries=cfg.max_retries,
-        )
+        self.client = ModelClient(cfg)
+        self.model: str = self.client.model
+        self.temperature: float = cfg.temperature
 
     def complete(self, prompt: str) -> str:
-        try:
-            r = self._client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "user", "content": prompt}],
-                temperature=self.temperature,
-                max_tokens=max(self.cfg.max_tokens, MIN_MAX_TOKENS),
-            )
-        except Exception as e:
-            raise ModelError(f"judge model call failed: {e.__class__.__name__}: {e}") from e
-        return (r.choices[0].message.content or "") if r.choices else ""
+        return ask(self.client, prompt, max_tokens=max(self.cfg.max_tokens, MIN_MAX_TOKENS))
 
 
 def parse_json_object(reply: str) -> dict[str, Any] | None:

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...metrics import RunMetrics, group_label, read_json
+from ...metrics import RunMetrics, group_label
+from ...record.rundir import read_judgement
+from ..sections import ReportData, Section
 from .runs import ENTRY
 
 VALUES = ["score", "precision_by_row", "recall_by_row", "f1_by_row", "precision_by_item", "recall_by_item",
@@ -43,7 +45,7 @@ def summarize(runs: Sequence[RunMetrics]) -> list[dict[str, Any]]:
         label = group_label(r, several)
         per_task = groups.setdefault(label, {})
         unscored.setdefault(label, 0)
-        e = (read_json(Path(r.run_dir) / "judgement.json") or {}).get(ENTRY)
+        e = (read_judgement(Path(r.run_dir)) or {}).get(ENTRY)
         if isinstance(e, dict) and all(isinstance(e.get(v), (int, float)) for v in VALUES):
             per_task.setdefault(r.qid, []).append(e)
         else:
@@ -87,11 +89,8 @@ def widesearch_section(runs: Sequence[RunMetrics], out: Path, order: Sequence[st
     return [("WideSearch (table answers; Success, Row-F1 and Item-F1 averaged over tasks)", (head, body))]
 
 
-def widesearch_report_section(d: Any) -> Any:
-    """The report's WideSearch section (a builder of :data:`fte_shell.bench.report.SECTIONS`): None when
-    the sweep holds no scored WideSearch run."""
-    from ..report_sections import Section
-
+def widesearch_report_section(d: ReportData) -> Section | None:
+    """The report's WideSearch section: None when the report holds no scored WideSearch run."""
     tables = widesearch_section(d.runs, d.out or Path("."), order=[p.label for p in d.profiles])
     if not tables:
         return None

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FteError, ModelError
-from ...metrics import find_runs, read_json
-from ...record.jsonio import write_json_atomic
+from ...record.rundir import find_runs, read_judgement, read_result, write_judgement
+from ...record.sweepdir import SweepDir
 from ...stops import is_infra_failure
+from ..grading import JudgeSummary
 from .align import TableJudge
 from .score import NeedsJudge, TableScore, score_table
 from .spec import Evaluation
@@ -34,27 +35,10 @@ CELLS_CSV = "widesearch_cells.csv"
 CELL_FIELDS = ["row_key", "column", "response", "gold", "metric", "score", "note"]
 
 
-def is_widesearch_sweep(sweep_dir: Path | None) -> bool:
-    """Whether ``sweep_dir``'s manifest says its dataset is WideSearch."""
-    if sweep_dir is None:
-        return False
-    manifest = read_json(Path(sweep_dir) / "sweep.json") or {}
-    return (manifest.get("dataset") or {}).get("kind") == "widesearch"
-
-
 def load_tasks(sweep_dir: Path) -> dict[str, dict[str, Any]]:
     """``{qid: question row}`` of the sweep's ``questions.jsonl`` rows that carry an evaluation spec."""
-    import json
-
-    out: dict[str, dict[str, Any]] = {}
-    path = Path(sweep_dir) / "questions.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                if row.get("evaluation") and row.get("answer") is not None:
-                    out[str(row["id"])] = row
-    return out
+    return {qid: row for qid, row in SweepDir(sweep_dir).questions().items()
+            if row.get("evaluation") and row.get("answer") is not None}
 
 
 def write_cells(path: Path, result: TableScore) -> None:
@@ -78,7 +62,7 @@ def entry(result: TableScore, judge: TableJudge | None, gold_sha: str) -> dict[s
 def judge_widesearch(
     root: Path,
     sweep_dir: Path,
-    summary: Any,
+    summary: JudgeSummary,
     *,
     judge: TableJudge | None = None,
     force: bool = False,
@@ -86,20 +70,19 @@ def judge_widesearch(
     on_done: Callable[[], None] | None = None,
 ) -> None:
     """Score every finished run under ``root`` (a WideSearch sweep or one of its run directories) and add
-    the counts to ``summary`` (a :class:`fte_shell.bench.judge.JudgeSummary`; ``correct`` counts
-    successes)."""
+    the counts to ``summary`` (``correct`` counts successes)."""
     tasks = load_tasks(sweep_dir)
     lock = threading.Lock()
     todo: list[tuple[Path, dict[str, Any], str | None, str]] = []
     for d, _profile, qid, _rep in find_runs(Path(root)):
-        result = read_json(d / "result.json")
+        result = read_result(d)
         qid = qid or str(((result or {}).get("meta") or {}).get("qid") or "")  # a single run directory
         task = tasks.get(qid)
         if result is None or task is None or is_infra_failure(result.get("stop_reason")):
             summary.skipped += 1
             continue
         gold_sha = hashlib.sha256(str(task["answer"]).encode()).hexdigest()
-        prev = (read_json(d / "judgement.json") or {}).get(ENTRY)
+        prev = (read_judgement(d) or {}).get(ENTRY)
         if not force and isinstance(prev, dict) and prev.get("gold_sha256") == gold_sha and (
             judge is None or prev.get("judge_model") in (None, judge.model)
         ):
@@ -124,9 +107,9 @@ def judge_widesearch(
             return
         write_cells(d / CELLS_CSV, res)
         with lock:
-            data = read_json(d / "judgement.json") or {}
+            data = read_judgement(d) or {}
             data[ENTRY] = entry(res, judge, gold_sha)
-            write_json_atomic(d / "judgement.json", data)
+            write_judgement(d, data)
             summary.judged += 1
             summary.correct += res.score == 1
         if on_done:

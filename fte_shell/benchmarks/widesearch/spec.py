@@ -6,7 +6,7 @@
 ``DIR/widesearch_gold/<instance_id>.csv`` is the gold table. Column names are compared normalized
 (stripped, lower-cased, spaces removed).
 
-Each task becomes a :class:`~fte_shell.bench.datasets.Question` whose text is the query followed by the
+Each task becomes a :class:`~fte_shell.benchmarks.base.Question` whose text is the query followed by the
 table-answer instructions of ``fte_shell/prompts/widesearch_table.md`` (filled with the required columns),
 whose ``answer`` is the gold CSV text and whose ``evaluation`` is the checked evaluation spec.
 """
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ...errors import ConfigError
 from ...record.jsonio import iter_jsonl
+from ..base import Question, safe_id
 from .cells import METRICS, PREPROCESSORS
 from .table import Table, norm_column, read_gold_csv
 
@@ -182,10 +183,8 @@ def parse_evaluation(raw: Any, where: str) -> tuple[Evaluation, list[str]]:
     return ev, [" ".join(str(c).split()) for c in raw["required"]]
 
 
-def load_widesearch(data_dir: Path) -> list[Any]:
+def load_widesearch(data_dir: Path) -> list[Question]:
     """Every task of ``data_dir`` as a Question (file order)."""
-    from ..datasets import Question, safe_id
-
     data_dir = Path(data_dir)
     path = data_dir / TASKS_FILE
     if not path.exists():

@@ -1,0 +1,88 @@
+"""THE registry of benchmarks: a dataset spec → its plugin. Adding a benchmark is one module (or package)
+holding a ``BENCHMARK`` that satisfies :class:`~.base.Benchmark`, plus one line in :data:`BENCHMARKS`.
+
+Specs: ``KIND`` (a plugin with a default source: ``hotpotqa``), ``KIND:PATH``, or a bare path, which
+the first plugin in :data:`BENCHMARKS` order that claims it reads (WideSearch: a directory holding
+``widesearch.jsonl``; HotpotQA: another directory; BrowseComp: ``*.csv``; JSONL: anything else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..record.sweepdir import SweepDir
+from . import browsecomp, browsecomp_plus, hotpotqa, jsonl, widesearch
+from .base import Benchmark, Dataset, ScriptedTask, select
+from .sections import Placed
+
+BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
+    widesearch.BENCHMARK,
+    hotpotqa.BENCHMARK,
+    browsecomp.BENCHMARK,
+    browsecomp_plus.BENCHMARK,
+    jsonl.BENCHMARK,
+)}
+"""Every benchmark by kind; the order is the order a bare path is offered to them."""
+
+FALLBACK = jsonl.BENCHMARK
+"""Grades a run directory outside any sweep, or a sweep whose manifest names no known benchmark."""
+
+
+def get(kind: str) -> Benchmark:
+    """The benchmark of ``kind``; ConfigError listing the known kinds otherwise."""
+    try:
+        return BENCHMARKS[kind]
+    except KeyError:
+        raise ConfigError(f"unknown dataset kind {kind!r} (known: {', '.join(BENCHMARKS)})") from None
+
+
+def resolve(spec: str) -> tuple[Benchmark, Path]:
+    """The benchmark and source path of a dataset spec (see the module docstring)."""
+    source = BENCHMARKS[spec].default_source() if spec in BENCHMARKS else None
+    if source is not None:
+        return BENCHMARKS[spec], source
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in BENCHMARKS:
+        return BENCHMARKS[prefix], Path(rest)
+    path = Path(spec)
+    return next(b for b in BENCHMARKS.values() if b.claims(path)), path
+
+
+def load_dataset(
+    spec: str,
+    *,
+    split: str = "dev",
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+) -> Dataset:
+    """Load the questions of ``spec`` and select them (``--sample``, then ``--limit``)."""
+    bm, path = resolve(spec)
+    if not path.exists():
+        raise ConfigError(f"dataset not found: {path}")
+    return Dataset(
+        kind=bm.kind,
+        source=str(path.resolve()),
+        split=split if bm.has_splits else None,
+        questions=select(bm.load(path, split), limit=limit, sample=sample, seed=seed),
+    )
+
+
+def of_sweep(sweep_dir: Path | None) -> Benchmark:
+    """The benchmark that wrote the sweep at ``sweep_dir`` (its manifest's ``dataset.kind``), else
+    :data:`FALLBACK`."""
+    kind = SweepDir(sweep_dir).dataset_kind() if sweep_dir is not None else None
+    return BENCHMARKS.get(kind or "", FALLBACK)
+
+
+def scripted_task(text: str) -> ScriptedTask | None:
+    """The first benchmark's scripted view of a question text (None: an ordinary question)."""
+    return next((t for b in BENCHMARKS.values() if (t := b.scripted_task(text)) is not None), None)
+
+
+def report_sections() -> Iterator[Placed]:
+    """Every benchmark's report sections, in registry order."""
+    for b in BENCHMARKS.values():
+        yield from b.report_sections()
