@@ -83,6 +83,9 @@ def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
         s = judge_runs([root], "llm", judge=judge, concurrency=2)
         assert (s.judged, s.cached, s.skipped, s.correct, s.errors) == (2, 0, 1, 1, [])
         assert len(srv.requests) == 2
+        # through ModelClient: the judge's settings are really sent (greedy, a short completion)
+        assert all(b["temperature"] == 0 and b["max_tokens"] == 1024 and b["model"] == "grader" for b in srv.requests)
+        assert "tools" not in srv.requests[0]
         assert "Paris" in srv.requests[0]["messages"][0]["content"] or "Paris" in srv.requests[1]["messages"][0]["content"]
         j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["llm"]
         assert (j1["correct"], j1["extracted_final_answer"], j1["confidence"], j1["judge_model"]) == (
@@ -101,6 +104,20 @@ def test_llm_judge_bad_reply_is_recorded_not_fatal(tmp_path: Path) -> None:
         s = judge_runs([root], "llm", judge=judge)
     assert s.judged == 0 and len(s.errors) == 2 and "correct: yes|no" in s.errors[0]
     assert not (root / "runs/fte/q1/r0/judgement.json").exists()
+
+
+def test_llm_judge_endpoint_down_is_recorded_with_the_model_clients_error(tmp_path: Path) -> None:
+    import socket
+
+    root = make_sweep(tmp_path)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = judge_model_config("grader", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    assert (cfg.temperature, cfg.max_tokens, cfg.model) == (0.0, 1024, "grader")
+    s = judge_runs([root], "llm", judge=LLMJudge(cfg))
+    assert s.judged == 0 and len(s.errors) == 2
+    assert all("judge model call failed: EndpointUnavailable" in e for e in s.errors)
 
 
 def test_match_judge_and_both_kept(tmp_path: Path) -> None:
