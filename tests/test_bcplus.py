@@ -15,6 +15,7 @@ from fte_shell.benchmarks.browsecomp_plus import load_browsecomp_plus, profile_e
 from fte_shell.benchmarks.registry import load_dataset
 from fte_shell.cli import app
 from fte_shell.errors import ConfigError
+from fte_shell.metrics import run_metrics
 
 DOCS = {
     "101": ("---\ntitle: Quornbridge river\n---\nThe Quornbridge river flows through Zanzibarville into the lake.",

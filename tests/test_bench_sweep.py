@@ -24,6 +24,7 @@ from fte_shell.bench.report import write_report
 from fte_shell.bench.report_sections import main_table
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.metrics import collect, run_metrics, summarize
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer, as_turn
 from tests.servers import run_key
