@@ -24,8 +24,7 @@ from .config import (
     load_config,
 )
 from .errors import FteError
-
-__version__ = "0.1.0"
+from .version import __version__
 
 # name -> module that defines it (imported on first access)
 _LAZY: dict[str, str] = {
@@ -48,6 +47,7 @@ __all__ = [
     "RunConfig",
     "SandboxConfig",
     "SearchConfig",
+    "__version__",
     "load_config",
     *_LAZY,
 ]

@@ -73,8 +73,15 @@ class FetchPolicy(_Model):
     conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
 
 
+SandboxProviderName = Literal["docker"]
+"""The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
+
+
 class SandboxConfig(_Model):
     """The per-question Docker container and its persistent bash session."""
+
+    provider: SandboxProviderName = "docker"
+    """What runs the sandbox: ``docker`` (a hardened container per question)."""
 
     image: str = "fte-shell-sandbox:latest"
     """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""

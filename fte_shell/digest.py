@@ -33,6 +33,10 @@ DROPPED: dict[str, tuple[str, ...]] = {
 }
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
+DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}}
+"""Keys added after digests were first written, left out while they hold the value every earlier run
+had, so those runs' digests still compare equal."""
+
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""
 
@@ -67,6 +71,10 @@ def canonical_config(config: Any) -> dict[str, Any]:
         data = copy.deepcopy(dict(config))
     for table, keys in DROPPED.items():
         _drop(data.get(table), keys)
+    for table, defaults in DEFAULTED.items():
+        t = data.get(table)
+        if isinstance(t, dict):
+            _drop(t, tuple(k for k, v in defaults.items() if t.get(k) == v))
     agent = data.get("agent")
     if isinstance(agent, dict):
         _drop(agent.get("summary_model"), DROPPED["model"])

@@ -37,8 +37,8 @@ def docker_ready() -> None:
         if IN_CI:
             pytest.fail(problem)
         pytest.skip(problem)
-    from fte_shell.container import ensure_image
     from fte_shell.config import SandboxConfig
+    from fte_shell.sandbox.docker.image import ensure_image
 
     ensure_image(SandboxConfig())
 

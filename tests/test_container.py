@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from fte_shell import Sandbox, SandboxConfig
-from fte_shell import container as C
+from fte_shell.sandbox import ownership as O
+from fte_shell.sandbox.docker import api as A
+from fte_shell.sandbox.docker import container as C
+from fte_shell.sandbox.docker import doctor as D
+from fte_shell.sandbox.docker import image as I
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +30,7 @@ def _exists(cid: str) -> bool:
     import docker.errors
 
     try:
-        C.client().api.inspect_container(cid)
+        A.client().api.inspect_container(cid)
         return True
     except docker.errors.NotFound:
         return False
@@ -95,7 +99,7 @@ def test_no_host_environment_leaks(hardened: Sandbox) -> None:
 
 def test_no_docker_socket_and_limits(hardened: Sandbox) -> None:
     assert hardened.run("ls /var/run/docker.sock").exit_code == 2
-    host = C.client().api.inspect_container(hardened.container_id)["HostConfig"]
+    host = A.client().api.inspect_container(hardened.container_id)["HostConfig"]
     cfg = SandboxConfig()
     assert host["ReadonlyRootfs"] is True
     assert host["NetworkMode"] == "none"
@@ -110,11 +114,11 @@ def test_no_docker_socket_and_limits(hardened: Sandbox) -> None:
 
 
 def test_labels(hardened: Sandbox) -> None:
-    labels = C.client().api.inspect_container(hardened.container_id)["Config"]["Labels"]
+    labels = A.client().api.inspect_container(hardened.container_id)["Config"]["Labels"]
     assert labels["fte-shell"] == "1"
     assert labels["fte-shell.run-id"] == hardened.run_id
     assert labels["fte-shell.owner-pid"] == str(os.getpid())
-    assert labels["fte-shell.owner-host"] == C.HOST
+    assert labels["fte-shell.owner-host"] == O.HOST
     assert abs(float(labels["fte-shell.created"]) - time.time()) < 3600
     assert labels["fte-shell.ttl"] == str(SandboxConfig().ttl_s)
 
@@ -129,11 +133,12 @@ _ORPHAN = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    from fte_shell import container as C
+    from fte_shell.sandbox.docker import api as A
+    from fte_shell.sandbox.docker import container as C
     from fte_shell.config import SandboxConfig
     d = Path(sys.argv[1])
     h = C.create(SandboxConfig(), d, d, "orphan-test", ttl_s=600)
-    labels = C.client().api.inspect_container(h.id)["Config"]["Labels"]
+    labels = A.client().api.inspect_container(h.id)["Config"]["Labels"]
     print(json.dumps([h.id, labels]), flush=True)
     os.kill(os.getpid(), 9)   # no cleanup at all, like a crashed harness
     """
@@ -151,7 +156,7 @@ def test_gc_removes_containers_whose_owner_is_dead(docker_ready: None, tmp_path:
     assert proc.returncode == -9, proc.stderr
     cid, labels = json.loads(proc.stdout)
     try:
-        assert "owner process" in (C.stale_reason(labels, "running") or "")
+        assert "owner process" in (O.stale_reason(labels, "running") or "")
         res = C.gc()  # (another process's gc may get there first: both count)
         assert _wait_gone(cid, 30)
         assert all(reason for _, reason in res.removed)
@@ -166,33 +171,33 @@ def test_gc_keeps_containers_of_live_owners(hardened: Sandbox) -> None:
 
 def test_stale_reason_rules() -> None:
     now = time.time()
-    me = C.owner_labels("r", 100)
-    grace = C.START_GRACE_S
-    assert C.stale_reason(me, "running", now) is None
+    me = O.owner_labels("r", 100)
+    grace = O.START_GRACE_S
+    assert O.stale_reason(me, "running", now) is None
     # the TTL counts from the start, which may come up to the start grace after the label
-    assert C.stale_reason(me, "running", now + 100 + grace / 2) is None
-    assert C.stale_reason(me, "running", now + 100 + grace + 1) == "its TTL has passed"
-    assert C.stale_reason(me, "exited", now) == "it is exited"
+    assert O.stale_reason(me, "running", now + 100 + grace / 2) is None
+    assert O.stale_reason(me, "running", now + 100 + grace + 1) == "its TTL has passed"
+    assert O.stale_reason(me, "exited", now) == "it is exited"
     # a live owner's container that is being created or started is left alone for the grace period,
     # even past a short TTL (a loaded host can take longer to start it than the TTL)
-    assert C.stale_reason(me, "created", now) is None
-    assert C.stale_reason(me, "created", now + 200) is None
-    long = C.owner_labels("r", 3600)
-    assert C.stale_reason(long, "created", now + grace - 1) is None
-    assert C.stale_reason(long, "created", now + grace + 1) == "it was created but never started"
+    assert O.stale_reason(me, "created", now) is None
+    assert O.stale_reason(me, "created", now + 200) is None
+    long = O.owner_labels("r", 3600)
+    assert O.stale_reason(long, "created", now + grace - 1) is None
+    assert O.stale_reason(long, "created", now + grace + 1) == "it was created but never started"
     dead = dict(me, **{"fte-shell.owner-pid": "999999999"})
-    assert "is gone" in (C.stale_reason(dead, "running", now) or "")
-    assert "is gone" in (C.stale_reason(dead, "created", now) or "")  # a dead owner never starts it
+    assert "is gone" in (O.stale_reason(dead, "running", now) or "")
+    assert "is gone" in (O.stale_reason(dead, "created", now) or "")  # a dead owner never starts it
     reused = dict(me, **{"fte-shell.owner-start": "1"})  # same pid, other process: pid reuse
-    assert "is gone" in (C.stale_reason(reused, "running", now) or "")
+    assert "is gone" in (O.stale_reason(reused, "running", now) or "")
     other_host = dict(dead, **{"fte-shell.owner-host": "elsewhere"})
-    assert C.stale_reason(other_host, "running", now) is None
+    assert O.stale_reason(other_host, "running", now) is None
 
 
 def test_gc_leaves_a_live_owners_starting_container_alone(docker_ready: None, tmp_path: Path) -> None:
     kwargs = C.container_kwargs(SandboxConfig(), tmp_path, tmp_path, "starting", ttl_s=1)
-    kwargs["labels"][f"{C.LABEL}.created"] = f"{time.time() - 30:.3f}"  # a slow start, past a short TTL
-    cid = C.client().containers.create(**kwargs).id  # "created": this process is about to start it
+    kwargs["labels"][f"{O.LABEL}.created"] = f"{time.time() - 30:.3f}"  # a slow start, past a short TTL
+    cid = A.client().containers.create(**kwargs).id  # "created": this process is about to start it
     try:
         res = C.gc()
         assert _exists(cid)
@@ -218,7 +223,7 @@ def test_dead_man_ttl_stops_the_container_by_itself(docker_ready: None, tmp_path
     cid = C.create(SandboxConfig(), tmp_path, tmp_path, "dead-man", ttl_s=2).id
     try:
         assert _wait_gone(cid, 120), "the container outlived its TTL"
-        events = C.client().events(
+        events = A.client().events(
             since=since, until=int(time.time()) + 1, filters={"container": cid, "event": "die"}, decode=True
         )
         assert [e["Actor"]["Attributes"]["exitCode"] for e in events] == ["0"]
@@ -282,7 +287,7 @@ def test_container_removed_when_the_harness_ends(docker_ready: None, how: str) -
         assert pairs, proc.stderr.read() if proc.stderr else ""
         cids = [c for c, _ in pairs]
         tmps = [Path(t) for _, t in pairs]
-        assert all((t / C.OWNER_FILE).exists() for t in tmps)
+        assert all((t / O.OWNER_FILE).exists() for t in tmps)
         if how != "exit":
             assert all(_exists(c) for c in cids)
             proc.send_signal(signal.SIGINT if how == "SIGINT" else signal.SIGTERM)
@@ -328,42 +333,42 @@ def test_root_user_is_refused(docker_ready: None) -> None:
 # --- image and doctor ---------------------------------------------------------------------------------------
 def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     cfg = SandboxConfig()
-    C.ensure_image(cfg, force=False)
-    C._image_ok.clear()  # another process may change sandbox/bin meanwhile: check the files of now
-    C.ensure_image(cfg)
-    ok, reason = C.image_status(cfg)
+    I.ensure_image(cfg, force=False)
+    I._image_ok.clear()  # another process may change sandbox/bin meanwhile: check the files of now
+    I.ensure_image(cfg)
+    ok, reason = I.image_status(cfg)
     assert ok, reason
-    img = C.client().images.get(cfg.image)
-    assert img.labels[C.HASH_LABEL] == C.content_hash(cfg)
-    other = C.content_hash(SandboxConfig(base_image="debian:other"))
-    assert other != C.content_hash(cfg)
+    img = A.client().images.get(cfg.image)
+    assert img.labels[I.HASH_LABEL] == I.content_hash(cfg)
+    other = I.content_hash(SandboxConfig(base_image="debian:other"))
+    assert other != I.content_hash(cfg)
 
 
 def test_containers_use_the_image_this_process_checked(docker_ready: None) -> None:
     import uuid
 
     cfg = SandboxConfig(image=f"fte-shell-sandbox:test-{uuid.uuid4().hex[:8]}")
-    image_id = C.ensure_image(cfg)
+    image_id = I.ensure_image(cfg)
     try:
         with Sandbox(cfg) as sb:
-            assert C.client().api.inspect_container(sb.container_id)["Image"] == image_id
+            assert A.client().api.inspect_container(sb.container_id)["Image"] == image_id
         # the tag moves to another image (another process rebuilt it from other build inputs): this
         # process keeps creating containers from the image it checked
-        C.client().images.get(cfg.base_image).tag(cfg.image)
+        A.client().images.get(cfg.base_image).tag(cfg.image)
         with Sandbox(cfg) as sb:
-            assert C.client().api.inspect_container(sb.container_id)["Image"] == image_id
+            assert A.client().api.inspect_container(sb.container_id)["Image"] == image_id
             assert sb.run("test -f /opt/fte/lib/warden.sh && echo ok").output == "ok\n"
     finally:
-        C._image_ok.pop((cfg.image, cfg.base_image), None)
-        C.client().images.remove(cfg.image)  # the tag only
-        if not C.client().images.get(image_id).tags:  # built just for this test (no cache): dangling now
-            C.client().images.remove(image_id)
+        I._image_ok.pop((cfg.image, cfg.base_image), None)
+        A.client().images.remove(cfg.image)  # the tag only
+        if not A.client().images.get(image_id).tags:  # built just for this test (no cache): dangling now
+            A.client().images.remove(image_id)
 
 
 def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
-    C._image_ok.clear()
-    C.ensure_image(SandboxConfig())
-    checks = C.doctor(SandboxConfig())
+    I._image_ok.clear()
+    I.ensure_image(SandboxConfig())
+    checks = D.doctor(SandboxConfig())
     names = [c.name for c in checks]
     assert {"daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"} <= set(
         names
@@ -395,7 +400,7 @@ def test_cli_gc_and_doctor(docker_ready: None) -> None:
 
 def test_odd_run_ids_make_valid_container_names(docker_ready: None) -> None:
     with Sandbox(SandboxConfig(), run_id="q/7 été: what?") as sb:
-        labels = C.client().api.inspect_container(sb.container_id)["Config"]["Labels"]
+        labels = A.client().api.inspect_container(sb.container_id)["Config"]["Labels"]
         assert labels["fte-shell.run-id"] == "q/7 été: what?"
         assert sb.run("echo ok").output == "ok\n"
 
@@ -423,7 +428,7 @@ def test_a_forked_child_does_not_remove_the_parents_containers(hardened: Sandbox
     if pid == 0:  # child: what its exit paths would do (atexit, signal handler, __del__/close)
         try:
             C.remove_all_live()
-            from fte_shell import sandbox as S
+            from fte_shell.sandbox import facade as S
 
             S._close_open_sandboxes()
             hardened.close()
@@ -457,7 +462,7 @@ def test_orphaned_zombies_are_reaped(hardened: Sandbox) -> None:
 
 def test_docker_init_when_the_warden_is_not_protected(docker_ready: None) -> None:
     with Sandbox(SandboxConfig(protect_warden=False)) as sb:
-        host = C.client().api.inspect_container(sb.container_id)["HostConfig"]
+        host = A.client().api.inspect_container(sb.container_id)["HostConfig"]
         assert host["Init"] is True
         assert "docker-init" in sb.run("ps -o args= -p 1").output
         obs = sb.run("echo a; sleep 30; echo b", timeout=1)
@@ -470,18 +475,18 @@ def test_gc_dirs_removes_only_dead_owners_unkept_dirs(tmp_path: Path) -> None:
         d = tmp_path / name
         d.mkdir()
         (d / "work").mkdir()
-        (d / C.OWNER_FILE).write_text(owner)
+        (d / O.OWNER_FILE).write_text(owner)
         return d
 
-    me = f"{os.getpid()} {C._proc_start(os.getpid())} {C.HOST}"
-    dead = make("fte-dead-1", f"999999999 1 {C.HOST} 0\n")
-    kept = make("fte-kept-1", f"999999999 1 {C.HOST} 1\n")
+    me = f"{os.getpid()} {O._proc_start(os.getpid())} {O.HOST}"
+    dead = make("fte-dead-1", f"999999999 1 {O.HOST} 0\n")
+    kept = make("fte-kept-1", f"999999999 1 {O.HOST} 1\n")
     live = make("fte-live-1", f"{me} 0\n")
     other = make("fte-other-1", "999999999 1 elsewhere 0\n")
     foreign = tmp_path / "fte-foreign"  # no owner file: not ours to judge
     foreign.mkdir()
-    unrelated = make("other-dead", f"999999999 1 {C.HOST} 0\n")
-    assert C.gc_dirs(tmp_path) == 1
+    unrelated = make("other-dead", f"999999999 1 {O.HOST} 0\n")
+    assert O.gc_dirs(tmp_path) == 1
     assert not dead.exists()
     assert kept.exists() and live.exists() and other.exists() and foreign.exists() and unrelated.exists()
 
@@ -490,9 +495,9 @@ def test_kept_workspace_is_not_marked_for_gc(docker_ready: None) -> None:
     import shutil
 
     with Sandbox(SandboxConfig(keep_workspace=True)) as sb:
-        owner = (sb.workspace.parent / C.OWNER_FILE).read_text().split()
+        owner = (sb.workspace.parent / O.OWNER_FILE).read_text().split()
         assert owner[0] == str(os.getpid()) and owner[3] == "1"
-    assert sb.workspace.is_dir() and not (sb.workspace.parent / C.OWNER_FILE).exists()
+    assert sb.workspace.is_dir() and not (sb.workspace.parent / O.OWNER_FILE).exists()
     shutil.rmtree(sb.workspace.parent)
 
 
@@ -527,7 +532,7 @@ def test_prune_images_removes_superseded_sandbox_images_only(docker_ready: None)
     image and unlabelled images stay."""
     import io
 
-    client = C.client()
+    client = A.client()
     dockerfile = f"FROM {SandboxConfig().base_image}\nLABEL probe=prune-test\n".encode()
     ctx = io.BytesIO()
     import tarfile
@@ -537,11 +542,11 @@ def test_prune_images_removes_superseded_sandbox_images_only(docker_ready: None)
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile))
     ctx.seek(0)
-    old, _ = client.images.build(fileobj=ctx, custom_context=True, labels={f"{C.LABEL}.image": "1"}, rm=True)
+    old, _ = client.images.build(fileobj=ctx, custom_context=True, labels={f"{O.LABEL}.image": "1"}, rm=True)
     assert old.tags == []  # dangling, like the image a rebuild untags
-    removed, _ = C.prune_images()
+    removed, _ = I.prune_images()
     assert removed >= 1
-    remaining = {img.id for img in client.images.list(filters={"dangling": True, "label": f"{C.LABEL}.image=1"})}
+    remaining = {img.id for img in client.images.list(filters={"dangling": True, "label": f"{O.LABEL}.image=1"})}
     assert old.id not in remaining
     client.images.get(SandboxConfig().image)  # the current image is still there
     client.images.get(SandboxConfig().base_image)

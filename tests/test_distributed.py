@@ -242,12 +242,12 @@ def test_image_shipped_by_docker_save_and_load(docker_ready: None) -> None:
     """The image a node lacks arrives by its content hash: saved by id on the driver, loaded and tagged."""
     import docker
 
-    from fte_shell import container
     from fte_shell.config import SandboxConfig
     from fte_shell.distributed.nodes import inspect_here, load_here, save_image
+    from fte_shell.sandbox.docker import image
 
-    image_id = container.ensure_image(SandboxConfig())
-    want = (docker.from_env().images.get(image_id).labels or {})[container.HASH_LABEL]
+    image_id = image.ensure_image(SandboxConfig())
+    want = (docker.from_env().images.get(image_id).labels or {})[image.HASH_LABEL]
     tag = f"fte-ray-test:{TOKEN}"
     assert inspect_here(tag, None, gc=False)["image_hash"] is None  # a node without it
     try:

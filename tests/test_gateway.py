@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell import gateway as gw_mod
 from fte_shell.config import FetchPolicy
 from fte_shell.errors import FteError
 from fte_shell.fetch import FetchService
-from fte_shell.gateway import Gateway
+from fte_shell.sandbox import gateway as gw_mod
+from fte_shell.sandbox.gateway import Gateway
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import Workspace

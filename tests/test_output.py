@@ -1,10 +1,10 @@
-"""fte_shell.output: decoding, cleaning and head+tail capping (pure functions, no Docker)."""
+"""fte_shell.sandbox.output: decoding, cleaning and head+tail capping (pure functions, no Docker)."""
 
 from __future__ import annotations
 
 import re
 
-from fte_shell.output import (
+from fte_shell.sandbox.output import (
     align_to_lines,
     cap_output,
     clean_text,

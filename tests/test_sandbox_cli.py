@@ -8,14 +8,16 @@ import sys
 import pexpect
 import pytest
 
-from fte_shell import container as C
+from fte_shell.config import SandboxConfig
+from fte_shell.sandbox.docker import api as A
+from fte_shell.sandbox.docker import image as I
 
 pytestmark = pytest.mark.docker
 
 
 def _containers_of(pid: int) -> list[str]:
     return [
-        c["Id"] for c in C.client().api.containers(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})
+        c["Id"] for c in A.client().api.containers(all=True, filters={"label": f"fte-shell.owner-pid={pid}"})
     ]
 
 
@@ -38,8 +40,8 @@ def test_interactive_shell_runs_hardened_and_leaves_nothing(docker_ready: None) 
 
 
 def test_doctor_command_prints_every_check(docker_ready: None) -> None:
-    C._image_ok.clear()
-    C.ensure_image(C.SandboxConfig())
+    I._image_ok.clear()
+    I.ensure_image(SandboxConfig())
     out = subprocess.run(
         [sys.executable, "-m", "fte_shell", "sandbox", "doctor"],
         check=False,

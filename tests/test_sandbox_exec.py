@@ -10,9 +10,9 @@ import pexpect
 import pytest
 
 from fte_shell import Sandbox, SandboxConfig
-from fte_shell import container as C
-from fte_shell.docker_api import start_tty_exec
 from fte_shell.errors import SandboxError
+from fte_shell.sandbox.docker import container as C
+from fte_shell.sandbox.docker.api import start_tty_exec
 
 pytestmark = pytest.mark.docker
 

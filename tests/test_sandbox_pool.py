@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fte_shell import SandboxConfig
-from fte_shell import container as C
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import SandboxPool
+from fte_shell.sandbox.docker import api as A
 
 pytestmark = pytest.mark.docker
 
@@ -16,7 +16,7 @@ def _exists(cid: str) -> bool:
     import docker.errors
 
     try:
-        C.client().api.inspect_container(cid)
+        A.client().api.inspect_container(cid)
         return True
     except docker.errors.NotFound:
         return False

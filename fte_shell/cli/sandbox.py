@@ -3,10 +3,8 @@ sandbox of the same kind the agent gets)."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +19,7 @@ _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
 sandbox_app = typer.Typer(
-    help="Build the sandbox image, remove leftover containers, check the Docker set-up.",
+    help="Build the sandbox image, remove leftover containers, check the sandbox provider's set-up.",
     no_args_is_help=True,
 )
 
@@ -30,6 +28,12 @@ def _load(config: Path | None):
     from ..config import load_config
 
     return load_config(config)
+
+
+def _provider(cfg):
+    from ..sandbox import get_provider
+
+    return get_provider(cfg.provider)
 
 
 def _fail(e: Exception) -> None:
@@ -45,16 +49,15 @@ ConfigOpt = Annotated[
 @sandbox_app.command("build")
 def build(config: ConfigOpt = None) -> None:
     """Build the sandbox image now (from Dockerfile.sandbox; skipped when it is up to date)."""
-    from ..container import ensure_image, image_status
-
     try:
         cfg = _load(config).sandbox
-        ok, reason = image_status(cfg)
+        provider = _provider(cfg)
+        ok, reason = provider.status(cfg)
         if ok:
             _out.print(reason)
             return
-        ensure_image(cfg, force=True, log=lambda m: _err.print(escape(m)))
-        _out.print(image_status(cfg)[1])
+        provider.prepare(cfg, force=True, log=lambda m: _err.print(escape(m)))
+        _out.print(provider.status(cfg)[1])
     except FteError as e:
         _fail(e)
 
@@ -62,39 +65,34 @@ def build(config: ConfigOpt = None) -> None:
 @sandbox_app.command("rebuild")
 def rebuild(config: ConfigOpt = None) -> None:
     """Build the sandbox image even when it is up to date."""
-    from ..container import ensure_image
-
     try:
-        ensure_image(_load(config).sandbox, force=True, log=lambda m: _err.print(escape(m)))
+        cfg = _load(config).sandbox
+        _provider(cfg).prepare(cfg, force=True, log=lambda m: _err.print(escape(m)))
     except FteError as e:
         _fail(e)
 
 
 @sandbox_app.command("gc")
-def gc_cmd() -> None:
+def gc_cmd(config: ConfigOpt = None) -> None:
     """Remove fte-shell containers (and temporary sandbox directories) whose owning process is gone or
     whose TTL has passed, and sandbox images superseded by a rebuild that no container uses."""
-    from ..container import gc, prune_images
-
     try:
-        res = gc(log=lambda m: _out.print(escape(m)))
-        images, reclaimed = prune_images()
+        res = _provider(_load(config).sandbox).gc(log=lambda m: _out.print(escape(m)), images=True)
     except FteError as e:
         _fail(e)
         return
     _out.print(
-        f"removed {len(res.removed)} container(s), {res.dirs} temporary director(ies) and {images} "
-        f"superseded image(s) ({reclaimed / 1e6:.0f} MB); {res.kept} container(s) still owned by live processes"
+        f"removed {len(res.removed)} container(s), {res.dirs} temporary director(ies) and {res.images} "
+        f"superseded image(s) ({res.reclaimed / 1e6:.0f} MB); {res.kept} container(s) still owned by live processes"
     )
 
 
 @sandbox_app.command("doctor")
 def doctor_cmd(config: ConfigOpt = None) -> None:
     """Check the Docker daemon, the images and the hardening of a real test container."""
-    from ..container import doctor
-
     try:
-        checks = doctor(_load(config).sandbox)
+        cfg = _load(config).sandbox
+        checks = _provider(cfg).doctor(cfg)
     except FteError as e:
         _fail(e)
         return
@@ -127,10 +125,6 @@ def shell(
     """
     from ..sandbox import Sandbox
 
-    docker = shutil.which("docker")
-    if docker is None:
-        _fail(FteError("the docker CLI is not on PATH; install docker.io"))
-        return
     try:
         cfg = _load(config)
         scfg = cfg.sandbox.model_copy(update={"keep_workspace": keep})
@@ -147,29 +141,14 @@ def shell(
         except FteError as e:
             _err.print(f"[yellow]note:[/yellow] no search backend ({escape(str(e))})")
         with Sandbox(scfg, search=search, page_cache=snap.view if snap else None) as sb:
+            argv = sb.box.terminal_argv({"PS1": "sandbox:\\w\\$ ", "TERM": "xterm"})
             _err.print(
                 f"[bold]fte-shell sandbox[/bold] {sb.container_id[:12]}: no network, /work read-only "
                 f"(host: {sb.workspace}), scratch in /tmp; type exit to leave"
             )
             prev = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the shell inside
             try:
-                subprocess.call(
-                    [
-                        docker,
-                        "exec",
-                        "-it" if sys.stdin.isatty() else "-i",
-                        "-u",
-                        scfg.user,
-                        "-e",
-                        "PS1=sandbox:\\w\\$ ",
-                        "-e",
-                        "TERM=xterm",
-                        sb.container_id,
-                        "bash",
-                        "--norc",
-                        "-i",
-                    ]
-                )
+                subprocess.call(argv)
             finally:
                 signal.signal(signal.SIGINT, prev)
             if keep and workspace is None:

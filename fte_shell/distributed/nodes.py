@@ -2,7 +2,7 @@
 daemon and hold the sandbox image of the driver's content hash. A node without Docker is an error naming
 the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
 object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
-containers left by dead harness processes (``container.gc``), e.g. of Ray workers killed with a node.
+containers left by dead harness processes (``sandbox.docker.container.gc``), e.g. of Ray workers killed with a node.
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ def slot_nodes() -> list[NodeInfo]:
 def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any]:
     """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
     ``image``'s)? And gc of dead owners' containers."""
-    from .. import container, runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+    from .. import runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+    from ..sandbox.docker import api, container
+    from ..sandbox.docker.image import HASH_LABEL
 
     try:
-        c = container.client()
+        c = api.client()
         c.ping()
     except Exception as e:  # noqa: BLE001 - any failure means "no usable daemon"
         return {"docker_error": f"{e.__class__.__name__}: {e}", "image_hash": None, "gc_removed": 0}
@@ -60,10 +62,10 @@ def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any
             removed = len(container.gc().removed)
     have: str | None = None
     try:
-        if want and c.images.list(filters={"label": f"{container.HASH_LABEL}={want}"}):
+        if want and c.images.list(filters={"label": f"{HASH_LABEL}={want}"}):
             have = want  # the build the driver runs is here (tags are mutable; runs use image ids)
         else:
-            have = (c.images.get(image).labels or {}).get(container.HASH_LABEL, "")
+            have = (c.images.get(image).labels or {}).get(HASH_LABEL, "")
     except Exception:  # noqa: BLE001 - ImageNotFound and friends: the image must be shipped
         have = None
     return {"docker_error": None, "image_hash": have, "gc_removed": removed}
@@ -71,38 +73,39 @@ def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any
 
 def load_here(data: bytes, image: str) -> str | None:
     """(On a node) ``docker load`` the shipped image and tag it ``image``; returns its content-hash label."""
-    from .. import container
+    from ..sandbox.docker import api
+    from ..sandbox.docker.image import HASH_LABEL
 
-    loaded = container.client().images.load(data)
+    loaded = api.client().images.load(data)
     if not loaded:
         raise DockerUnavailable("docker load of the shipped sandbox image loaded nothing")
     img = loaded[0]
     repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
     img.tag(repo, tag or "latest")
-    return (img.labels or {}).get(container.HASH_LABEL)
+    return (img.labels or {}).get(HASH_LABEL)
 
 
 def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> tuple[str | None, str | None]:
     """(content hash, image id) of the sandbox image the nodes must run, built here if this host has
     Docker and the build inputs; (None, None) without Docker on the driver."""
-    from .. import container
+    from ..sandbox.docker import api, image
 
     try:
-        container.client().ping()
+        api.client().ping()
     except Exception:  # noqa: BLE001 - a driver without Docker: nodes must have the image themselves
         if log:
             log("no Docker on the driver: every node must already hold the sandbox image")
         return None, None
-    image_id = container.ensure_image(cfg, log=log or container._stderr_log)
-    labels = container.client().images.get(image_id).labels or {}
-    return labels.get(container.HASH_LABEL), image_id
+    image_id = image.ensure_image(cfg, log=log or image.stderr_log)
+    labels = api.client().images.get(image_id).labels or {}
+    return labels.get(image.HASH_LABEL), image_id
 
 
 def save_image(image_id: str) -> bytes:
     """``docker save`` of the image by id (not by its tag, which another build may move meanwhile)."""
-    from .. import container
+    from ..sandbox.docker import api
 
-    return b"".join(container.client().api.get_image(image_id))
+    return b"".join(api.client().api.get_image(image_id))
 
 
 def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
@@ -157,7 +160,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
 
 def gc_here() -> int:
     """(On a node) remove the containers of dead harness processes; returns how many."""
-    from .. import container
+    from ..sandbox.docker import container
 
     try:
         return len(container.gc().removed)

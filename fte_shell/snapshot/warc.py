@@ -24,7 +24,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.utils import Digester
 from warcio.warcwriter import WARCWriter
 
-from .. import __version__ as _fte_version
+from ..version import __version__ as _fte_version
 
 WARC_VERSION = "1.1"
 SUFFIX = ".warc.gz"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
 from .failures import FAILURES, FailureLog
-from .outage import DockerProbe, EndpointProbe, Outages, Probe, SearchProbe
+from .outage import EndpointProbe, Outages, Probe, SandboxProbe, SearchProbe
 from .run import GRACE_S, MANIFEST_EVERY_S, run_sweep
 from .shared import Shared, prepare_shared, sweep_config
 from .state import RESULT, check_compatible, check_config, plan, run_state, write_manifest, write_questions
@@ -38,7 +38,6 @@ __all__ = [
     "MANIFEST_EVERY_S",
     "RESULT",
     "BenchConfig",
-    "DockerProbe",
     "EndpointProbe",
     "Executor",
     "FailureLog",
@@ -46,6 +45,7 @@ __all__ = [
     "Probe",
     "RemoteRuns",
     "RunFn",
+    "SandboxProbe",
     "SearchProbe",
     "Shared",
     "SweepStats",

@@ -10,14 +10,14 @@ worker's wait returns False and the sweep stops with a named status.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ...config import RunConfig, SearchConfig
+from ...config import RunConfig, SandboxConfig, SearchConfig
+from ...sandbox.base import get_provider
 
 MAX_PROBE_DELAY_S = 60.0
 PROBE_TIMEOUT_S = 10.0
@@ -66,27 +66,18 @@ class EndpointProbe:
 
 
 @dataclass
-class DockerProbe:
-    """``docker ping`` with a fresh client (``DOCKER_HOST`` or the default socket)."""
+class SandboxProbe:
+    """The sandbox provider's own check with fresh connections (Docker: ``docker ping``)."""
 
+    cfg: SandboxConfig
     resource: str = "sandbox"
     label: str = ""
 
     def __post_init__(self) -> None:
-        self.label = self.label or f"the Docker daemon ({os.environ.get('DOCKER_HOST') or 'unix:///var/run/docker.sock'})"
+        self.label = self.label or get_provider(self.cfg.provider).backend
 
     def check(self) -> str | None:
-        try:
-            import docker
-
-            c = docker.from_env(timeout=PROBE_TIMEOUT_S)
-            try:
-                c.ping()
-            finally:
-                c.close()
-        except Exception as e:  # noqa: BLE001 - any failure means "no daemon"
-            return f"{e.__class__.__name__}: {e}"
-        return None
+        return get_provider(self.cfg.provider).probe(PROBE_TIMEOUT_S)
 
 
 @dataclass
@@ -129,7 +120,7 @@ def default_probes(cfg: RunConfig, base_url: str | None, api_key: str) -> dict[s
     """The probes of a sweep's infrastructure (the endpoint's default base URL is OpenAI's)."""
     return {
         "endpoint": EndpointProbe(base_url or "https://api.openai.com/v1", api_key),
-        "sandbox": DockerProbe(),
+        "sandbox": SandboxProbe(cfg.sandbox),
         "search": SearchProbe(cfg.search, replayed=cfg.snapshot.dir is not None and cfg.snapshot.mode == "replay"),
     }
 

@@ -68,9 +68,9 @@ def _signals_to_interrupt() -> Iterator[None]:
 
 def _remove_live_containers() -> None:
     try:
-        from ... import container
+        from ...sandbox import stop_all_boxes
 
-        container.remove_all_live()
+        stop_all_boxes()
     except Exception as e:  # noqa: BLE001 - best effort during shutdown; gc removes what is left
         print(f"fte-shell bench: could not remove containers: {e}", file=sys.stderr)
 
@@ -309,11 +309,12 @@ def run_sweep(
 def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None) -> None:
     """Check (or build) the sandbox image once, before the threads, and remove the containers of an
     earlier harness that was SIGKILLed."""
-    from ... import container
+    from ...sandbox import get_provider
 
-    container.ensure_image(cfg.sandbox)
+    provider = get_provider(cfg.sandbox.provider)
+    provider.prepare(cfg.sandbox)
     try:
-        removed = container.gc(log=log).removed
+        removed = provider.gc(log=log).removed
     except FteError as e:
         removed = []
         if log:

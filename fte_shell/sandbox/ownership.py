@@ -1,17 +1,24 @@
-"""Who owns a sandbox container or directory, and when gc may remove it (no Docker needed here).
+"""Who owns a sandbox box or directory, when gc may remove it, and the host's word to the warden
+(provider-agnostic: no Docker needed here).
 
-A container's labels and a temporary directory's owner file name the owning process (pid, its start
-time, host); :func:`stale_reason` is gc's rule.
+A box's labels and a temporary directory's owner file name the owning process (pid, its start time,
+host); :func:`stale_reason` is gc's rule. :func:`write_sweep_request` is the token the warden checks
+before it acts on a signal.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
+
+from ..errors import SandboxError
+from .base import SWEEP_REQUEST
 
 LABEL = "fte-shell"
 
@@ -106,3 +113,21 @@ def gc_dirs(root: Path | None = None) -> int:
         shutil.rmtree(d, ignore_errors=True)
         removed += 1
     return removed
+
+
+def name_part(run_id: str) -> str:
+    """A name-safe form of a run id for box and directory names (the label keeps the id as given)."""
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", run_id).strip("-.")[:48] or "run"
+
+
+def write_sweep_request(request_dir: Path) -> None:
+    """Put a fresh token in the box's gateway directory (read-only inside), so the warden knows the
+    next sweep signal came from the host (it ignores one without a new token)."""
+    tmp = Path(request_dir) / f".{SWEEP_REQUEST}.{secrets.token_hex(4)}"
+    try:
+        tmp.write_text(secrets.token_hex(12) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, Path(request_dir) / SWEEP_REQUEST)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise SandboxError(f"could not write the sweep request in {request_dir}: {e}") from e

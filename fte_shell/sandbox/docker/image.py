@@ -13,24 +13,22 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from .config import SandboxConfig
-from .docker_api import client
-from .errors import DockerUnavailable
+from ...config import SandboxConfig
+from ...errors import DockerUnavailable
+from ..base import Log
+from .api import client
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = "Dockerfile.sandbox"
 CONTEXT_DIRS = ("sandbox/bin", "sandbox/lib")
 HASH_LABEL = "fte-shell.content-hash"
 IMAGE_LABEL = "fte-shell.image"
 """Set on every sandbox image this code builds (``prune_images`` removes superseded ones by it)."""
 
-Log = Callable[[str], None]
 
-
-def _stderr_log(msg: str) -> None:
+def stderr_log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
@@ -96,7 +94,7 @@ def _check_image(cfg: SandboxConfig) -> tuple[bool, str, str | None]:
     return True, f"image {cfg.image} is up to date ({want})", img.id
 
 
-def build_image(cfg: SandboxConfig, log: Log = _stderr_log) -> str:
+def build_image(cfg: SandboxConfig, log: Log = stderr_log) -> str:
     """Build the sandbox image (legacy builder via the SDK); returns the image id."""
     import docker.errors
 
@@ -149,7 +147,7 @@ _image_ok: dict[tuple[str, str], str] = {}
 """(image, base image) -> id of the image this process checked against its build inputs (or built)."""
 
 
-def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_log) -> str:
+def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = stderr_log) -> str:
     """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``).
 
     Returns the image's id. Containers are created from that id, not from the tag, so a process that
@@ -168,6 +166,13 @@ def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = _stderr_
             image_id = build_image(cfg, log)
         _image_ok[key] = image_id
         return image_id
+
+
+def forget(cfg: SandboxConfig) -> None:
+    """Check (and build if need be) ``cfg.image`` again at the next :func:`ensure_image` (its checked
+    image was pruned meanwhile)."""
+    with _image_lock:
+        _image_ok.pop((cfg.image, cfg.base_image), None)
 
 
 def prune_images() -> tuple[int, int]:

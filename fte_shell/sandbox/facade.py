@@ -1,4 +1,5 @@
-"""The public sandbox API: one hardened container + one persistent bash session per question.
+"""The public sandbox API: one hardened box (a container, with the Docker provider) + one persistent bash
+session per question.
 
 ::
 
@@ -8,7 +9,8 @@
         print(obs.render())                  # what the model sees
 
 Many sandboxes may live at once in one process (threads or asyncio via ``to_thread``); each has its own
-container, workspace (/work) and gateway directory. One sandbox runs one command at a time (a lock).
+box, workspace (/work) and gateway directory. One sandbox runs one command at a time (a lock). The box
+comes from the provider ``config.provider`` names (:mod:`.base`); this module never imports one.
 """
 
 from __future__ import annotations
@@ -27,16 +29,19 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from . import container as _container
-from .config import SandboxConfig
-from .errors import SandboxError
-from .session import Observation, ShellSession
+from ..config import SandboxConfig
+from ..errors import SandboxError
+from .base import GATEWAY_SOCKET, BoxSpec, get_provider
+from .output import Observation
+from .ownership import OWNER_FILE, name_part, write_owner_file
+from .session import ShellSession
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .fetch import PageCache, PageSource
-    from .search import SearchBackend
+    from ..fetch import PageCache, PageSource
+    from ..search import SearchBackend
+    from .base import Box, SandboxProvider
 
-__all__ = ["Observation", "Sandbox", "SandboxPool"]
+__all__ = ["Sandbox"]
 
 _open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
@@ -44,16 +49,10 @@ _open_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 os.register_at_fork(after_in_child=_open_sandboxes.clear)  # a forked child owns none of them
 
 
-_open_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
-os.register_at_fork(after_in_child=_open_pools.clear)
-
-
 @atexit.register
 def _close_open_sandboxes() -> None:
-    """At interpreter exit (while the gateway threads still run), close what the program left open."""
-    for pool in list(_open_pools):
-        with contextlib.suppress(Exception):
-            pool.close()
+    """At interpreter exit (while the gateway threads still run), close what the program left open (the
+    pools' own handler, registered later, runs first)."""
     for sb in list(_open_sandboxes):
         with contextlib.suppress(Exception):  # best effort at exit
             sb.close()
@@ -81,7 +80,8 @@ class Sandbox:
         self._fetch_service: Any = None
         self._tmp: Path | None = None
         self._lock = threading.Lock()
-        self._handle: _container.Handle | None = None
+        self.provider: SandboxProvider = get_provider(self.config.provider)
+        self._box: Box | None = None
         self._session: ShellSession | None = None
         self._closed = False
         self._spent_s = 0.0
@@ -91,8 +91,8 @@ class Sandbox:
             self._setup_dirs()
             if not _defer_gateway:  # (a pooled sandbox gets its gateway when it is handed out)
                 self._start_gateway()
-            self._handle = _container.create(self.config, self.workspace, self.gateway_dir, self.run_id)
-            self._session = ShellSession(self._handle.id, self.config, request_dir=self.gateway_dir)
+            self._box = self.provider.start(BoxSpec(self.config, self.workspace, self.gateway_dir, self.run_id))
+            self._session = ShellSession(self._box, self.config)
             self._session.start()
         except BaseException:
             self.close()
@@ -100,10 +100,10 @@ class Sandbox:
 
     # --- directories -----------------------------------------------------------------------------------
     def _setup_dirs(self) -> None:
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{_container.name_part(self.run_id)}-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"fte-{name_part(self.run_id)}-"))
         os.chmod(self._tmp, 0o755)
         keep = self.config.keep_workspace and self.config.workspace_dir is None
-        _container.write_owner_file(self._tmp, keep)
+        write_owner_file(self._tmp, keep)
         if self.config.workspace_dir is not None:
             ws = Path(self.config.workspace_dir).resolve()
             ws.mkdir(parents=True, exist_ok=True)
@@ -119,21 +119,21 @@ class Sandbox:
         self.gateway_dir: Path = gw
         """Host directory mounted at /run/fte; the gateway's socket is ``gateway_dir / "gw.sock"``."""
 
-    # --- gateway hooks (filled in by the fetch gateway issue) -------------------------------------------
+    # --- gateway ---------------------------------------------------------------------------------------
     def _start_gateway(self) -> None:
         """Start the host-side fetch/search gateway on ``self.gateway_dir / "gw.sock"``: this question's
         FetchService over this sandbox's workspace (policy ``config.fetch_policy``, local corpus
         ``page_source``, shared ``page_cache``) and ``search``. ``self.gateway.drain_events()`` lists the
         requests the container made (e.g. during one command)."""
-        from .fetch import FetchService
+        from ..fetch import FetchService
+        from ..workspace import Workspace
         from .gateway import Gateway
-        from .workspace import Workspace
 
         ws = Workspace(self.workspace, mount="/work")
         svc = FetchService(ws, self.config.fetch_policy, local=self.page_source, page_cache=self.page_cache)
         self._fetch_service = svc
-        # the container sees this directory at GATEWAY_MOUNT, so the socket keeps GATEWAY_SOCKET's name
-        self.gateway = Gateway(self.gateway_dir / Path(_container.GATEWAY_SOCKET).name, svc, self.search, ws)
+        # the box sees this directory at GATEWAY_MOUNT, so the socket keeps GATEWAY_SOCKET's name
+        self.gateway = Gateway(self.gateway_dir / Path(GATEWAY_SOCKET).name, svc, self.search, ws)
         self.gateway.start()
 
     def _stop_gateway(self) -> None:
@@ -150,10 +150,20 @@ class Sandbox:
 
     # --- public API ------------------------------------------------------------------------------------
     @property
-    def container_id(self) -> str:
-        if self._handle is None:
+    def box(self) -> Box:
+        """The provider's started box."""
+        if self._box is None:
             raise SandboxError("the sandbox has no container")
-        return self._handle.id
+        return self._box
+
+    @property
+    def container_id(self) -> str:
+        """The box's id (a container id with the Docker provider)."""
+        return self.box.id
+
+    def describe(self) -> dict[str, Any]:
+        """What the provider says about the box (provider, id, name, run id, …)."""
+        return self.box.describe()
 
     def run(self, command: str, timeout: float | None = None) -> Observation:
         """Run one command in the persistent shell and return its observation."""
@@ -202,9 +212,9 @@ class Sandbox:
         errors: list[str] = []
         if self._session is not None:
             self._session.close()
-        if self._handle is not None:
+        if self._box is not None:
             try:
-                _container.remove(self._handle.id)
+                self._box.stop()
             except SandboxError as e:
                 errors.append(str(e))
         try:
@@ -215,7 +225,7 @@ class Sandbox:
             keep_ws = self.config.keep_workspace and self.config.workspace_dir is None
             if keep_ws:
                 shutil.rmtree(self._tmp / "gw", ignore_errors=True)
-                (self._tmp / _container.OWNER_FILE).unlink(missing_ok=True)
+                (self._tmp / OWNER_FILE).unlink(missing_ok=True)
             else:
                 shutil.rmtree(self._tmp, ignore_errors=True)
         if errors:
@@ -233,130 +243,7 @@ class Sandbox:
         with contextlib.suppress(Exception):
             if sys.is_finalizing():  # threads are gone: only the container can still be removed
                 self._closed = True
-                if self._handle is not None:
-                    _container.remove(self._handle.id)
+                if self._box is not None:
+                    self._box.stop()
             else:
                 self.close()
-
-
-class SandboxPool:
-    """Sandboxes started ahead of need: ``acquire()`` hands out a ready one (container and shell already
-    up) at once and a background thread starts its replacement.
-
-    ::
-
-        with SandboxPool(SandboxConfig(), size=2) as pool:
-            with pool.acquire(search=backend, run_id="q1") as sb:
-                sb.run("search 'some query'")
-
-    Pooled sandboxes own temporary workspaces, so ``config.workspace_dir`` must be None; the gateway
-    (``search``, ``page_source``, ``page_cache``) is started when a sandbox is handed out. Its container
-    keeps the pool's run id label (``pool-…``); ``Sandbox.run_id`` is the one given to ``acquire``.
-    Closing the pool closes the sandboxes not handed out; handed-out ones belong to the caller.
-    """
-
-    def __init__(self, config: SandboxConfig | None = None, size: int = 2):
-        self.config = config or SandboxConfig()
-        if self.config.workspace_dir is not None:
-            raise SandboxError("a SandboxPool makes its own workspaces: leave sandbox.workspace_dir unset")
-        if size < 1:
-            raise SandboxError(f"pool size must be at least 1, got {size}")
-        self.size = size
-        _container.install_cleanup_handlers()  # from this thread; the filler thread cannot set signals
-        _open_pools.add(self)
-        self._ready: list[tuple[float, Sandbox]] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._error: BaseException | None = None
-        self._filler = threading.Thread(target=self._fill, name="fte-sandbox-pool", daemon=True)
-        self._filler.start()
-
-    def _fill(self) -> None:
-        while True:
-            with self._cond:
-                while not self._closed and len(self._ready) >= self.size:
-                    self._cond.wait()
-                if self._closed:
-                    return
-            try:
-                sb = Sandbox(self.config, run_id=f"pool-{uuid.uuid4().hex[:8]}", _defer_gateway=True)
-            except BaseException as e:  # noqa: BLE001 - reported by acquire(); retried after a pause
-                with self._cond:
-                    self._error = e
-                    self._cond.notify_all()
-                time.sleep(1.0)
-                continue
-            with self._cond:
-                if self._closed:
-                    sb.close()
-                    return
-                self._error = None
-                self._ready.append((time.monotonic(), sb))
-                self._cond.notify_all()
-
-    @property
-    def ready(self) -> int:
-        """How many started sandboxes are waiting."""
-        with self._cond:
-            return len(self._ready)
-
-    def wait_ready(self, n: int | None = None, timeout: float = 120.0) -> bool:
-        """Block until ``n`` (default: ``size``) sandboxes are ready; False on timeout."""
-        want = self.size if n is None else n
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while len(self._ready) < want and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return len(self._ready) >= want
-
-    def acquire(
-        self,
-        *,
-        search: SearchBackend | None = None,
-        page_source: PageSource | None = None,
-        page_cache: PageCache | None = None,
-        run_id: str | None = None,
-    ) -> Sandbox:
-        """A ready sandbox (started now if none is waiting), with its gateway attached."""
-        if self._closed:
-            raise SandboxError("the sandbox pool is closed")
-        sb: Sandbox | None = None
-        with self._cond:
-            while self._ready and sb is None:
-                born, cand = self._ready.pop(0)
-                if time.monotonic() - born > self.config.ttl_s / 2:  # too close to its dead-man TTL
-                    cand.close()
-                    continue
-                sb = cand
-            self._cond.notify_all()
-        if sb is None:  # nothing waiting: start one here rather than wait for the filler
-            sb = Sandbox(self.config, run_id=run_id, _defer_gateway=True)
-        try:
-            sb.search, sb.page_source, sb.page_cache = search, page_source, page_cache
-            if run_id is not None:
-                sb.run_id = run_id
-            sb._start_gateway()
-        except BaseException:
-            sb.close()
-            raise
-        return sb
-
-    def close(self) -> None:
-        """Stop refilling and close the sandboxes that were not handed out."""
-        with self._cond:
-            self._closed = True
-            ready, self._ready = self._ready, []
-            self._cond.notify_all()
-        for _, sb in ready:
-            with contextlib.suppress(Exception):
-                sb.close()
-        self._filler.join(timeout=120)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

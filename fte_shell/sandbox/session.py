@@ -1,57 +1,41 @@
-"""The persistent bash session inside a sandbox container (DESIGN.md decision 4).
+"""The persistent bash session inside a sandbox box (DESIGN.md decision 4), over any provider's spawn.
 
-One ``bash --norc --noprofile --noediting`` exec'd with a terminal as USER in the container (what
-``docker exec -it`` does), attached over the Docker API socket and driven by pexpect
-(:class:`~fte_shell.docker_api.SocketSpawn`): no client process on the host. The container-side terminal
-is put in raw mode with echo off, so bytes pass unchanged in both directions.
+One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
+attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the
+terminal runs raw with echo off. Per command the host sends, in one write, the command text verbatim in
+a here-document with a random delimiter (base64 when it holds control characters), ``eval``'d in the
+shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and stdout+stderr
+to a file on the box's private size-capped tmpfs; then ``__fte_post`` prints ``BEGIN <nonce>``, the
+output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``. The nonce is fresh per
+command and never visible to it. On timeout the host writes a fresh token to the gateway directory and
+signals the box's warden (``sandbox/lib/warden.sh``), which kills the command's processes and reports
+``SWEPT``; a shell that dies is restarted in the last working directory, one that does not answer is
+killed and restarted. The whole protocol and its guarantees: docs/sandbox.md, "The session".
 
-Per command the host sends (in one write)::
-
-    __fte_c=; IFS= read -r -d '' __fte_c <<'__FTE_D_<random>' || :
-    <the command text, verbatim; base64 when it holds control characters>
-    __FTE_D_<random>
-    __fte_pre; eval "$__fte_c" </dev/null >|/opt/fte/run/o.<seq> 2>&1; {save $? and $-; set +x}; __fte_post <nonce> ...
-
-* the command is ``eval``'d in the shell itself, so cd, exports, functions and aliases persist;
-* stdin is /dev/null (``cat``, ``read``, a ``python3`` REPL return at once); the image sets
-  ``PAGER=cat`` etc., and pagers writing to a file behave like ``cat``;
-* stdout and stderr go, merged and in order, to a file on a private, size-capped tmpfs
-  (``SandboxConfig.output_buffer_size``): nothing big crosses the terminal and unbounded output stops at
-  that size; background jobs keep writing to their own (later truncated) file and never block;
-* ``__fte_post`` prints ``BEGIN <nonce>``, the output (all of it when it fits the cap, with shell builtins
-  only; else ``head -c`` + ``tail -c`` and the total size), then ``END <nonce> <status> <size> <cwd>``.
-  The nonce is fresh per command and never visible to the command, so output cannot fake the end;
-* on timeout the host writes a fresh token to the gateway directory (read-only in the container) and
-  signals the container's main process (the warden, ``sandbox/lib/warden.sh``) with
-  ``docker kill -s USR1``; the warden acts only on a new token (the agent can signal it too). It freezes and kills every process started since the command began
-  (works even when a fork bomb holds every pid), interrupts a builtin loop in the shell, and reports
-  ``SWEPT`` on the terminal; the host then collects the partial output. A shell that does not come back
-  is killed and respawned;
-* when the shell dies (``exit``, ``exec``, ``kill -9 $$``, ``set -e``) a new one starts in the last known
-  working directory and the observation says so.
+The shell functions of :data:`_INIT` are installed in every (re)started shell. Aliases the agent defines
+later cannot change them (aliases expand when a function is defined); absolute paths bypass the agent's
+PATH and functions.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pexpect
 
-from . import container as _container
-from .config import SandboxConfig
-from .docker_api import SocketSpawn, TtyExec, start_tty_exec
-from .errors import SandboxError
-from .observation import Observation, container_size
-from .output import cap_output, join_head_tail, split_cap
-from .shell_script import command_payload, init_script
+from ..config import SandboxConfig
+from ..errors import SandboxError
+from .base import RUN_MOUNT, Box, ShellStream, Spawn
+from .output import Observation, reported_text, split_cap
+from .ownership import write_sweep_request
 
-__all__ = ["Observation", "ShellSession"]
+__all__ = ["ShellSession"]
 
-RUN = _container.RUN_MOUNT
+RUN = RUN_MOUNT
 STATE = f"{RUN}/state"
 # Waits for the sandbox's own machinery (not for the agent's command). Each ends as soon as the answer
 # comes; the limits only matter when something is broken, so they are sized for a host at load 10+.
@@ -66,19 +50,82 @@ RESEND_S = 2.0
 the shell late may have discarded the line)."""
 
 
-class ShellSession:
-    """A persistent bash session in one container (not thread-safe: one command at a time)."""
+_INIT = r"""
+/usr/bin/stty raw -echo 2>/dev/null
+PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
+shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
+__fte_tty=$(/usr/bin/tty)
+__fte_pre() {
+  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
+  \builtin printf '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up" >|@STATE@
+}
+__fte_post() {
+  \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
+  __fte_sz=-1
+  \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
+  if [[ -s $2 ]]; then
+    if LC_ALL=C IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
+      __fte_sz=$(/usr/bin/wc -c <"$2")
+      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
+      /usr/bin/rm -f -- "$2"
+    else
+      \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
+    fi
+    __fte_d=
+  fi
+  \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
+  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
+}
+\builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
+__fte_f=; __fte_st=0
+\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
+\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
+"""
 
-    def __init__(self, container_id: str, cfg: SandboxConfig, request_dir: Path | None = None):
-        """``request_dir``: the host side of the container's gateway directory, where a timeout writes
-        the sweep request the warden checks (without it the warden ignores the host's signal)."""
-        self.container_id = container_id
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _plain(text: str) -> bool:
+    """Text that can cross the raw terminal verbatim (no control bytes except tab and newline)."""
+    return not any((c < " " and c not in "\t\n") or c == "\x7f" for c in text)
+
+
+def init_script(state: str, cwd: str, nonce: str) -> str:
+    """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid``."""
+    return _INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
+
+
+def command_payload(command: str, out_file: str, post: str) -> str:
+    """One command, loaded verbatim (base64 when it holds control characters) into a variable by a
+    here-document with a random delimiter, ``eval``'d with stdin from /dev/null and its output to
+    ``out_file``, then the end-of-command report ``post``."""
+    delim = f"__FTE_D_{secrets.token_hex(8)}"
+    body = command if command.endswith("\n") else command + "\n"
+    if _plain(command):
+        load = f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
+    else:
+        enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
+        load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
+    return (
+        load
+        + f'\\__fte_pre; \\builtin eval "$__fte_c" </dev/null >|{out_file} 2>&1; '
+        + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
+        + post
+    )
+
+
+class ShellSession:
+    """A persistent bash session in one box (not thread-safe: one command at a time)."""
+
+    def __init__(self, box: Box, cfg: SandboxConfig):
+        self.box = box
         self.cfg = cfg
         self.cwd = "/work"
         self.shell_pid: int | None = None
-        self.request_dir = request_dir
-        self._child: SocketSpawn | None = None
-        self._exec: TtyExec | None = None
+        self._child: ShellStream | None = None
+        self._exec: Spawn | None = None
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
@@ -93,21 +140,16 @@ class ShellSession:
             exited = self._spawn(deadline)
             if exited is None:
                 return
-            if attempt == 2 or not _container.is_running(self.container_id):
-                raise SandboxError(
-                    f"the shell in container {self.container_id[:12]} exited at start: {exited}"
-                )
+            if attempt == 2 or not self.box.is_running():
+                raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {exited}")
             time.sleep(0.5 * (attempt + 1))
 
     def _spawn(self, deadline: float) -> str | None:
         """One exec of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
         try:
-            tty_exec = start_tty_exec(
-                self.container_id,
-                ["bash", "--norc", "--noprofile", "--noediting"],
-                self.cfg.user,
-                timeout=max(1.0, deadline - time.monotonic()),
+            tty_exec = self.box.spawn(
+                ["bash", "--norc", "--noprofile", "--noediting"], timeout=max(1.0, deadline - time.monotonic())
             )
         except (SandboxError, OSError) as e:
             return str(e)
@@ -122,7 +164,7 @@ class ShellSession:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._kill_child()
-                    raise SandboxError(f"the shell in container {self.container_id[:12]} did not start")
+                    raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
                 with contextlib.suppress(pexpect.TIMEOUT):
                     buf += child.read_nonblocking(1 << 16, timeout=left)
                 i = buf.find(marker)
@@ -189,7 +231,7 @@ class ShellSession:
             res = self._recover(nonce, post, None)
         if res.cwd:
             self.cwd = res.cwd
-        text, truncated, note = self._render_output(res, cap, head, tail)
+        text, truncated, note = reported_text(bytes(res.data), res.size, cap, self.cfg.output_buffer_size)
         return Observation(
             output=text,
             exit_code=None if timed_out else res.status,
@@ -200,23 +242,6 @@ class ShellSession:
             timeout_s=timeout,
             note=note,
         )
-
-    def _render_output(self, res: _End, cap: int, head: int, tail: int) -> tuple[str, bool, str]:
-        note = ""
-        if res.size < 0:
-            text, truncated = cap_output(bytes(res.data), cap)
-            return text, truncated, note
-        full = container_size(self.cfg.output_buffer_size)
-        if full and res.size >= full - 65536:
-            note = (
-                f"the output reached the {self.cfg.output_buffer_size} output buffer; what came after "
-                "was discarded (the writer got 'No space left on device')"
-            )
-        data = bytes(res.data)
-        if len(data) == head + tail:
-            return join_head_tail(data[:head], data[head:], res.size - head - tail), True, note
-        text, _ = cap_output(data, cap)
-        return text, True, note
 
     # --- reading ---------------------------------------------------------------------------------------
     def _collect(
@@ -303,7 +328,8 @@ class ShellSession:
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
         sweep never touches the next command's processes."""
         try:
-            _container.signal_warden(self.container_id, self.request_dir)
+            write_sweep_request(self.box.gateway_dir)
+            self.box.signal_warden()
         except SandboxError:
             return "wedged"
         end: _End | None = None
@@ -341,9 +367,9 @@ class ShellSession:
     # --- restarts --------------------------------------------------------------------------------------
     def _restart(self) -> None:
         self._kill_child()
-        if not _container.is_running(self.container_id):
+        if not self.box.is_running():
             raise SandboxError(
-                f"the sandbox container {self.container_id[:12]} is gone (TTL reached or removed)"
+                f"the sandbox container {self.box.id[:12]} is gone (TTL reached or removed)"
             )
         self.start()
 
@@ -353,7 +379,7 @@ class ShellSession:
         self._kill_child()
         if pid:
             with contextlib.suppress(Exception):  # the container may be gone; _restart says so
-                _container.exec_text(self.container_id, ["kill", "-KILL", str(pid)], self.cfg.user)
+                self.box.exec(["kill", "-KILL", str(pid)])
         self._restart()
 
 

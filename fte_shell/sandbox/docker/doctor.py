@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from ...config import SandboxConfig
+from ...errors import DockerUnavailable
+from ..base import Check
 from . import container as _container
-from .config import SandboxConfig
-from .docker_api import FIX_DAEMON, client, exec_text
-from .errors import DockerUnavailable
+from .api import FIX_DAEMON, client, exec_text
 from .image import image_status
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
 
 
 def doctor(cfg: SandboxConfig | None = None) -> list[Check]:

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import pexpect
 from pexpect.spawnbase import SpawnBase
 
-from .errors import DockerUnavailable, SandboxError
+from ...errors import DockerUnavailable, SandboxError
 
 if TYPE_CHECKING:  # pragma: no cover
     import docker

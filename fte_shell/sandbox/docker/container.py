@@ -1,18 +1,16 @@
 """The sandbox container's lifecycle: hardened creation, ownership labels, removal, cleanup, gc.
 
 Everything goes through the docker SDK (the session's shell is an exec attached over the API socket,
-:mod:`fte_shell.docker_api`). Every container this module creates is
+:mod:`.api`). Every container this module creates is
 
 * hardened from :class:`~fte_shell.config.SandboxConfig` (non-root, read-only root, size-capped tmpfs,
   /work read-only, no capabilities, no-new-privileges, pids/memory/CPU limits, no network, init);
-* labelled ``fte-shell=1`` plus run id, owning process (pid, its start time, host), creation time and TTL;
+* labelled ``fte-shell=1`` plus run id, owning process (pid, its start time, host), creation time and TTL
+  (:mod:`fte_shell.sandbox.ownership`);
 * running the warden (``sandbox/lib/warden.sh``, a bash script) as its main process: a dead-man timer,
   so the container exits within its TTL even if the harness is SIGKILLed (``auto_remove`` then deletes
   it), and the enforcer of timeouts;
 * registered for removal at interpreter exit and on SIGINT/SIGTERM (handlers chain to the previous ones).
-
-The image (:mod:`fte_shell.image`), the client (:mod:`fte_shell.docker_api`) and the doctor
-(:mod:`fte_shell.doctor`) live in their own modules; their public names are importable from here too.
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import re
-import secrets
 import signal
 import threading
 import uuid
@@ -29,93 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import SandboxConfig
-from .docker_api import FIX_DAEMON, client, exec_text
-from .errors import SandboxError
-from .image import (
-    CONTEXT_DIRS,
-    DOCKERFILE,
-    HASH_LABEL,
-    REPO_ROOT,
-    Log,
-    _image_ok,
-    build_image,
-    content_hash,
-    ensure_image,
-    image_status,
-    prune_images,
-)
-from .ownership import (
-    HOST,
-    LABEL,
-    OWNER_FILE,
-    START_GRACE_S,
-    _owner_alive,
-    _proc_start,
-    gc_dirs,
-    owner_labels,
-    stale_reason,
-    write_owner_file,
-)
+from ...config import SandboxConfig
+from ...errors import SandboxError
+from ..base import GATEWAY_MOUNT, GATEWAY_SOCKET, RUN_MOUNT, WARDEN, GcResult, Log
+from ..ownership import LABEL, gc_dirs, name_part, owner_labels, stale_reason
+from .api import client
+from .image import ensure_image, forget
 
 if TYPE_CHECKING:  # pragma: no cover
     import docker
-
-    from .doctor import Check
-
-__all__ = [  # what other modules use from here (some names come from the modules imported above)
-    "CONTEXT_DIRS",
-    "DOCKERFILE",
-    "FIX_DAEMON",
-    "GATEWAY_MOUNT",
-    "GATEWAY_SOCKET",
-    "HASH_LABEL",
-    "HOST",
-    "LABEL",
-    "OWNER_FILE",
-    "REPO_ROOT",
-    "RUN_MOUNT",
-    "START_GRACE_S",
-    "SWEEP_REQUEST",
-    "WARDEN",
-    "GcResult",
-    "Handle",
-    "Log",
-    "SandboxConfig",
-    "_image_ok",
-    "_owner_alive",
-    "_proc_start",
-    "build_image",
-    "client",
-    "container_kwargs",
-    "content_hash",
-    "create",
-    "doctor",
-    "ensure_image",
-    "exec_text",
-    "gc",
-    "gc_dirs",
-    "image_status",
-    "install_cleanup_handlers",
-    "is_running",
-    "name_part",
-    "owner_labels",
-    "prune_images",
-    "remove",
-    "remove_all_live",
-    "signal_warden",
-    "stale_reason",
-    "write_owner_file",
-]
-
-GATEWAY_MOUNT = "/run/fte"
-GATEWAY_SOCKET = f"{GATEWAY_MOUNT}/gw.sock"
-SWEEP_REQUEST = "sweep"
-"""File in the gateway directory (read-only in the container) where the host puts a fresh token before
-it signals the warden: a sweep signal without a new token (one the agent sent) is ignored."""
-RUN_MOUNT = "/opt/fte/run"
-"""Private tmpfs of the session: per-command output files and the warden's state file."""
-WARDEN = "/opt/fte/lib/warden.sh"
 
 
 # --- live registry and cleanup ------------------------------------------------------------------------
@@ -208,11 +126,6 @@ def _docker_size(text: str) -> str:
     return text.strip().lower()
 
 
-def name_part(run_id: str) -> str:
-    """A docker-name-safe form of a run id (the label keeps the id as given)."""
-    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", run_id).strip("-.")[:48] or "run"
-
-
 def container_kwargs(
     cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
 ) -> dict[str, Any]:
@@ -282,7 +195,7 @@ def create(
         try:
             cont = c.containers.create(**dict(kwargs, image=image_id))
         except docker.errors.ImageNotFound:  # the checked image was pruned since: check (build) again
-            _image_ok.pop((cfg.image, cfg.base_image), None)
+            forget(cfg)
             cont = c.containers.create(**dict(kwargs, image=ensure_image(cfg)))
     except docker.errors.APIError as e:
         raise SandboxError(f"could not create the sandbox container: {e}") from e
@@ -317,22 +230,11 @@ def is_running(container_id: str) -> bool:
         return False
 
 
-def signal_warden(container_id: str, request_dir: Path | None = None) -> None:
-    """Ask the warden to kill the running command's processes (no new process in the container).
-
-    ``request_dir`` is the host side of the container's gateway directory: a fresh token is written
-    there first, so the warden knows the signal came from the host (it ignores one without)."""
+def signal_warden(container_id: str) -> None:
+    """Ask the warden to kill the running command's processes (no new process in the container); the
+    caller wrote the sweep request first (:func:`fte_shell.sandbox.ownership.write_sweep_request`)."""
     import docker.errors
 
-    if request_dir is not None:
-        tmp = Path(request_dir) / f".{SWEEP_REQUEST}.{secrets.token_hex(4)}"
-        try:
-            tmp.write_text(secrets.token_hex(12) + "\n")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, Path(request_dir) / SWEEP_REQUEST)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise SandboxError(f"could not write the sweep request in {request_dir}: {e}") from e
     try:
         client().api.kill(container_id, signal="SIGUSR1")
     except docker.errors.APIError as e:
@@ -340,13 +242,6 @@ def signal_warden(container_id: str, request_dir: Path | None = None) -> None:
 
 
 # --- gc ----------------------------------------------------------------------------------------------
-@dataclass
-class GcResult:
-    removed: list[tuple[str, str]]  # (name, reason)
-    kept: int
-    dirs: int = 0  # temporary sandbox directories of dead owners removed
-
-
 def gc(*, log: Log | None = None) -> GcResult:
     """Remove every fte-shell container whose owner process is gone (same host) or whose TTL passed."""
     c = client()
@@ -373,9 +268,3 @@ def gc(*, log: Log | None = None) -> GcResult:
         log(f"removed {dirs} temporary sandbox director{'y' if dirs == 1 else 'ies'} of dead processes")
     return GcResult(removed=removed, kept=kept, dirs=dirs)
 
-
-def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
-    """Check the daemon, the image and the hardening of a real test container (see :mod:`.doctor`)."""
-    from .doctor import doctor as _doctor
-
-    return _doctor(cfg)

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self
 
-from .errors import FteError, SearchUnavailable, ToolError
-from .search.base import SearchBackend, format_results
-from .workspace import FetchRecord, Workspace
+from ..errors import FteError, SearchUnavailable, ToolError
+from ..search.base import SearchBackend, format_results
+from ..workspace import FetchRecord, Workspace
 
 MAX_REQUEST_BYTES = 128 * 1024
 """Largest request line accepted (room for MAX_URLS references of MAX_REF_CHARS each)."""

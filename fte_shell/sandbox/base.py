@@ -1,0 +1,215 @@
+"""The sandbox provider seam: what a provider (Docker today) gives the provider-agnostic runtime.
+
+A :class:`SandboxProvider` starts a :class:`Box` from a :class:`BoxSpec`; the box spawns the persistent
+shell (a :class:`Spawn`, whose terminal the session drives), names its workspace and gateway socket,
+signals its warden, and stops. The runtime (:mod:`.session`, :mod:`.facade`, :mod:`.pool`) only uses
+these protocols; it never imports a provider's modules (the deployment → runtime split is one-way).
+
+A box keeps the layout the image's helpers and warden expect (``sandbox/lib/warden.sh``): the workspace
+read-only at ``/work``, the gateway directory read-only at :data:`GATEWAY_MOUNT`, a private size-capped
+tmpfs at :data:`RUN_MOUNT`, and the warden (:data:`WARDEN`) as its main process.
+
+Providers: ``[sandbox] provider`` names one; the names are :data:`fte_shell.config.SandboxProviderName`
+and provider ``NAME`` lives in the module ``fte_shell.sandbox.NAME.provider`` as ``PROVIDER``. Adding a
+provider is that module plus its name in the Literal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, get_args
+
+from ..config import SandboxConfig, SandboxProviderName
+from ..errors import SandboxError
+
+GATEWAY_MOUNT = "/run/fte"
+"""Where the box sees its gateway directory (read-only)."""
+GATEWAY_SOCKET = f"{GATEWAY_MOUNT}/gw.sock"
+"""The gateway's socket inside the box (``FTE_GATEWAY``); on the host: ``gateway_dir / "gw.sock"``."""
+SWEEP_REQUEST = "sweep"
+"""File in the gateway directory (read-only in the box) where the host puts a fresh token before it
+signals the warden: a sweep signal without a new token (one the agent sent) is ignored."""
+RUN_MOUNT = "/opt/fte/run"
+"""Private tmpfs of the session: per-command output files and the warden's state file."""
+WARDEN = "/opt/fte/lib/warden.sh"
+"""The box's main process: dead-man timer (the TTL) and the enforcer of timeouts."""
+
+Log = Callable[[str], None]
+
+
+class ShellStream(Protocol):
+    """The terminal of a spawned shell, as pexpect drives it: raw bytes both ways."""
+
+    def send(self, s: bytes | str) -> int: ...
+
+    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:
+        """Bytes that arrived (waits up to ``timeout``): raises ``pexpect.TIMEOUT`` when none came,
+        ``pexpect.EOF`` when the shell ended."""
+        ...
+
+    def isalive(self) -> bool: ...
+
+    def close(self, force: bool = True) -> None: ...
+
+
+class Spawn(Protocol):
+    """A shell started in a box with a terminal."""
+
+    child: ShellStream
+
+    def exit_code(self, wait_s: float = 5.0) -> int | None:
+        """The process's exit status once it ended (None when it runs on or nobody can say)."""
+        ...
+
+
+@dataclass
+class BoxSpec:
+    """What a provider needs to start one box."""
+
+    config: SandboxConfig
+    workspace: Path
+    """Host directory mounted read-only at /work."""
+    gateway_dir: Path
+    """Host directory mounted read-only at :data:`GATEWAY_MOUNT`."""
+    run_id: str
+    ttl_s: int | None = None
+    """The warden's dead-man timer (default ``config.ttl_s``)."""
+
+
+class Box(Protocol):
+    """A started box: one per sandbox."""
+
+    id: str
+    """The provider's id of the box (a container id for Docker)."""
+    name: str
+    run_id: str
+    workspace: Path
+    gateway_dir: Path
+
+    @property
+    def gateway_socket(self) -> Path:
+        """The host path of the gateway's socket (``gateway_dir / "gw.sock"``)."""
+        ...
+
+    def spawn(self, argv: list[str], *, timeout: float) -> Spawn:
+        """Start ``argv`` in the box as ``config.user`` with a terminal (the persistent shell); raises
+        :class:`SandboxError` when it cannot."""
+        ...
+
+    def is_running(self) -> bool: ...
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run one command to its end (for checks and repairs, not for the agent): (status, output)."""
+        ...
+
+    def signal_warden(self) -> None:
+        """Send SIGUSR1 to the box's warden (after the sweep request was written)."""
+        ...
+
+    def terminal_argv(self, env: dict[str, str]) -> list[str]:
+        """The host command that opens a person's interactive bash in the box (``fte-shell shell``)."""
+        ...
+
+    def stop(self) -> None:
+        """Remove the box; one that is already gone is not an error."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What to record about the box: provider, id, name, run id and provider-specific facts."""
+        ...
+
+
+@dataclass
+class GcResult:
+    removed: list[tuple[str, str]]
+    """(name, reason) of each box removed."""
+    kept: int
+    """Boxes still owned by live processes."""
+    dirs: int = 0
+    """Temporary sandbox directories of dead owners removed."""
+    images: int = 0
+    """Superseded images removed (only with ``gc(images=True)``)."""
+    reclaimed: int = 0
+    """Bytes those images took."""
+
+
+@dataclass
+class Check:
+    """One line of ``fte-shell sandbox doctor``."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+class SandboxProvider(Protocol):
+    """Starts boxes of one kind and looks after them (gc, doctor, image/toolchain preparation)."""
+
+    name: str
+
+    def start(self, spec: BoxSpec) -> Box:
+        """A started, hardened box (registered for removal at exit and on SIGINT/SIGTERM)."""
+        ...
+
+    def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
+        """Make sure boxes can be started (Docker: the image is built and current); returns its id."""
+        ...
+
+    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
+        """(ready, reason) of what :meth:`prepare` makes."""
+        ...
+
+    def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
+        """Remove boxes (and temporary directories) of dead owners or past their TTL; with ``images``
+        also superseded images no box uses."""
+        ...
+
+    def doctor(self, cfg: SandboxConfig) -> list[Check]:
+        """Check the set-up and the hardening of a real test box; each failed check names its fix."""
+        ...
+
+    @property
+    def backend(self) -> str:
+        """What the boxes run on, for messages (e.g. "the Docker daemon (unix:///var/run/docker.sock)")."""
+        ...
+
+    def probe(self, timeout_s: float = 10.0) -> str | None:
+        """A quick check with fresh connections that boxes can start now: None when so, else why not."""
+        ...
+
+    def install_cleanup_handlers(self) -> None:
+        """Remove this process's boxes at exit and on SIGINT/SIGTERM (signal handlers: main thread only)."""
+        ...
+
+    def stop_all(self) -> None:
+        """Remove every box this process started and has not removed."""
+        ...
+
+
+PROVIDERS: dict[str, str] = {name: f"{__package__}.{name}.provider" for name in get_args(SandboxProviderName)}
+"""Provider name -> the module that holds its ``PROVIDER``."""
+
+_loaded: dict[str, SandboxProvider] = {}
+_lock = threading.Lock()
+
+
+def get_provider(name: str) -> SandboxProvider:
+    """The provider called ``name`` (its module is imported on first use)."""
+    with _lock:
+        if name not in _loaded:
+            if name not in PROVIDERS:
+                raise SandboxError(f"unknown sandbox provider {name!r} (known: {', '.join(PROVIDERS)})")
+            _loaded[name] = importlib.import_module(PROVIDERS[name]).PROVIDER
+        return _loaded[name]
+
+
+def stop_all_boxes() -> None:
+    """Remove every box this process started, whichever provider started it (best effort)."""
+    for provider in list(_loaded.values()):
+        provider.stop_all()
+

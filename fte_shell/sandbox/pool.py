@@ -1,0 +1,156 @@
+"""Sandboxes started ahead of need: :class:`SandboxPool`."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Self
+
+from ..config import SandboxConfig
+from ..errors import SandboxError
+from .base import get_provider
+from .facade import Sandbox
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..fetch import PageCache, PageSource
+    from ..search import SearchBackend
+
+__all__ = ["SandboxPool"]
+
+_open_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_open_pools.clear)
+
+
+@atexit.register  # (registered after the sandboxes' handler, so it runs before it)
+def _close_open_pools() -> None:
+    for pool in list(_open_pools):
+        with contextlib.suppress(Exception):
+            pool.close()
+
+
+class SandboxPool:
+    """Sandboxes started ahead of need: ``acquire()`` hands out a ready one (container and shell already
+    up) at once and a background thread starts its replacement.
+
+    ::
+
+        with SandboxPool(SandboxConfig(), size=2) as pool:
+            with pool.acquire(search=backend, run_id="q1") as sb:
+                sb.run("search 'some query'")
+
+    Pooled sandboxes own temporary workspaces, so ``config.workspace_dir`` must be None; the gateway
+    (``search``, ``page_source``, ``page_cache``) is started when a sandbox is handed out. Its container
+    keeps the pool's run id label (``pool-…``); ``Sandbox.run_id`` is the one given to ``acquire``.
+    Closing the pool closes the sandboxes not handed out; handed-out ones belong to the caller.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None, size: int = 2):
+        self.config = config or SandboxConfig()
+        if self.config.workspace_dir is not None:
+            raise SandboxError("a SandboxPool makes its own workspaces: leave sandbox.workspace_dir unset")
+        if size < 1:
+            raise SandboxError(f"pool size must be at least 1, got {size}")
+        self.size = size
+        get_provider(self.config.provider).install_cleanup_handlers()  # from this thread: the filler cannot set signals
+        _open_pools.add(self)
+        self._ready: list[tuple[float, Sandbox]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._filler = threading.Thread(target=self._fill, name="fte-sandbox-pool", daemon=True)
+        self._filler.start()
+
+    def _fill(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and len(self._ready) >= self.size:
+                    self._cond.wait()
+                if self._closed:
+                    return
+            try:
+                sb = Sandbox(self.config, run_id=f"pool-{uuid.uuid4().hex[:8]}", _defer_gateway=True)
+            except BaseException as e:  # noqa: BLE001 - reported by acquire(); retried after a pause
+                with self._cond:
+                    self._error = e
+                    self._cond.notify_all()
+                time.sleep(1.0)
+                continue
+            with self._cond:
+                if self._closed:
+                    sb.close()
+                    return
+                self._error = None
+                self._ready.append((time.monotonic(), sb))
+                self._cond.notify_all()
+
+    @property
+    def ready(self) -> int:
+        """How many started sandboxes are waiting."""
+        with self._cond:
+            return len(self._ready)
+
+    def wait_ready(self, n: int | None = None, timeout: float = 120.0) -> bool:
+        """Block until ``n`` (default: ``size``) sandboxes are ready; False on timeout."""
+        want = self.size if n is None else n
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._ready) < want and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return len(self._ready) >= want
+
+    def acquire(
+        self,
+        *,
+        search: SearchBackend | None = None,
+        page_source: PageSource | None = None,
+        page_cache: PageCache | None = None,
+        run_id: str | None = None,
+    ) -> Sandbox:
+        """A ready sandbox (started now if none is waiting), with its gateway attached."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        sb: Sandbox | None = None
+        with self._cond:
+            while self._ready and sb is None:
+                born, cand = self._ready.pop(0)
+                if time.monotonic() - born > self.config.ttl_s / 2:  # too close to its dead-man TTL
+                    cand.close()
+                    continue
+                sb = cand
+            self._cond.notify_all()
+        if sb is None:  # nothing waiting: start one here rather than wait for the filler
+            sb = Sandbox(self.config, run_id=run_id, _defer_gateway=True)
+        try:
+            sb.search, sb.page_source, sb.page_cache = search, page_source, page_cache
+            if run_id is not None:
+                sb.run_id = run_id
+            sb._start_gateway()
+        except BaseException:
+            sb.close()
+            raise
+        return sb
+
+    def close(self) -> None:
+        """Stop refilling and close the sandboxes that were not handed out."""
+        with self._cond:
+            self._closed = True
+            ready, self._ready = self._ready, []
+            self._cond.notify_all()
+        for _, sb in ready:
+            with contextlib.suppress(Exception):
+                sb.close()
+        self._filler.join(timeout=120)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
