@@ -44,9 +44,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fte_shell import Sandbox, SandboxConfig
-from fte_shell import container as C
-from fte_shell.container import ensure_image
 from fte_shell.sandbox import SandboxPool
+from fte_shell.sandbox.docker import container as C
+from fte_shell.sandbox.docker.api import client
+from fte_shell.sandbox.docker.image import ensure_image
+from fte_shell.sandbox.ownership import owner_labels
 
 MIB = 1024.0
 """KiB per MiB (smaps reports KiB)."""
@@ -151,10 +153,10 @@ def host_memory(cids: list[str]) -> dict[str, float]:
 
 def _plain_container(cfg: SandboxConfig, image_id: str) -> str:
     """A container like a docker-exec harness keeps alive (no session): ``sleep infinity``, labelled."""
-    cont = C.client().containers.create(
+    cont = client().containers.create(
         image_id,
         ["sleep", "infinity"],
-        labels=C.owner_labels("bench-plain", 3600),
+        labels=owner_labels("bench-plain", 3600),
         network_mode="none",
         user=cfg.user,
         auto_remove=True,

@@ -69,7 +69,7 @@ class Sampler(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from fte_shell import container
+        from fte_shell.sandbox.docker import container
 
         while not self._halt.is_set():
             self.peak_rss = max(self.peak_rss, tree_rss(os.getpid()))
