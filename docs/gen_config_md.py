@@ -2,9 +2,9 @@
 from fte_shell.config import reference_toml
 head = """# Configuration reference
 
-One TOML file, given with `--config FILE`, whose tables mirror the pydantic models in
-`fte_shell/config.py` (`[model]` ModelConfig, `[agent]` AgentConfig, `[sandbox]` SandboxConfig,
-`[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig). Precedence: defaults < the file <
+One TOML file, given with `--config FILE`, whose tables mirror the pydantic models of the package
+`fte_shell/config/` (`[model]` ModelConfig, `[agent]` AgentConfig, `[sandbox]` SandboxConfig,
+`[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig, `[snapshot]` SnapshotConfig). Precedence: defaults < the file <
 environment (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`, `SERPER_API_KEY`) < command-line flags.
 Unknown keys are an error that names the key. In Python: `fte_shell.load_config(path, overrides)` or build
 the models directly (`RunConfig(sandbox=SandboxConfig(memory="2g"))`).

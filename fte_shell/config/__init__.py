@@ -1,0 +1,40 @@
+"""Configuration: pydantic models with ``extra="forbid"``, one docstring per field.
+
+A TOML file mirrors these models table for table::
+
+    [model]                 # ModelConfig       (config/model.py)
+    [agent]                 # AgentConfig       (config/agent.py)
+    [sandbox]               # SandboxConfig     (config/sandbox.py)
+    [sandbox.fetch_policy]  # FetchPolicy       (config/sandbox.py)
+    [search]                # SearchConfig      (config/search.py)
+    [snapshot]              # SnapshotConfig    (config/search.py)
+
+Unknown keys are an error that names the key. Flags and environment variables override the file
+(see :func:`load_config`, config/load.py); :func:`reference_toml` (config/reference.py) prints every option.
+"""
+
+from __future__ import annotations
+
+from .agent import AgentConfig
+from .load import ENV_VARS, deep_merge, env_overrides, load_config
+from .model import ModelConfig
+from .reference import reference_toml
+from .run import RunConfig
+from .sandbox import FetchPolicy, SandboxConfig, SandboxProviderName
+from .search import SearchConfig, SnapshotConfig
+
+__all__ = [
+    "ENV_VARS",
+    "AgentConfig",
+    "FetchPolicy",
+    "ModelConfig",
+    "RunConfig",
+    "SandboxConfig",
+    "SandboxProviderName",
+    "SearchConfig",
+    "SnapshotConfig",
+    "deep_merge",
+    "env_overrides",
+    "load_config",
+    "reference_toml",
+]

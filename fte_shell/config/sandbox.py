@@ -1,0 +1,141 @@
+"""``[sandbox]`` and ``[sandbox.fetch_policy]``: the per-question container and its fetch gateway's policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from .base import StrictModel
+
+
+class FetchPolicy(StrictModel):
+    """What the fetch gateway may reach and how much it may download for one question."""
+
+    allow_private: list[str] = Field(default_factory=list)
+    """Hosts (``host`` or ``host:port``) that may be reached although they resolve to a loopback, private
+    or otherwise non-public address. Needed for loopback test servers; empty by default."""
+
+    allow_hosts: list[str] = Field(default_factory=list)
+    """If not empty, only hosts matching one of these patterns may be fetched. A pattern is a host name,
+    ``*.example.com`` (the domain and its subdomains) or an fnmatch glob."""
+
+    deny_hosts: list[str] = Field(default_factory=list)
+    """Hosts matching any of these patterns are refused (same syntax as ``allow_hosts``); e.g. keep
+    benchmark answer pages out. Deny wins over allow."""
+
+    max_bytes: int = 10_000_000
+    """Cap on the raw (decompressed) bytes of one response; the body is streamed and cut at this size."""
+
+    timeout_s: float = 30.0
+    """Wall-clock limit for one fetch, connection through last byte, redirects included."""
+
+    max_redirects: int = 5
+    """Redirects followed per fetch; every hop is checked against the policy again."""
+
+    max_fetches: int = 100
+    """Pages a question may newly fetch (already-held pages do not count)."""
+
+    max_total_bytes: int = 200_000_000
+    """Raw bytes a question may download in total."""
+
+    max_requests: int = 300
+    """Downloads a question may attempt, failed and refused ones included: every fetch not served from
+    the workspace, the local corpus or the page cache counts. Bounds how hard an agent can hammer servers
+    with failing fetches (``max_fetches`` counts only successes)."""
+
+    user_agent: str = "fte-shell/0.1 (+https://github.com/fte-shell/fte-shell; research search agent)"
+    """User-Agent header sent with every request."""
+
+    render_js: bool = False
+    """Opt-in: render HTML pages with a headless Chromium (Debian's ``chromium``) over CDP before
+    conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
+
+
+SandboxProviderName = Literal["docker"]
+"""The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
+
+
+class SandboxConfig(StrictModel):
+    """The per-question Docker container and its persistent bash session."""
+
+    provider: SandboxProviderName = "docker"
+    """What runs the sandbox: ``docker`` (a hardened container per question)."""
+
+    image: str = "fte-shell-sandbox:latest"
+    """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""
+
+    base_image: str = "debian:bookworm-slim"
+    """Base image passed to the build as ``BASE_IMAGE`` (create it offline with
+    ``sandbox/bootstrap-base.sh`` when no registry is reachable)."""
+
+    auto_build: bool = True
+    """Build the image the first time it is needed (a visible message is printed)."""
+
+    user: str = "1000:1000"
+    """User (uid:gid) the shell runs as inside the container. Never root."""
+
+    read_only_root: bool = True
+    """Mount the container's root filesystem read-only."""
+
+    tmpfs_size: str = "256m"
+    """Size cap of the writable scratch tmpfs at /tmp (also HOME)."""
+
+    memory: str = "1g"
+    """Memory limit of the container; swap is disabled (memswap = memory)."""
+
+    cpus: float = 1.0
+    """CPU quota in cores."""
+
+    pids_limit: int = 256
+    """Maximum number of processes/threads in the container (contains fork bombs)."""
+
+    network_mode: Literal["none"] = "none"
+    """The container has no network; its only way out is the gateway socket."""
+
+    cap_drop_all: bool = True
+    """Drop all Linux capabilities."""
+
+    no_new_privileges: bool = True
+    """Set ``no-new-privileges`` (setuid binaries cannot raise privileges)."""
+
+    init: bool = True
+    """Run an init process (tini) as PID 1's parent to reap zombies."""
+
+    protect_warden: bool = True
+    """Run the warden (dead-man timer and timeout enforcer) as the container's PID 1. The kernel shields
+    a namespace's PID 1 from signals sent inside it, so an agent's ``pkill -f warden`` or ``kill -9 -1``
+    cannot end the sandbox; the warden then reaps zombies itself and docker's ``init`` is not added.
+    False: docker's init (when ``init``) is PID 1 and the warden its child, which the agent can kill."""
+
+    ttl_s: int = 6 * 3600
+    """Dead-man timer: the container exits by itself this many seconds after start, even if the harness
+    was SIGKILLed; ``fte-shell sandbox gc`` removes it."""
+
+    command_timeout_s: float = 30.0
+    """Default per-command timeout; the command's whole process tree is killed inside the container."""
+
+    output_cap_bytes: int = 50_000
+    """Observation cap: longer output is cut to a head and a tail with a line stating what was omitted."""
+
+    output_buffer_size: str = "16m"
+    """Size of the private tmpfs that receives a command's raw output inside the container. Output past
+    it is discarded (the writer gets "No space left on device"), so unbounded output (``yes``) can fill
+    neither memory nor disk; the observation still shows a head, a tail and the omitted byte count."""
+
+    total_time_budget_s: float | None = None
+    """Optional wall-clock budget for all commands of this sandbox together; None = unlimited."""
+
+    workspace_dir: Path | None = None
+    """Host directory mounted read-only at /work. None = a fresh temporary directory per sandbox."""
+
+    keep_workspace: bool = False
+    """Keep a temporary workspace directory after the sandbox closes (a given ``workspace_dir`` is
+    always kept)."""
+
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the shell. Host variables never enter the container."""
+
+    fetch_policy: FetchPolicy = Field(default_factory=FetchPolicy)
+    """Network policy of this sandbox's fetch gateway."""
