@@ -65,3 +65,43 @@ def test_report_errors(tmp_path: Path) -> None:
         write_report([tmp_path / "x"], tmp_path / "out")
     with pytest.raises(ConfigError, match="no run directories"):
         write_report([tmp_path], tmp_path / "out")
+
+
+def test_report_on_a_null_and_a_perfect_profile(tmp_path: Path) -> None:
+    """A scripted sweep where fte answers every question right and fte-no-grep every one wrong: the
+    Wilson intervals at 0/n and n/n hold their estimate, so the accuracy plot's error bars are not negative
+    (matplotlib raised "'yerr' must not contain negative values" at 0/3)."""
+    from fte_shell.bench.judge import judge_runs
+    from fte_shell.bench.sweep import BenchConfig, run_sweep
+    from fte_shell.config import ModelConfig, RunConfig, SearchConfig
+    from fte_shell.scripted import ScriptedServer
+    from tests.servers import run_key
+
+    gold = {"Who wrote Hamlet?": "William Shakespeare", "What is 6 times 7?": "42", "Capital of France?": "Paris"}
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps({"id": f"q{i}", "question": q, "answer": a}) + "\n"
+                          for i, (q, a) in enumerate(gold.items())))
+
+    def policy(body: dict) -> str:  # type: ignore[type-arg]
+        key = run_key(body)
+        assert key is not None, "answers on the first turn"
+        question, profile = key  # fte-no-grep has no grep tool: run_key calls it snippet-only
+        return f"<answer>{gold[question] if profile == 'fte' else 'no idea'}</answer>"
+
+    out = tmp_path / "sweep"
+    with ScriptedServer(policy=policy) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"),
+                        search=SearchConfig(backend="none"))
+        bench = BenchConfig(dataset=f"jsonl:{qs}", profiles=["fte", "fte-no-grep"], out=out, concurrency=2)
+        stats = run_sweep(bench, cfg)
+    assert (stats.done, stats.answered, stats.failed) == (6, 6, 0)
+    js = judge_runs([out], "match")
+    assert (js.judged, js.correct) == (6, 3)
+
+    rep = write_report([out], tmp_path / "report")
+    acc = {p.profile: (p.accuracy, p.accuracy_ci95) for p in rep.profiles}
+    assert acc["fte"][0] == 1.0 and acc["fte"][1][1] == 1.0  # type: ignore[index]
+    assert acc["fte-no-grep"][0] == 0.0 and acc["fte-no-grep"][1][0] == 0.0  # type: ignore[index]
+    assert "accuracy.png" in {p.name for p in rep.plots}
+    for p in rep.plots:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

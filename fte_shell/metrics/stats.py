@@ -29,14 +29,16 @@ class _M(BaseModel):
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval of ``k`` successes in ``n`` trials; None for ``n == 0``."""
+    """Wilson score interval of ``k`` successes in ``n`` trials; None for ``n == 0``. Clamped so that it
+    always holds the estimate ``k / n`` and stays within [0, 1] (in floating point ``centre - half`` is
+    5.6e-17 at 0/3, above the estimate: a negative error bar)."""
     if n <= 0:
         return None
     p = k / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))
 
 
 def mcnemar_exact(b: int, c: int) -> float:
