@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import FteError
+from .options import config_flags
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
     """Add ``bench``, ``judge`` and ``report`` to the root app."""
 
     @app.command("bench")
+    @config_flags("bench")
     def bench_cmd(
         dataset: Annotated[str, typer.Argument(help="hotpotqa | hotpotqa:DIR | browsecomp:FILE.csv | jsonl:FILE | widesearch:DIR | a path.")],
         out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory; rerun with the same --out to resume.")],
@@ -51,14 +53,8 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int | None, typer.Option("--limit", help="Keep the first N questions (after --sample).")] = None,
         sample: Annotated[int | None, typer.Option("--sample", help="Draw N questions at random.")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 0,
-        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file (tables model, agent, sandbox, search).")] = None,
-        base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
-        model: Annotated[str | None, typer.Option("--model", "-m", help="Model name as the endpoint knows it.")] = None,
-        api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
-        max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls per question (default 300).")] = None,
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
-        corpus: Annotated[Path | None, typer.Option("--corpus", help="Other datasets: a local corpus index (search + fetch by docid).")] = None,
-        search: Annotated[str | None, typer.Option("--search", help="Other datasets: search backend auto, serper, local, none.")] = None,
         retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs that failed for an infrastructure reason (done on every resume anyway).")] = False,
         endpoint_wait: Annotated[float, typer.Option("--endpoint-wait", help="Seconds to wait for a model endpoint, Docker daemon or search backend that stopped answering before giving up.")] = 900.0,
         allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume although model, sampling, agent or profile settings changed (recorded in sweep.json).")] = False,
@@ -66,10 +62,9 @@ def register(app: typer.Typer) -> None:
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
         judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
-        snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
-        snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
-        snapshot_manifest: Annotated[Path | None, typer.Option("--snapshot-manifest", help="Serve exactly the captures this manifest (or a run's snapshot.jsonl) pins.")] = None,
         ray: Annotated[str | None, typer.Option("--ray", help="Run every run as a task on a Ray cluster: auto or ADDRESS (docs/distributed.md; needs the ray extra).")] = None,
+        *,
+        overrides: dict[str, Any],
     ) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
@@ -88,14 +83,10 @@ def register(app: typer.Typer) -> None:
         except ValueError as e:
             raise _fail(e) from None
         with _scripted_endpoint(scripted) as scripted_url:
-            flags: dict[str, Any] = {
-                "model": {"base_url": scripted_url or base_url, "model": "scripted" if scripted else model,
-                          "api_key": "none" if scripted else api_key},
-                "agent": {"max_turns": max_turns},
-                "search": {"corpus": str(corpus) if corpus else None, "backend": search},
-                "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode,
-                             "manifest": str(snapshot_manifest) if snapshot_manifest else None},
-            }
+            flags = overrides
+            if scripted_url:  # the scripted server stands in for whatever endpoint was given
+                flags = {**overrides, "model": {**overrides.get("model", {}), "base_url": scripted_url,
+                                                "model": "scripted", "api_key": "none"}}
             try:
                 cfg = load_config(config, flags)
                 resolve_endpoint(cfg.model)

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from ..errors import ConfigError, DockerUnavailable, FteError, SearchUnavailable
+from .options import config_flags
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -188,31 +189,14 @@ def register(app: typer.Typer) -> None:
     """Add ``run`` and ``demo`` to the root app."""
 
     @app.command("run")
+    @config_flags("run")
     def run_cmd(
         question: Annotated[str, typer.Argument(help="The question to answer.")],
-        profile: Annotated[
-            str | None,
-            typer.Option("--profile", "-p", help="shell (default), fte, fte-no-grep, fte-no-read, fte-single-grep, snippet-only, visit-snippet, visit-summary, open-find."),
-        ] = None,
-        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search]).")] = None,
-        base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")] = None,
-        model: Annotated[str | None, typer.Option("--model", "-m", help="Model name as the endpoint knows it.")] = None,
-        api_key: Annotated[str | None, typer.Option("--api-key", help="API key (prefer OPENAI_API_KEY).")] = None,
-        out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default runs/<timestamp>-<slug>).")] = None,
-        max_turns: Annotated[int | None, typer.Option("--max-turns", help="Model calls before giving up (default 300).")] = None,
-        time_budget: Annotated[float | None, typer.Option("--time-budget", help="Wall-clock seconds for the question.")] = None,
-        corpus: Annotated[Path | None, typer.Option("--corpus", help="Local corpus index directory (search + fetch by docid).")] = None,
-        search: Annotated[str | None, typer.Option("--search", help="Search backend: auto, serper, local, none.")] = None,
-        temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (default 1.0).")] = None,
-        max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Completion token cap per call (default 16384).")] = None,
-        date: Annotated[str | None, typer.Option("--date", help="Date (YYYY-MM-DD) written into the system prompt.")] = None,
-        context_window: Annotated[int | None, typer.Option("--context-window", help="Model context window in tokens (default: ask the server).")] = None,
-        first_tool_choice: Annotated[str | None, typer.Option("--first-tool-choice", help="Force a tool call on turn 1: a tool name, 'first' or 'required'.")] = None,
-        parse_text_tool_calls: Annotated[bool | None, typer.Option("--parse-text-tool-calls/--no-parse-text-tool-calls", help="Execute tool calls the server left as text.")] = None,
+        config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default `runs/<timestamp>-<slug>`).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the answer and the run directory.")] = False,
-        snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
-        snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
-        snapshot_manifest: Annotated[Path | None, typer.Option("--snapshot-manifest", help="Serve exactly the captures this manifest (or a run's snapshot.jsonl) pins.")] = None,
+        *,
+        overrides: dict[str, Any],
     ) -> None:
         """Answer QUESTION with a real model: live log of every tool call, then the answer and the run
         directory (trajectory.jsonl, result.json, workspace/)."""
@@ -220,17 +204,8 @@ def register(app: typer.Typer) -> None:
         from ..model import resolve_endpoint
         from ..runner import run_question
 
-        flags = {
-            "model": {"base_url": base_url, "model": model, "api_key": api_key, "temperature": temperature, "max_tokens": max_tokens,
-                      "context_window": context_window, "parse_text_tool_calls": parse_text_tool_calls},
-            "agent": {"profile": profile, "max_turns": max_turns, "time_budget_s": time_budget, "current_date": date,
-                      "first_tool_choice": first_tool_choice},
-            "search": {"corpus": str(corpus) if corpus else None, "backend": search},
-            "snapshot": {"dir": str(snapshot) if snapshot else None, "mode": snapshot_mode,
-                         "manifest": str(snapshot_manifest) if snapshot_manifest else None},
-        }
         try:
-            cfg = load_config(config, flags)
+            cfg = load_config(config, overrides)
             resolve_endpoint(cfg.model)  # stop at once, before any container, when there is no endpoint
         except FteError as e:
             _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
@@ -256,15 +231,17 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(code)
 
     @app.command("demo")
+    @config_flags("demo")
     def demo_cmd(
-        profile: Annotated[str, typer.Option("--profile", "-p", help="Profile to demonstrate (shell by default).")] = "shell",
-        out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory for the run directories (default runs/demo-<timestamp>).")] = None,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory for the run directories (default `runs/demo-<timestamp>`).")] = None,
         question: Annotated[
             list[str] | None, typer.Option("--question", help="Ask this instead of the built-in questions (repeatable).")
         ] = None,
         corpus_dir: Annotated[
             Path | None, typer.Option("--corpus-dir", help="Where the stdlib-docstring corpus is built/cached.")
         ] = None,
+        *,
+        overrides: dict[str, Any],
     ) -> None:
         """Run the whole pipeline offline, with no key: the real sandbox, gateway, local-corpus search, fetch
         and workspace, driven by a SCRIPTED research policy (not a language model)."""
@@ -272,6 +249,7 @@ def register(app: typer.Typer) -> None:
 
         root = out if out is not None else Path("runs") / ("demo-" + _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S"))
         questions = [(q, None) for q in question] if question else list(DEMO_QUESTIONS)
+        profile = overrides.get("agent", {}).get("profile", "shell")
         try:
             results = run_demo(questions, root, profile=profile, corpus_dir=corpus_dir, console=_out, log=EventPrinter())
         except KeyboardInterrupt:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,6 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import FteError
+from .options import config_flags
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import RunConfig
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -24,10 +28,10 @@ sandbox_app = typer.Typer(
 )
 
 
-def _load(config: Path | None):
+def _load(config: Path | None, overrides: dict[str, Any] | None = None) -> RunConfig:
     from ..config import load_config
 
-    return load_config(config)
+    return load_config(config, overrides)
 
 
 def _provider(cfg):
@@ -108,15 +112,11 @@ def doctor_cmd(config: ConfigOpt = None) -> None:
         raise typer.Exit(1)
 
 
+@config_flags("shell")
 def shell(
     config: ConfigOpt = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option("--workspace", "-w", help="Host directory to mount read-only at /work (kept)."),
-    ] = None,
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace when leaving.")] = False,
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot directory: record/replay every page and search as WARC.")] = None,
-    snapshot_mode: Annotated[str | None, typer.Option("--snapshot-mode", help="record (default), replay (never live) or refresh.")] = None,
+    *,
+    overrides: dict[str, Any],
 ) -> None:
     """Open an interactive terminal in a fresh sandbox (same limits and helpers as the agent's).
 
@@ -126,14 +126,12 @@ def shell(
     from ..sandbox import Sandbox
 
     try:
-        cfg = _load(config)
-        scfg = cfg.sandbox.model_copy(update={"keep_workspace": keep})
-        if workspace is not None:
-            scfg = scfg.model_copy(update={"workspace_dir": workspace})
+        cfg = _load(config, overrides)
+        scfg = cfg.sandbox
         search = None
         from ..snapshot import shell_session
 
-        snap, cfg = shell_session(cfg, snapshot, snapshot_mode)  # None without --snapshot / [snapshot] dir
+        snap, cfg = shell_session(cfg, None, None)  # None without --snapshot / [snapshot] dir
         try:
             from ..search import make_search
 
@@ -151,7 +149,7 @@ def shell(
                 subprocess.call(argv)
             finally:
                 signal.signal(signal.SIGINT, prev)
-            if keep and workspace is None:
+            if scfg.keep_workspace and scfg.workspace_dir is None:
                 _err.print(f"workspace kept at {sb.workspace}")
     except FteError as e:
         _fail(e)

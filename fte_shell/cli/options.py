@@ -1,0 +1,213 @@
+"""THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo``.
+
+Each row names a config path (``model.temperature``), its flag(s) and the commands that take it; the
+flag's type, help text, choices and default are derived from the config model's field (its annotation
+and docstring), so the commands cannot drift apart and a new field needs one row here::
+
+    @app.command("run")
+    @config_flags("run")
+    def run_cmd(question: str, ..., overrides: dict[str, Any]) -> None:
+        cfg = load_config(config, overrides)
+
+The decorated command shows the table's flags (grouped in ``--help`` under Model, Agent, Search,
+Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the nested dict
+:func:`~fte_shell.config.load_config` merges last (flags beat the file and the environment).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+
+import typer
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+
+from ..config import RunConfig
+
+RUNS = frozenset({"run", "bench"})
+"""The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
+
+COMMANDS = frozenset({"run", "bench", "shell", "demo"})
+
+
+@dataclass(frozen=True)
+class ConfigFlag:
+    """One row of the table: the flag(s) that set one config path, and the commands that take it."""
+
+    path: str
+    """Dotted config path, ``table.key`` (``model.temperature``)."""
+
+    decls: tuple[str, ...]
+    """Flag names, the long one first (``("--model", "-m")``)."""
+
+    commands: frozenset[str] = RUNS
+    """The commands that take the flag."""
+
+    negatable: bool = True
+    """Booleans: also a ``--no-…`` form (else the flag can only switch the setting on)."""
+
+    @property
+    def flag(self) -> str:
+        """The long flag name (``--temperature``)."""
+        return self.decls[0]
+
+    @property
+    def param(self) -> str:
+        """The command function's parameter name (``model_temperature``)."""
+        return self.path.replace(".", "_")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The config path's keys (``("model", "temperature")``)."""
+        return tuple(self.path.split("."))
+
+    @property
+    def field(self) -> FieldInfo:
+        """The pydantic field the flag sets."""
+        model: type[BaseModel] = RunConfig
+        *tables, key = self.keys
+        for t in tables:
+            model = model.model_fields[t].annotation  # type: ignore[assignment]
+        return model.model_fields[key]
+
+    @property
+    def value_type(self) -> Any:
+        """The type the flag's value is parsed as: the field's annotation without ``None``; a ``Literal``
+        stays (choices), a secret is given as text."""
+        ann = self.field.annotation
+        if get_origin(ann) in (Union, types.UnionType):
+            args = [a for a in get_args(ann) if a is not type(None)]
+            ann = args[0] if len(args) == 1 else ann
+        return str if ann is SecretStr else ann
+
+    @property
+    def help(self) -> str:
+        """The field docstring's first sentence and what an unset value means, then the config path."""
+        doc = " ".join((self.field.description or "").split()).replace("``", "`")
+        first, *rest = _SENTENCE.split(doc)
+        unset = next((s for s in rest if s.startswith("None = ")), None)
+        text = first.replace("None = ", "unset: ") + (f" Unset: {unset.removeprefix('None = ')}" if unset else "")
+        return f"{text} [`{self.path}`{f', default {self.default}' if self.default is not None else ''}]"
+
+    @property
+    def default(self) -> str | None:
+        """The config model's default as ``--help`` shows it (None: unset by default)."""
+        default = self.field.get_default(call_default_factory=True)
+        if default is None:
+            return None
+        return str(default).lower() if isinstance(default, bool) else str(default)
+
+    def option(self) -> Any:
+        """The ``Annotated[type | None, typer.Option(...)]`` of the command parameter."""
+        vt = self.value_type
+        decls = self.decls
+        if vt is bool and self.negatable:
+            decls = (f"{self.flag}/--no-{self.flag.removeprefix('--')}", *decls[1:])
+        opt = typer.Option(*decls, help=self.help, rich_help_panel=self.keys[0].capitalize(),
+                           show_default=False)
+        return Annotated[vt | None, opt]  # type: ignore[valid-type]
+
+
+_SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")
+
+FLAGS: tuple[ConfigFlag, ...] = (
+    # [model]
+    ConfigFlag("model.base_url", ("--base-url",)),
+    ConfigFlag("model.model", ("--model", "-m")),
+    ConfigFlag("model.api_key", ("--api-key",)),
+    ConfigFlag("model.temperature", ("--temperature",)),
+    ConfigFlag("model.max_tokens", ("--max-tokens",)),
+    ConfigFlag("model.context_window", ("--context-window",)),
+    ConfigFlag("model.parse_text_tool_calls", ("--parse-text-tool-calls",)),
+    # [agent]; bench sweeps its own --profiles
+    ConfigFlag("agent.profile", ("--profile", "-p"), commands=frozenset({"run", "demo"})),
+    ConfigFlag("agent.max_turns", ("--max-turns",)),
+    ConfigFlag("agent.time_budget_s", ("--time-budget",)),
+    ConfigFlag("agent.current_date", ("--date",)),
+    ConfigFlag("agent.first_tool_choice", ("--first-tool-choice",)),
+    # [search]
+    ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
+    ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
+    # [sandbox]: a run's workspace is its run directory's
+    ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
+    ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
+    # [snapshot]
+    ConfigFlag("snapshot.dir", ("--snapshot",), commands=RUNS | {"shell"}),
+    ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
+    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
+)
+"""Every config flag of the CLI, in ``--help`` order."""
+
+
+def flags_for(command: str) -> tuple[ConfigFlag, ...]:
+    """The rows of ``command`` (``run``, ``bench``, ``shell`` or ``demo``)."""
+    if command not in COMMANDS:
+        raise ValueError(f"no config flags for command {command!r}")
+    return tuple(f for f in FLAGS if command in f.commands)
+
+
+def flags_markdown() -> str:
+    """The table as Markdown (docs/config.md): each flag, the config path it sets, the commands taking it."""
+    rows = ["| Flag | Sets | Commands |", "|---|---|---|"]
+    for f in FLAGS:
+        names = ", ".join(f"`{d}`" for d in f.decls)
+        if f.value_type is bool and f.negatable:
+            names += f", `--no-{f.flag.removeprefix('--')}`"
+        rows.append(f"| {names} | `{f.path}` | {', '.join(c for c in sorted(COMMANDS) if c in f.commands)} |")
+    return "\n".join(rows) + "\n"
+
+
+def overrides_of(flags: Iterable[ConfigFlag], values: dict[str, Any]) -> dict[str, Any]:
+    """The nested settings of the flags that were given (``values``: parameter name → value; None = not
+    given), for :func:`~fte_shell.config.load_config`'s ``overrides``."""
+    out: dict[str, Any] = {}
+    for f in flags:
+        v = values.get(f.param)
+        if v is None:
+            continue
+        *tables, key = f.keys
+        node = out
+        for t in tables:
+            node = node.setdefault(t, {})
+        node[key] = str(v) if isinstance(v, Path) else v
+    return out
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def config_flags(command: str) -> Callable[[F], F]:
+    """Decorator of a typer command function: adds the table's flags of ``command`` to its signature and
+    passes the given ones as ``overrides`` (the function's parameter of that name, hidden from the CLI)."""
+    flags = flags_for(command)
+
+    def decorate(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)
+        if "overrides" not in sig.parameters:
+            raise TypeError(f"{fn.__name__} takes no 'overrides' parameter")
+        own = [p for p in sig.parameters.values() if p.name != "overrides"]
+        clash = {f.param for f in flags} & {p.name for p in own}
+        if clash:
+            raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} clash with the option table")
+        extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
+                 for f in flags]
+
+        @functools.wraps(fn)
+        def command_fn(*args: Any, **kwargs: Any) -> Any:
+            values = {f.param: kwargs.pop(f.param, None) for f in flags}
+            return fn(*args, overrides=overrides_of(flags, values), **kwargs)
+
+        params = own + extra
+        command_fn.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command_fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        return command_fn  # type: ignore[return-value]
+
+    return decorate
+

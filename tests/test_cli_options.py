@@ -1,0 +1,165 @@
+"""The one option table (fte_shell/cli/options.py): run, bench, shell and demo take their config flags from
+it, run and bench share the same set, and every flag sets the config path it names."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from fte_shell.cli import app
+from fte_shell.cli.options import FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
+from fte_shell.config import RunConfig, load_config
+
+ROOT: Any = get_command(app)  # typer's own (vendored) click group
+TABLE_PARAMS = {f.param for f in FLAGS}
+# what each command needs before its flags parse: the positional argument and required options
+PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": []}
+
+
+def command(name: str) -> Any:
+    return ROOT.commands[name]
+
+
+def table_opts(name: str) -> set[str]:
+    """The flag names of ``name``'s options that come from the table."""
+    return {o for p in command(name).params if p.name in TABLE_PARAMS for o in [*p.opts, *p.secondary_opts]}
+
+
+def all_opts(name: str) -> set[str]:
+    return {o for p in command(name).params for o in [*p.opts, *p.secondary_opts]}
+
+
+def test_run_and_bench_share_the_same_config_flags() -> None:
+    run, bench = table_opts("run"), table_opts("bench")
+    assert run - {"--profile", "-p"} == bench  # bench sweeps its own --profiles
+    for flag in ("--temperature", "--max-tokens", "--context-window", "--first-tool-choice",
+                 "--parse-text-tool-calls", "--no-parse-text-tool-calls", "--time-budget", "--date", "--max-turns",
+                 "--base-url", "--model", "--api-key", "--corpus", "--search", "--snapshot", "--snapshot-mode",
+                 "--snapshot-manifest"):
+        assert flag in bench, flag
+    # nothing else is defined twice: the flags both commands have outside the table are their own
+    assert (all_opts("run") & all_opts("bench")) - run == {"--config", "-c", "--out", "-o"}
+
+
+def test_every_command_shows_exactly_its_rows() -> None:
+    for name in ("run", "bench", "shell", "demo"):
+        params = {p.name for p in command(name).params} & TABLE_PARAMS
+        assert params == {f.param for f in flags_for(name)}, name
+    assert {f.path.split(".")[0] for f in flags_for("shell")} == {"search", "sandbox", "snapshot"}
+    assert [f.flag for f in flags_for("demo")] == ["--profile"]
+
+
+def test_every_row_names_a_documented_field() -> None:
+    paths = [f.path for f in FLAGS]
+    assert len(paths) == len(set(paths)) and len({f.flag for f in FLAGS}) == len(FLAGS)
+    for f in FLAGS:
+        assert f.field.description, f.path  # the help comes from the field's docstring
+        assert f.help.endswith("]") and f"`{f.path}`" in f.help
+
+
+def _sample(f: ConfigFlag, tmp: Path) -> tuple[list[str], Any]:
+    """Arguments giving ``f`` a value that is not the default, and the value the config should then hold."""
+    vt = f.value_type
+    if vt is bool:
+        return [f.flag], True
+    if typing.get_origin(vt) is typing.Literal:
+        choice = next(c for c in reversed(typing.get_args(vt)) if c != f.field.default)
+        return [f.flag, choice], choice
+    if vt is Path:
+        return [f.flag, str(tmp / f.param)], tmp / f.param
+    if vt is int:
+        return [f.flag, "77"], 77
+    if vt is float:
+        return [f.flag, "0.25"], 0.25
+    assert vt is str, (f.path, vt)
+    return [f.flag, "fte" if f.path == "agent.profile" else f"v-{f.param}"], "fte" if f.path == "agent.profile" else f"v-{f.param}"
+
+
+def _at(cfg: RunConfig, path: str) -> Any:
+    node: Any = cfg
+    for key in path.split("."):
+        node = getattr(node, key)
+    return node.get_secret_value() if hasattr(node, "get_secret_value") else node
+
+
+@pytest.mark.parametrize("name", ["run", "bench", "shell", "demo"])
+def test_each_flag_sets_its_config_path(name: str, tmp_path: Path) -> None:
+    flags = flags_for(name)
+    for f in flags:
+        args, want = _sample(f, tmp_path)
+        ctx = command(name).make_context(name, [*PREFIX[name], *args])
+        given = {k: v for k, v in ctx.params.items() if k in TABLE_PARAMS and v is not None}
+        assert set(given) == {f.param}, (f.flag, given)
+        cfg = load_config(None, overrides_of(flags, ctx.params), environ={})
+        assert _at(cfg, f.path) == want, f.path
+        for other in FLAGS:  # nothing else moved
+            if other.path != f.path:
+                assert _at(cfg, other.path) == _at(RunConfig(), other.path), (f.flag, other.path)
+    negatable = [f for f in flags if f.value_type is bool and f.negatable]
+    for f in negatable:
+        ctx = command(name).make_context(name, [*PREFIX[name], f"--no-{f.flag[2:]}"])
+        assert overrides_of(flags, ctx.params) == {f.keys[0]: {f.keys[1]: False}}
+
+
+def test_the_decorator_hands_the_given_flags_to_the_command(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    demo_app = typer.Typer()
+
+    @demo_app.command()
+    @config_flags("bench")
+    def cmd(name: str, *, overrides: dict[str, Any]) -> None:
+        seen.append({"name": name, **overrides})
+
+    r = CliRunner().invoke(demo_app, ["x", "--temperature", "0.5", "--corpus", str(tmp_path), "--no-parse-text-tool-calls"])
+    assert r.exit_code == 0, r.output
+    assert seen == [{"name": "x", "model": {"temperature": 0.5, "parse_text_tool_calls": False},
+                     "search": {"corpus": str(tmp_path)}}]
+    r = CliRunner().invoke(demo_app, ["x"])
+    assert seen[-1] == {"name": "x"}  # nothing given: nothing overridden (the file and environment decide)
+    r = CliRunner().invoke(demo_app, ["x", "--snapshot-mode", "bogus"])
+    assert r.exit_code == 2 and "bogus" in r.output  # a Literal field's choices are checked by the parser
+
+
+def test_the_table_refuses_a_clash() -> None:
+    with pytest.raises(TypeError, match="clash"):
+        @config_flags("run")
+        def cmd(model_temperature: float, *, overrides: dict[str, Any]) -> None: ...
+    with pytest.raises(TypeError, match="overrides"):
+        @config_flags("run")
+        def other(x: int) -> None: ...
+
+
+def test_help_stays_readable() -> None:
+    for name in ("run", "bench", "shell", "demo"):
+        r = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "120"})
+        assert r.exit_code == 0, r.output
+        for f in flags_for(name):
+            assert f.flag in r.output
+        for panel in {f.keys[0].capitalize() for f in flags_for(name)}:
+            assert f"─ {panel} " in r.output  # the table's flags are grouped per config table
+    r = CliRunner().invoke(app, ["bench", "--help"], env={"COLUMNS": "120"})
+    assert "Sampling temperature" in r.output and "model.temperature" in r.output
+
+
+def test_bench_passes_the_new_model_flags_to_every_run(tmp_path: Path) -> None:
+    """`bench` gained run's model/agent flags: they reach the sweep's config (sweep.json) and its runs."""
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"id": "q0", "question": "What is 6 times 7?", "answer": "42"}) + "\n")
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(app, ["bench", f"jsonl:{qs}", "--profiles", "fte", "--out", str(out), "--scripted",
+                                 "--search", "none", "--no-progress", "--temperature", "0.3", "--max-tokens", "999",
+                                 "--time-budget", "120", "--max-turns", "4", "--context-window", "65536",
+                                 "--parse-text-tool-calls", "--date", "2030-01-02"])
+    assert r.exit_code in (0, 1), r.output
+    cfg = json.loads((out / "sweep.json").read_text())["config"]
+    assert (cfg["model"]["temperature"], cfg["model"]["max_tokens"], cfg["model"]["context_window"]) == (0.3, 999, 65536)
+    assert cfg["model"]["parse_text_tool_calls"] is True
+    assert (cfg["agent"]["time_budget_s"], cfg["agent"]["max_turns"], cfg["agent"]["current_date"]) == (120.0, 4, "2030-01-02")
+    assert cfg["model"]["model"] == "scripted"  # --scripted still stands in for the endpoint
