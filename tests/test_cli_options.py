@@ -163,3 +163,10 @@ def test_bench_passes_the_new_model_flags_to_every_run(tmp_path: Path) -> None:
     assert cfg["model"]["parse_text_tool_calls"] is True
     assert (cfg["agent"]["time_budget_s"], cfg["agent"]["max_turns"], cfg["agent"]["current_date"]) == (120.0, 4, "2030-01-02")
     assert cfg["model"]["model"] == "scripted"  # --scripted still stands in for the endpoint
+
+
+def test_docs_config_md_lists_the_table() -> None:
+    from fte_shell.cli.options import flags_markdown
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "config.md"
+    assert flags_markdown() in doc.read_text(), "docs/config.md is stale: run python3 docs/gen_config_md.py"
