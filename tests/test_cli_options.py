@@ -4,12 +4,12 @@ it, run and bench share the same set, and every flag sets the config path it nam
 from __future__ import annotations
 
 import json
-import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from pydantic import SecretStr
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -69,8 +69,8 @@ def _sample(f: ConfigFlag, tmp: Path) -> tuple[list[str], Any]:
     vt = f.value_type
     if vt is bool:
         return [f.flag], True
-    if typing.get_origin(vt) is typing.Literal:
-        choice = next(c for c in reversed(typing.get_args(vt)) if c != f.field.default)
+    if f.choices:
+        choice = next(c for c in reversed(f.choices) if c != f.field.default)
         return [f.flag, choice], choice
     if vt is Path:
         return [f.flag, str(tmp / f.param)], tmp / f.param
@@ -78,7 +78,7 @@ def _sample(f: ConfigFlag, tmp: Path) -> tuple[list[str], Any]:
         return [f.flag, "77"], 77
     if vt is float:
         return [f.flag, "0.25"], 0.25
-    assert vt is str, (f.path, vt)
+    assert vt in (str, SecretStr), (f.path, vt)
     return [f.flag, "fte" if f.path == "agent.profile" else f"v-{f.param}"], "fte" if f.path == "agent.profile" else f"v-{f.param}"
 
 
@@ -123,8 +123,13 @@ def test_the_decorator_hands_the_given_flags_to_the_command(tmp_path: Path) -> N
                      "search": {"corpus": str(tmp_path)}}]
     r = CliRunner().invoke(demo_app, ["x"])
     assert seen[-1] == {"name": "x"}  # nothing given: nothing overridden (the file and environment decide)
-    r = CliRunner().invoke(demo_app, ["x", "--snapshot-mode", "bogus"])
-    assert r.exit_code == 2 and "bogus" in r.output  # a Literal field's choices are checked by the parser
+    # a bad value is a usage error naming the flag and the config path: choices, constraints, types
+    for args, needle in ((["--snapshot-mode", "bogus"], "'record', 'replay' or 'refresh'"),
+                         (["--context-window", "0"], "greater than 0"), (["--max-turns", "x"], "x")):
+        r = CliRunner().invoke(demo_app, ["x", *args], env={"COLUMNS": "200"})
+        assert r.exit_code == 2 and args[0] in r.output and needle in r.output, r.output
+        if args[0] != "--max-turns":
+            assert f"{next(f.path for f in FLAGS if f.flag == args[0])}:" in r.output
 
 
 def test_the_table_refuses_a_clash() -> None:

@@ -23,10 +23,10 @@ import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from ..config import RunConfig
@@ -79,13 +79,28 @@ class ConfigFlag:
 
     @property
     def value_type(self) -> Any:
-        """The type the flag's value is parsed as: the field's annotation without ``None``; a ``Literal``
-        stays (choices), a secret is given as text."""
+        """The field's annotation without ``None`` (a ``Literal`` keeps its choices)."""
         ann = self.field.annotation
         if get_origin(ann) in (Union, types.UnionType):
             args = [a for a in get_args(ann) if a is not type(None)]
             ann = args[0] if len(args) == 1 else ann
-        return str if ann is SecretStr else ann
+        return ann
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        """A ``Literal`` field's values."""
+        return get_args(self.value_type) if get_origin(self.value_type) is Literal else None
+
+    def check(self, value: Any) -> Any:
+        """Validate a given value against the field (type, constraints, choices) as the parser reads it,
+        so a bad value is a usage error naming the flag and the config path."""
+        if value is None:
+            return None
+        try:
+            TypeAdapter(Annotated[self.field.annotation, self.field]).validate_python(value)
+        except ValidationError as e:
+            raise typer.BadParameter(f"{self.path}: {e.errors()[0]['msg']}") from None
+        return value
 
     @property
     def help(self) -> str:
@@ -105,13 +120,14 @@ class ConfigFlag:
         return str(default).lower() if isinstance(default, bool) else str(default)
 
     def option(self) -> Any:
-        """The ``Annotated[type | None, typer.Option(...)]`` of the command parameter."""
-        vt = self.value_type
+        """The ``Annotated[type | None, typer.Option(...)]`` of the command parameter: choices and secrets
+        are read as text (the choices shown, checked by :meth:`check`)."""
+        vt = str if self.choices or self.value_type is SecretStr else self.value_type
         decls = self.decls
         if vt is bool and self.negatable:
             decls = (f"{self.flag}/--no-{self.flag.removeprefix('--')}", *decls[1:])
-        opt = typer.Option(*decls, help=self.help, rich_help_panel=self.keys[0].capitalize(),
-                           show_default=False)
+        opt = typer.Option(*decls, help=self.help, rich_help_panel=self.keys[0].capitalize(), show_default=False,
+                           metavar="|".join(self.choices) if self.choices else None, callback=self.check)
         return Annotated[vt | None, opt]  # type: ignore[valid-type]
 
 
