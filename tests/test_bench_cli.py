@@ -62,11 +62,11 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
         assert calls.count(f"{first_id}-fte-r0") == 2  # the transient failure was retried and finished
         first = json.loads((out / "runs" / "fte" / first_id / "r0" / "result.json").read_text())
         assert first["stop_reason"] == "answer"
-        # a failure is not a result: a plain rerun redoes it (and so does --retry-failed)
+        # a failure is not a result: a plain rerun redoes it
         s2 = run_sweep(bench, cfg, run_fn=flaky)
         assert (s2.skipped, s2.redone, s2.done, s2.failed) == (5, 1, 0, 1)
         broken["on"] = False
-        s3 = run_sweep(bench.model_copy(update={"retry_failed": True}), cfg, run_fn=flaky)
+        s3 = run_sweep(bench, cfg, run_fn=flaky)
         assert (s3.skipped, s3.redone, s3.done, s3.failed, s3.pending) == (5, 1, 1, 0, 0)
         ok = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
         assert ok["stop_reason"] == "answer"

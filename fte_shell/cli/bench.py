@@ -55,7 +55,6 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 0,
         config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
-        retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Redo runs that failed for an infrastructure reason (done on every resume anyway).")] = False,
         endpoint_wait: Annotated[float, typer.Option("--endpoint-wait", help="Seconds to wait for a model endpoint, Docker daemon or search backend that stopped answering before giving up.")] = 900.0,
         allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume although model, sampling, agent or profile settings changed (recorded in sweep.json).")] = False,
         retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
@@ -77,7 +76,7 @@ def register(app: typer.Typer) -> None:
             bench = BenchConfig(
                 dataset=dataset, split=split, limit=limit, sample=sample, seed=seed,
                 profiles=[p.strip() for p in profiles.split(",") if p.strip()], runs=runs,
-                concurrency=concurrency, out=out, corpus_dir=corpus_dir, retry_failed=retry_failed, retries=retries,
+                concurrency=concurrency, out=out, corpus_dir=corpus_dir, retries=retries,
                 endpoint_wait_s=endpoint_wait, allow_config_change=allow_config_change,
             )
         except ValueError as e:

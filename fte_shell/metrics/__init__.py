@@ -45,11 +45,8 @@ from .summary import (
     summarize_profile,
 )
 
-NOT_FINISHED = ("failed", "crashed", "incomplete")
-"""Deprecated: use :attr:`RunMetrics.infra_failure` (:func:`fte_shell.stops.is_infra_failure`)."""
-
 __all__ = [
-    "CATEGORY", "EXTRACTING_OPS", "MOUNT", "NOT_FINISHED", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",
+    "CATEGORY", "EXTRACTING_OPS", "MOUNT", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",
     "STRUCTURED_OPS", "Action", "Category", "Op", "ProfileSummary", "RunMetrics", "actions_from_events",
     "collect", "find_runs", "group_label", "group_runs", "judged", "materialized_pages", "ngrams", "percentile",
     "percentiles", "read_events", "read_json", "records", "revisited_docs", "run_metrics", "search_refs",

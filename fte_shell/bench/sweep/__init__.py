@@ -27,12 +27,7 @@ from .run import GRACE_S, MANIFEST_EVERY_S, run_sweep
 from .shared import Shared, prepare_shared, sweep_config
 from .state import RESULT, check_compatible, check_config, plan, run_state, write_manifest, write_questions
 
-FAILED = ("failed", "crashed")
-"""Kept for old importers: stop reasons the sweep wrote for runs whose harness raised. Every
-infrastructure stop (``fte_shell.stops.INFRA_STOP_REASONS``) now counts as failed."""
-
 __all__ = [
-    "FAILED",
     "FAILURES",
     "GRACE_S",
     "MANIFEST_EVERY_S",

@@ -55,10 +55,6 @@ class BenchConfig(BaseModel):
     (default ``$FTE_CACHE_DIR/corpora/hotpotqa-amor`` or ``…/browsecomp-plus-<hash of DIR>``, else under
     ``~/.cache/fte-shell/corpora/``)."""
 
-    retry_failed: bool = False
-    """Kept for old scripts: every run that ended for an infrastructure reason (``stops.is_infra_failure``)
-    is redone on resume anyway, with or without this flag."""
-
     retries: int = 1
     """Times a run whose harness raised an unexpected exception (not an outage) is retried at once, in a
     fresh directory, before it is recorded as failed."""
