@@ -315,13 +315,14 @@ def test_page_lease_downloads_a_url_once(tmp_path: Path) -> None:
 def test_secrets_travel_in_the_runtime_env_not_the_task() -> None:
     from pydantic import SecretStr
 
-    from fte_shell.distributed.task import RunSpec, restore_secrets, strip_secrets
+    from fte_shell.distributed.runenv import restore_secrets, strip_secrets
+    from fte_shell.distributed.task import RunSpec
 
     cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:1/v1", model="m", api_key="sk-TOPSECRET"))
     cfg.search.serper_api_key = SecretStr("serper-TOPSECRET")
     clean, env = strip_secrets(cfg)
     assert env == {"OPENAI_API_KEY": "sk-TOPSECRET", "SERPER_API_KEY": "serper-TOPSECRET"}
-    spec = RunSpec(question="q", config=clean, qid="x", meta={}, retries=0, has_search=False, has_pages=False)
+    spec = RunSpec(question="q", config=clean, qid="x", meta={}, has_search=False, has_pages=False)
     assert b"TOPSECRET" not in pickle.dumps(spec)
     assert cfg.model.api_key is not None  # the driver's own config is untouched
     old = {k: os.environ.get(k) for k in env}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..search.cache import normalize_query
+from .runenv import restore_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import RunConfig
@@ -36,7 +37,6 @@ class CacheService:
     def __init__(self, config: RunConfig, has_search: bool, has_pages: bool, page_cache_dir: str) -> None:
         from ..fetch import PageCache
         from ..search import make_page_source, make_search
-        from .task import restore_secrets
 
         cfg = config.model_copy(deep=True)
         restore_secrets(cfg)  # the Serper key, from this actor's runtime environment

@@ -1,12 +1,14 @@
-"""The driver side of a distributed sweep: :class:`RayExecutor` plugs into
-:func:`fte_shell.bench.sweep.run_sweep` (its ``remote``) and carries out every run as one Ray task.
+"""The driver side of a distributed sweep: :class:`RayExecutor` is a
+:class:`fte_shell.bench.sweep.RemoteRuns` (``run_sweep(..., remote=RayExecutor())``) that carries out every
+run as one Ray task.
 
-It connects to the cluster, checks the slot nodes (:mod:`.nodes`), starts the cache actor on the driver's
-node (:mod:`.caches`); the sweep's own worker threads (one per slot) then each submit a task asking for one
-``fte_slot`` and no CPU, wait for it, and write its run directory atomically into the sweep directory; the
-sweep's bookkeeping (counts, failures.jsonl, outages, progress) is the same as for a local sweep. Tasks whose worker or node died
-are retried by Ray up to ``max_retries`` times; a task that still cannot finish is recorded ``failed``
-(an infrastructure failure, redone with ``--retry-failed``), never as a wrong answer.
+:meth:`RayExecutor.open` connects to the cluster, checks the slot nodes (:mod:`.nodes`) and starts the
+cache actor on the driver's node (:mod:`.caches`); the sweep's own worker threads (one per slot) then each
+submit a task asking for one ``fte_slot`` and no CPU, wait for it, and write its run directory atomically
+into the sweep directory; the sweep's bookkeeping (counts, failures.jsonl, outages, progress) is the same
+as for a local sweep. Tasks whose worker or node died are retried by Ray up to ``max_retries`` times; a
+task that still cannot finish is recorded ``failed`` (an infrastructure failure, redone on the next
+resume), never as a wrong answer.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ..digest import config_digest
 from ..errors import ConfigError
+from .caches import CacheService
 from .nodes import SLOT, check_nodes, gc_nodes
 from .packing import remove_parts, unpack_into
-from .task import RunSpec, execute_run, strip_secrets
-
-GRACE_S = 10.0
-"""Seconds an interrupted sweep waits for its cancelled tasks."""
+from .runenv import strip_secrets, with_env
+from .task import RunSpec, execute_run
 
 
 def connect(address: str) -> bool:
@@ -66,26 +68,26 @@ class RayExecutor:
     """Ray cluster address (``auto``: the running local cluster or ``RAY_ADDRESS``)."""
     max_retries: int = 3
     """Times Ray reruns a task whose worker or node died (never for model/agent failures)."""
-    window: int | None = None
-    """Runs in flight at once (default: the slots of the cluster when the sweep starts)."""
     uses_local_docker: bool = False
+    """Runs use the nodes' Docker daemons, not this host's (the nodes are checked in :meth:`open`)."""
     placements: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock), attempts."""
+    """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock)."""
     cache_stats: dict[str, Any] = field(default_factory=dict)
     """The cache actor's counts at the end of the sweep (``puts``: pages stored per URL)."""
     leftovers_removed: int = 0
+    """Containers of dead harness processes removed on the nodes after the sweep."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: set[Any] = set()
-        self._closed = False
+        self._stopped = False
         self._connected = False
         self._actor: Any = None
         self._runtime_env: dict[str, Any] | None = None
 
     def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[Any, int]:
         """Join the cluster, check its slot nodes, start the cache actor; return the run function and the
-        number of runs to keep in flight."""
+        number of runs to keep in flight (the cluster's slots)."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -100,8 +102,6 @@ class RayExecutor:
         say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
             + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
         here = ray.get_runtime_context().get_node_id()
-        from .caches import CacheService
-
         self._actor = (ray.remote(num_cpus=0, max_concurrency=64, max_restarts=0)(CacheService)
                        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
                                 runtime_env=self._runtime_env)
@@ -110,10 +110,10 @@ class RayExecutor:
         info = ray.get(self._actor.info.remote())
         self._remote = ray.remote(execute_run).options(
             num_cpus=0, resources={SLOT: 1}, max_retries=self.max_retries, retry_exceptions=False,
-            **({"runtime_env": self._runtime_env} if self._runtime_env else {}))
+            **with_env(self._runtime_env))
         self._spec_base = {"has_search": shared.search is not None, "has_pages": shared.page_source is not None,
                            "search_name": info.get("name"), "default_n": info.get("default_n")}
-        return self._run, max(1, self.window or slots)
+        return self._run, max(1, slots)
 
     def _run(self, question: str, config: Any, out_dir: Path, *, qid: str | None = None,
              meta: dict[str, Any] | None = None, **_local: Any) -> Any:
@@ -121,9 +121,7 @@ class RayExecutor:
         import ray
 
         cfg, _env = strip_secrets(config)
-        from ..digest import config_digest
-
-        spec = RunSpec(question=question, config=cfg, qid=qid or "", meta=dict(meta or {}), retries=0,
+        spec = RunSpec(question=question, config=cfg, qid=qid or "", meta=dict(meta or {}),
                        config_digest=config_digest(config), **self._spec_base)
         ref = self._remote.remote(spec, self._actor)
         with self._lock:
@@ -136,34 +134,41 @@ class RayExecutor:
             with self._lock:
                 self._pending.discard(ref)
         with self._lock:
-            if self._closed:  # the sweep was interrupted: its in-flight runs are not trusted
+            if self._stopped:  # the sweep was interrupted: its in-flight runs are not trusted
                 raise RemoteRunError("ray: the sweep stopped while this run was in flight")
             if out.data is not None:
                 unpack_into(out.data, Path(out_dir))
             m = meta or {}
             self.placements.append({"qid": m.get("qid"), "profile": config.agent.profile, "rep": m.get("rep"),
                                     "node_id": out.node_id, "pid": out.pid, "started": out.started,
-                                    "ended": out.ended, "attempts": out.attempts})
+                                    "ended": out.ended})
         if out.error:
             raise RemoteRunError(f"on node {out.node_id[:12]}: {out.error}")
         return SimpleNamespace(answer=out.answer)
 
+    def cancel(self) -> None:
+        """Cancel the tasks in flight (each records its interruption and removes its container); their
+        run directories are never unpacked."""
+        import ray
+
+        with self._lock:
+            self._stopped = True
+            pending = list(self._pending)
+        if ray.is_initialized():
+            for ref in pending:
+                ray.cancel(ref)
+
     def close(self) -> None:
-        """Cancel what is still in flight, collect the cache counts, stop the actor, leave the cluster."""
+        """Cancel what is still in flight, collect the cache counts, stop the actor, remove dead
+        harnesses' containers on every node, leave the cluster."""
         try:
             import ray
         except ImportError:  # pragma: no cover - open() never ran
             return
-        with self._lock:
-            self._closed = True
-            pending = list(self._pending)
+        self.cancel()
         if not ray.is_initialized():
             return
         try:
-            for ref in pending:
-                ray.cancel(ref)
-            if pending:
-                ray.wait(pending, num_returns=len(pending), timeout=GRACE_S)
             if self._actor is not None:
                 self.cache_stats = ray.get(self._actor.stats.remote())
                 ray.kill(self._actor)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import SandboxConfig
 from ..errors import DockerUnavailable
+from .runenv import with_env
 
 SLOT = "fte_slot"
 """The custom Ray resource that bounds a node's live sandboxes (one per run)."""
@@ -128,7 +129,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     if not docker:
         return nodes
     want, image_id = driver_image(cfg, log)
-    inspect = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(inspect_here)
+    inspect = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(inspect_here)
     refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
@@ -148,7 +149,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
         if log:
             log(f"shipping sandbox image {cfg.image} ({want}) to {len(need)} node(s) with docker save/load")
         blob = ray.put(save_image(image_id))
-        load = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(load_here)
+        load = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(load_here)
         got = ray.get([load.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
                        .remote(blob, cfg.image) for n in need])
         for n, h in zip(need, got, strict=True):
@@ -168,16 +169,12 @@ def gc_here() -> int:
         return 0
 
 
-def _env(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
-    return {"runtime_env": runtime_env} if runtime_env else {}
-
-
 def gc_nodes(runtime_env: dict[str, Any] | None = None) -> int:
     """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    fn = ray.remote(num_cpus=0, max_retries=0, **_env(runtime_env))(gc_here)
+    fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(gc_here)
     refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote()
             for n in slot_nodes()]
     try:

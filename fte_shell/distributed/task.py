@@ -2,8 +2,8 @@
 
 Errors of the run itself (the model, the agent, a container that would not start) are part of the
 :class:`RunOutcome`, never an exception of the task, so Ray never retries them; the task is retried by Ray
-only when its worker or node dies (``max_retries``). The run is retried in place ``retries`` times when
-its harness raised, exactly like a local sweep.
+only when its worker or node dies (``max_retries``). A run whose harness raised is retried by the sweep,
+as a new task, exactly like a local run.
 """
 
 from __future__ import annotations
@@ -14,18 +14,15 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-
 from ..config import RunConfig
 from ..errors import FteError
-
-SECRET_ENV = {"OPENAI_API_KEY": ("model", "api_key"), "SERPER_API_KEY": ("search", "serper_api_key")}
-"""Secrets of a run and the environment variable (set in the task's Ray runtime environment) carrying
-each to the node; the config shipped with the task has them removed."""
+from .caches import RemotePageCache, RemotePageSource, RemoteSearch
+from .packing import pack_dir
+from .runenv import restore_secrets
 
 
 @dataclass
@@ -36,7 +33,6 @@ class RunSpec:
     config: RunConfig
     qid: str
     meta: dict[str, Any]
-    retries: int
     has_search: bool
     has_pages: bool
     search_name: str | None = None
@@ -60,27 +56,6 @@ class RunOutcome:
     started: float = 0.0
     """``time.time()`` on the node when the run began, and when it ended."""
     ended: float = 0.0
-    attempts: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def strip_secrets(cfg: RunConfig) -> tuple[RunConfig, dict[str, str]]:
-    """``cfg`` without its secrets, and the secrets as runtime-environment variables."""
-    out = cfg.model_copy(deep=True)
-    env: dict[str, str] = {}
-    for var, (section, name) in SECRET_ENV.items():
-        value = getattr(getattr(out, section), name)
-        if value is not None:
-            env[var] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-            setattr(getattr(out, section), name, None)
-    return out, env
-
-
-def restore_secrets(cfg: RunConfig) -> None:
-    """Put the secrets from this process's environment (the runtime env) back into ``cfg``."""
-    for var, (section, name) in SECRET_ENV.items():
-        if os.environ.get(var) and getattr(getattr(cfg, section), name) is None:
-            setattr(getattr(cfg, section), name, SecretStr(os.environ[var]))
 
 
 def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
@@ -88,8 +63,6 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     import ray
 
     from ..runner import run_question
-    from .caches import RemotePageCache, RemotePageSource, RemoteSearch
-    from .packing import pack_dir
 
     started = time.time()
     cfg = spec.config.model_copy(deep=True)
@@ -104,22 +77,15 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     run_dir = tmp / "run"
     error: str | None = None
     answer = None
-    attempts = 0
     try:
-        for attempt in range(spec.retries + 1):
-            attempts += 1
-            if attempt:
-                shutil.rmtree(run_dir, ignore_errors=True)
-            error = None
-            try:
-                res = run_question(spec.question, cfg, run_dir, search=search, page_source=pages,  # type: ignore[arg-type]
-                                   page_cache=page_cache, qid=spec.qid, model=None, meta=spec.meta)  # type: ignore[arg-type]
-                answer = getattr(res, "answer", None)
-                break
-            except Exception as e:  # noqa: BLE001 - a failed run is a result: recorded, never retried by Ray
-                error = f"{e.__class__.__name__}: {e}"
-                if not isinstance(e, FteError):
-                    error += "\n" + "".join(traceback.format_exception(e)[-3:])
+        try:
+            res = run_question(spec.question, cfg, run_dir, search=search, page_source=pages,  # type: ignore[arg-type]
+                               page_cache=page_cache, qid=spec.qid, model=None, meta=spec.meta)  # type: ignore[arg-type]
+            answer = getattr(res, "answer", None)
+        except Exception as e:  # noqa: BLE001 - a failed run is a result: recorded, never retried by Ray
+            error = f"{e.__class__.__name__}: {e}"
+            if not isinstance(e, FteError):
+                error += "\n" + "".join(traceback.format_exception(e)[-3:])
         result = run_dir / "result.json"
         if spec.config_digest and result.is_file():
             r = json.loads(result.read_text(encoding="utf-8"))
@@ -132,4 +98,4 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
         page_cache.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return RunOutcome(data=data, answer=answer, error=error, node_id=ray.get_runtime_context().get_node_id(),
-                      pid=os.getpid(), started=started, ended=time.time(), attempts=attempts)
+                      pid=os.getpid(), started=started, ended=time.time())

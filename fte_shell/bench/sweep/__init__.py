@@ -11,32 +11,25 @@ Layout of ``OUT`` (docs/bench.md)::
     shared/search-cache/         search results, shared by every profile (identical result lists)
     shared/page-cache/           converted pages, shared by every profile (identical page text)
 
-Modules: :mod:`.config` (BenchConfig, Task, SweepStats), :mod:`.shared` (search, corpus, caches),
-:mod:`.state` (plan, run states, manifest, resume checks), :mod:`.failures` (infrastructure failures),
-:mod:`.outage` (probes and the gate), :mod:`.execute` (the work queue and the executor seam), :mod:`.run`
-(:func:`run_sweep`).
+:func:`run_sweep` (:mod:`.run`) is one seam: **plan** (:mod:`.state`: the runs, resume checks, the
+manifest; :mod:`.outage`: probes and the gate) → **attempt** (:mod:`.execute`: the work queue, worker
+threads and where a run happens, :class:`RemoteRuns` — this process or e.g. a Ray cluster) →
+**bookkeeping** (:mod:`.ledger`: counts, :mod:`.failures`, ``sweep.json``). :mod:`.config` holds
+BenchConfig, Task, SweepStats; :mod:`.shared` the search, corpus and caches every run shares.
 """
 
 from __future__ import annotations
 
 from .config import BenchConfig, RunFn, SweepStats, Task
-from .execute import Executor, RemoteRuns, WorkQueue, thread_executor
-from .failures import FAILURES, FailureLog
-from .outage import EndpointProbe, Outages, Probe, SandboxProbe, SearchProbe
-from .run import GRACE_S, MANIFEST_EVERY_S, run_sweep
-from .shared import Shared, prepare_shared, sweep_config
-from .state import RESULT, check_compatible, check_config, plan, run_state, write_manifest, write_questions
+from .execute import LocalRuns, RemoteRuns
+from .outage import EndpointProbe, Probe, SandboxProbe, SearchProbe
+from .run import run_sweep
+from .shared import Shared
 
 __all__ = [
-    "FAILURES",
-    "GRACE_S",
-    "MANIFEST_EVERY_S",
-    "RESULT",
     "BenchConfig",
     "EndpointProbe",
-    "Executor",
-    "FailureLog",
-    "Outages",
+    "LocalRuns",
     "Probe",
     "RemoteRuns",
     "RunFn",
@@ -45,15 +38,5 @@ __all__ = [
     "Shared",
     "SweepStats",
     "Task",
-    "WorkQueue",
-    "check_compatible",
-    "check_config",
-    "plan",
-    "prepare_shared",
-    "run_state",
     "run_sweep",
-    "sweep_config",
-    "thread_executor",
-    "write_manifest",
-    "write_questions",
 ]

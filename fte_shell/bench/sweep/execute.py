@@ -1,27 +1,153 @@
-"""Where a sweep hands its runs to workers: the :class:`WorkQueue` of tasks and the :data:`Executor` that
-drains it. The default executor is :func:`thread_executor` (``concurrency`` threads in this process);
-another executor (e.g. one task per run on a cluster) only has to take tasks with :meth:`WorkQueue.get`,
-call ``run_one(task)`` for each, and :meth:`WorkQueue.done` after it.
+"""The attempt: where and how one run of a sweep is carried out.
 
-``run_one`` does everything for one task — the run, its bookkeeping, and putting it back into the queue
-when it must be redone after an outage — so an executor knows nothing about results or failures.
+Runs happen through a :class:`RemoteRuns`: :class:`LocalRuns` (the default: the runner in this process)
+or another host's, e.g. :class:`fte_shell.distributed.RayExecutor` (one Ray task per run). Either way the
+sweep's own worker threads (:func:`drain`, one per slot) take tasks from the :class:`WorkQueue` and call
+:class:`Attempt` for each: the run, with immediate retries of unexpected harness errors, classified into
+an :class:`Outcome`. What an outcome means for the sweep (counts, ``failures.jsonl``, redos after an
+outage) is :mod:`.ledger`'s business.
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ...stops import is_infra_failure
 from .config import RunFn, Task
+from .failures import describe_exception, last_error, read_result, stop_of_exception
 
-RunOne = Callable[[Task], None]
-Executor = Callable[["WorkQueue", RunOne, int], None]
-"""``executor(work, run_one, concurrency)``: run every task of ``work`` with at most ``concurrency`` in
-flight; return when :meth:`WorkQueue.get` returns None to every worker. KeyboardInterrupt in the calling
-thread propagates (the sweep then closes the queue and waits for the runs in flight)."""
+if TYPE_CHECKING:  # pragma: no cover
+    from ...model import ModelClient
+    from .shared import Shared
+
+Log = Callable[[str], None]
+
+
+class RemoteRuns(Protocol):
+    """Where the runs of a sweep happen. The sweep calls :meth:`open` once after its set-up, runs its
+    worker threads (as many as :meth:`open` returns) with the returned run function in place of the
+    local runner, :meth:`cancel` when it is interrupted, and :meth:`close` at the end. The run function
+    writes the run directory (it alone, atomically) or raises."""
+
+    uses_local_docker: bool
+    """Whether runs use this host's Docker daemon (the sweep then checks its image and gcs it first)."""
+
+    def open(self, bench: Any, dataset: Any, shared: Any, log: Log | None) -> tuple[RunFn, int]:
+        """Get ready; return the run function and how many runs to keep in flight."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop every run in flight (the sweep was interrupted: their outcome will not be trusted)."""
+        ...
+
+    def close(self) -> None:
+        """Release what :meth:`open` set up."""
+        ...
+
+
+class LocalRuns:
+    """Runs in this process: ``run_fn`` (default :func:`fte_shell.runner.run_question`) on
+    ``bench.concurrency`` threads, each shell run in a container of this host's Docker daemon."""
+
+    uses_local_docker = True
+
+    def __init__(self, run_fn: RunFn | None = None) -> None:
+        self.run_fn = run_fn
+
+    def open(self, bench: Any, dataset: Any, shared: Any, log: Log | None) -> tuple[RunFn, int]:
+        if self.run_fn is None:
+            from ...runner import run_question
+
+            self.run_fn = run_question
+        return self.run_fn, bench.concurrency
+
+    def cancel(self) -> None:
+        """Remove this process's containers at once: the runs in them end."""
+        try:
+            from ...sandbox import stop_all_boxes
+
+            stop_all_boxes()
+        except Exception as e:  # noqa: BLE001 - best effort during shutdown; gc removes what is left
+            print(f"fte-shell bench: could not remove containers: {e}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass
+class Outcome:
+    """How one attempt at a run ended."""
+
+    stop_reason: str
+    answer: str | None
+    error: str | None
+    raised: bool = False
+    """The harness raised instead of finishing the run: its ``result.json`` is the sweep's to write."""
+
+
+class Attempt:
+    """One attempt at a run: ``run_fn`` in a fresh directory, retried at once (``retries`` times) when
+    the harness raised an unexpected exception; an exception that names the infrastructure is not
+    retried (the outage handling redoes the run). Returns None when the sweep stopped meanwhile."""
+
+    def __init__(self, run_fn: RunFn, shared: Shared, model: ModelClient, dataset_source: str, retries: int,
+                 stop: threading.Event, log: Log) -> None:
+        self.run_fn, self.shared, self.model = run_fn, shared, model
+        self.dataset_source, self.retries, self.stop, self.log = dataset_source, retries, stop, log
+
+    def __call__(self, t: Task) -> Outcome | None:
+        cfg = self.shared.config.model_copy(deep=True)
+        cfg.agent.profile = t.profile
+        if t.run_dir.exists():  # an earlier attempt of this invocation, redone after an outage
+            shutil.rmtree(t.run_dir, ignore_errors=True)
+        t.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        stop_reason, error = "failed", ""
+        for i in range(self.retries + 1):
+            if i:
+                if self.stop.is_set():
+                    break
+                self.log(f"retrying {t.run_dir} after: {error.splitlines()[0]}")
+                shutil.rmtree(t.run_dir, ignore_errors=True)
+            try:
+                res = self._run(t, cfg)
+            except Exception as e:  # noqa: BLE001 - a failed run is recorded and the sweep goes on
+                stop_reason, error = stop_of_exception(e), describe_exception(e)
+                done = read_result(t.run_dir)
+                if done is not None and not is_infra_failure(done.get("stop_reason")):
+                    # the run finished (result.json has a result); only the clean-up after it failed
+                    self.log(f"{t.run_dir}: the clean-up after the run failed ({error.splitlines()[0]}); "
+                             f"its result is kept")
+                    return Outcome(str(done["stop_reason"]), done.get("answer"), None)
+                if stop_reason != "failed":  # infrastructure is down: the outage handling redoes it
+                    break
+                continue
+            result = read_result(t.run_dir)
+            if result is None:  # defensive: the runner always writes it
+                stop_reason, error = "failed", "the run ended without writing result.json"
+                continue
+            stop_reason = str(result.get("stop_reason") or getattr(res, "stop_reason", "") or "failed")
+            if not is_infra_failure(stop_reason):
+                return Outcome(stop_reason, result.get("answer"), None)
+            return Outcome(stop_reason, None, result.get("error") or last_error(t.run_dir))
+        if self.stop.is_set():
+            return None
+        return Outcome(stop_reason, None, error, raised=True)
+
+    def _run(self, t: Task, cfg: Any) -> Any:
+        s = self.shared
+        return self.run_fn(
+            t.question.question, cfg, t.run_dir,
+            search=s.search, page_source=s.page_source, page_cache=s.page_cache,
+            qid=f"{t.question.id}-{t.profile}-r{t.rep}", model=self.model,
+            meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
+        )
 
 
 class WorkQueue:
@@ -75,11 +201,6 @@ class WorkQueue:
             self._closed = True
             self._cond.notify_all()
 
-    def remaining(self) -> list[Task]:
-        """Tasks never handed out (or put back and not taken again)."""
-        with self._cond:
-            return list(self._tasks)
-
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the runs in flight to end; True when none is left."""
         deadline = time.monotonic() + timeout
@@ -92,9 +213,9 @@ class WorkQueue:
             return True
 
 
-def thread_executor(work: WorkQueue, run_one: RunOne, concurrency: int) -> None:
-    """Drain ``work`` on ``concurrency`` daemon threads; the calling thread joins them in short steps, so
-    a KeyboardInterrupt (SIGINT/SIGTERM in the main thread) reaches it at once."""
+def drain(work: WorkQueue, run_one: Callable[[Task], None], workers: int) -> None:
+    """Run every task of ``work`` with ``run_one`` on ``workers`` daemon threads; the calling thread joins
+    them in short steps, so a KeyboardInterrupt (SIGINT/SIGTERM in the main thread) reaches it at once."""
 
     def worker() -> None:
         while (t := work.get()) is not None:
@@ -103,23 +224,9 @@ def thread_executor(work: WorkQueue, run_one: RunOne, concurrency: int) -> None:
             finally:
                 work.done(t)
 
-    threads = [threading.Thread(target=worker, name=f"bench-{i}", daemon=True) for i in range(max(1, concurrency))]
+    threads = [threading.Thread(target=worker, name=f"bench-{i}", daemon=True) for i in range(max(1, workers))]
     for th in threads:
         th.start()
     while any(th.is_alive() for th in threads):
         for th in threads:
             th.join(timeout=0.2)
-
-
-class RemoteRuns(Protocol):
-    """Runs carried out somewhere else (e.g. one Ray task per run, :class:`fte_shell.distributed.RayExecutor`),
-    with this process's threads and bookkeeping: the sweep calls :meth:`open` once after its set-up, runs
-    its usual workers (one per slot) with the returned ``run_fn`` in place of the local runner, and
-    :meth:`close` at the end. ``run_fn`` writes the run directory (it alone, atomically) or raises."""
-
-    uses_local_docker: bool
-    """Whether runs use this host's Docker daemon (the sweep then checks its image and gcs it first)."""
-
-    def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[RunFn, int]: ...
-
-    def close(self) -> None: ...

@@ -17,7 +17,6 @@ from typing import Any
 
 from ...errors import DockerUnavailable, FteError, ModelError, SandboxError, SearchUnavailable
 from ...record.jsonio import write_json_atomic
-from ...stops import RESOURCE_OF
 from .config import Task
 from .state import RESULT, now
 

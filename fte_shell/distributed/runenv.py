@@ -1,0 +1,40 @@
+"""What travels in the Ray runtime environment of a distributed sweep's tasks and actors: the secrets
+(the model key, the Serper key), removed from the configuration shipped with each task and put back from
+the environment on the node, and the option that gives a remote function that environment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import SecretStr
+
+from ..config import RunConfig
+
+SECRET_ENV = {"OPENAI_API_KEY": ("model", "api_key"), "SERPER_API_KEY": ("search", "serper_api_key")}
+"""Secrets of a run and the environment variable (set in the task's Ray runtime environment) carrying
+each to the node; the config shipped with the task has them removed."""
+
+
+def strip_secrets(cfg: RunConfig) -> tuple[RunConfig, dict[str, str]]:
+    """``cfg`` without its secrets, and the secrets as runtime-environment variables."""
+    out = cfg.model_copy(deep=True)
+    env: dict[str, str] = {}
+    for var, (section, name) in SECRET_ENV.items():
+        value = getattr(getattr(out, section), name)
+        if value is not None:
+            env[var] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
+            setattr(getattr(out, section), name, None)
+    return out, env
+
+
+def restore_secrets(cfg: RunConfig) -> None:
+    """Put the secrets from this process's environment (the runtime env) back into ``cfg``."""
+    for var, (section, name) in SECRET_ENV.items():
+        if os.environ.get(var) and getattr(getattr(cfg, section), name) is None:
+            setattr(getattr(cfg, section), name, SecretStr(os.environ[var]))
+
+
+def with_env(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
+    """``ray.remote``/``.options`` keyword arguments giving a function ``runtime_env`` (none: nothing)."""
+    return {"runtime_env": runtime_env} if runtime_env else {}
