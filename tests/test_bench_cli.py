@@ -177,3 +177,74 @@ def test_cli_jsonl_dataset_with_a_local_corpus(tmp_path: Path, hotpotqa_dir: Pat
     assert manifest["config"]["search"]["cache_dir"] == str(out / "shared" / "search-cache")
     assert any((out / "shared" / "search-cache").iterdir())
     assert {p.parent.name for p in out.glob("runs/fte/*/r0")} == {r["_id"] for r in rows}
+
+
+class InProcessRuns:
+    """A ``RemoteRuns`` that carries out each run in this process (the seam without a cluster): it counts
+    what the sweep asks of it and sends this process SIGTERM from inside the ``stop_at``-th run."""
+
+    uses_local_docker = False
+
+    def __init__(self, slots: int, stop_at: int | None = None) -> None:
+        import threading
+
+        self.slots, self.stop_at = slots, stop_at
+        self.calls: list[str] = []
+        self.opened = self.cancelled = self.closed = 0
+        self.in_flight = self.peak = 0
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+
+    def open(self, bench: Any, dataset: Any, shared: Any, log: Any) -> tuple[Any, int]:
+        self.opened += 1
+        return self.run, self.slots
+
+    def run(self, question: str, cfg: Any, run_dir: Path, **kw: Any) -> Any:
+        import os
+        import signal
+
+        with self._lock:
+            self.calls.append(kw["qid"])
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            n = len(self.calls)
+        try:
+            if n == self.stop_at:
+                run_dir.mkdir(parents=True)  # a run in flight when the sweep is interrupted
+                os.kill(os.getpid(), signal.SIGTERM)
+                assert self._cancel.wait(30), "the sweep did not cancel the runs in flight"
+                raise RuntimeError("cancelled")
+            return run_question(question, cfg, run_dir, **kw)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def cancel(self) -> None:
+        self.cancelled += 1
+        self._cancel.set()
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    """Runs carried out through a ``RemoteRuns``: the sweep opens it once, keeps its slots busy and no more,
+    closes it; on SIGTERM it cancels the runs in flight, deletes them and says it was interrupted; a resume
+    keeps every run that got a result."""
+    out = tmp_path / "sweep"
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=4, profiles=["fte", "snippet-only"],
+                            concurrency=8, out=out, corpus_dir=corpus_dir)
+        stopping = InProcessRuns(slots=1, stop_at=3)
+        s1 = run_sweep(bench, cfg, remote=stopping)
+        assert s1.interrupted and (s1.done, s1.lost, s1.failed) == (2, 1, 0), s1
+        assert (stopping.opened, stopping.cancelled, stopping.closed, stopping.peak) == (1, 1, 1, 1)
+        assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
+        assert len(list(out.glob("runs/*/*/r0"))) == 2  # the run in flight is gone
+        assert not (out / "failures.jsonl").exists()  # an interrupted run is no failure
+        runs = InProcessRuns(slots=2)
+        s2 = run_sweep(bench, cfg, remote=runs)
+        assert not s2.interrupted and (s2.skipped, s2.done, s2.pending) == (2, 6, 0), s2
+        assert (runs.opened, runs.cancelled, runs.closed) == (1, 0, 1) and runs.peak <= 2
+        assert len(runs.calls) == 6
