@@ -22,19 +22,14 @@ from __future__ import annotations
 
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import LocalRuns, RemoteRuns
-from .outage import EndpointProbe, Probe, SandboxProbe, SearchProbe
 from .run import run_sweep
 from .shared import Shared
 
 __all__ = [
     "BenchConfig",
-    "EndpointProbe",
     "LocalRuns",
-    "Probe",
     "RemoteRuns",
     "RunFn",
-    "SandboxProbe",
-    "SearchProbe",
     "Shared",
     "SweepStats",
     "Task",

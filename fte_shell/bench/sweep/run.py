@@ -31,7 +31,7 @@ from ...runner import sigterm_as_interrupt
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Attempt, LocalRuns, RemoteRuns, WorkQueue, drain
 from .ledger import Ledger, OnEvent
-from .outage import Outages, Probe, default_probes
+from .outage import Outages, default_probes
 from .shared import prepare_shared, sweep_config
 from .state import check_compatible, check_config, plan, write_questions
 
@@ -46,14 +46,12 @@ def run_sweep(
     run_fn: RunFn | None = None,
     on_event: OnEvent | None = None,
     log: Callable[[str], None] | None = None,
-    probes: dict[str, Probe] | None = None,
     remote: RemoteRuns | None = None,
 ) -> SweepStats:
     """Run (or resume) the sweep. ``on_event(kind, task, stats)`` is called with ``start``/``done``/
     ``failed`` for progress display; ``log`` gets one-line messages (outages, retries, set-up).
     ``remote`` carries out each run elsewhere (e.g. on a Ray cluster, one worker thread per slot); else
-    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`). ``probes`` replaces the
-    infrastructure probes. Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
+    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`). Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
     _validate(bench)
@@ -75,7 +73,7 @@ def run_sweep(
             say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
         stop = threading.Event()
         base_url, api_key, _name = resolve_endpoint(config.model)
-        outages = Outages(probes or default_probes(filled, base_url, api_key),
+        outages = Outages(default_probes(filled, base_url, api_key),
                           wait_s=bench.endpoint_wait_s, backoff_s=bench.probe_backoff_s, log=say, stop=stop)
         books = Ledger(bench, dataset, filled, plan(bench, dataset.questions), history=history, t0=t0,
                        outages=outages, on_event=on_event, log=say)
