@@ -8,7 +8,6 @@ as a new task, exactly like a local run.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..errors import FteError
+from ..record.rundir import read_result, update_result
 from .caches import RemotePageCache, RemotePageSource, RemoteSearch
 from .packing import pack_dir
 from .runenv import restore_secrets
@@ -86,13 +86,8 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
             error = f"{e.__class__.__name__}: {e}"
             if not isinstance(e, FteError):
                 error += "\n" + "".join(traceback.format_exception(e)[-3:])
-        result = run_dir / "result.json"
-        if spec.config_digest and result.is_file():
-            r = json.loads(result.read_text(encoding="utf-8"))
-            r["config_digest"] = spec.config_digest
-            tmp_result = result.with_name(".result.json.tmp")
-            tmp_result.write_text(json.dumps(r, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp_result, result)
+        if spec.config_digest and read_result(run_dir) is not None:
+            update_result(run_dir, {"config_digest": spec.config_digest})
         data = pack_dir(run_dir) if run_dir.is_dir() else None
     finally:
         page_cache.close()
