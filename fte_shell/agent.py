@@ -10,7 +10,8 @@ was cut" notice; otherwise a short nudge. Stop reasons (:mod:`fte_shell.stops`):
 ``too_many_nudges``, ``repeated_reply``, ``reply_cut`` (two cut replies in a row), ``context_overflow``, and
 the model endpoint's failures ``endpoint_unavailable``, ``auth``, ``bad_request`` (``model_error`` for an
 untyped one), ``interrupted`` (KeyboardInterrupt, or SIGTERM turned into one by the runner), and
-``crashed`` (an unexpected exception from a profile: recorded, then re-raised). Token usage: the agent
+``crashed`` (an unexpected exception from a profile: recorded, then re-raised; one that names a stop reason,
+e.g. a snapshot miss with ``on_miss = fail-run``, ends the run with that name instead). Token usage: the agent
 model's in ``usage``; tokens of models that tools call themselves (``meta.summary_usage``) in
 ``summary_usage``, apart.
 """
@@ -42,6 +43,7 @@ from .model.errors import BadRequest, ContextOverflow
 from .model.textcalls import find_text_tool_calls
 from .profiles import Profile, ToolResult
 from .prompts import system_prompt
+from .stops import stop_of_exception
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import Completion, ModelClient, ServerInfo
@@ -125,7 +127,7 @@ class Agent:
             stop, pending = "interrupted", e
             rec.event("error", turn=self.turns, message="interrupted (KeyboardInterrupt or SIGTERM)")
         except Exception as e:  # noqa: BLE001 - recorded, then re-raised below
-            stop, pending = "crashed", e
+            stop, pending = stop_of_exception(e, default="crashed"), e  # type: ignore[assignment]
             rec.event("error", turn=self.turns, message=f"{e.__class__.__name__}: {e}")
         result = RunResult(
             question=question,

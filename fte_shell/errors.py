@@ -3,6 +3,10 @@
 Rule of thumb: an error the *model* caused or can work around (a refused URL, a bad regex, an unknown tool)
 becomes an observation string; an error the *user* must fix (no Docker daemon, no API key, a bad config
 key) stops the run with a message that names the fix.
+
+An exception that ends a run for a named reason carries it as the class attribute ``stop_reason`` (a name of
+:data:`fte_shell.stops.STOPS`), read by :func:`fte_shell.stops.stop_of_exception` along the cause chain; one
+without it ends a run as ``crashed`` (in the loop) or ``failed`` (outside it).
 """
 
 from __future__ import annotations
@@ -27,17 +31,26 @@ class ConfigError(FteError):
 class DockerUnavailable(FteError):
     """No Docker daemon answers, or the sandbox image cannot be built."""
 
+    stop_reason = "sandbox_unavailable"
+
 
 class SandboxError(FteError):
     """The container or the shell session failed in a way the harness cannot recover from."""
+
+    stop_reason = "sandbox_unavailable"
 
 
 class SearchUnavailable(FteError):
     """The search backend cannot be used at all (missing key, missing index, unreachable service)."""
 
+    stop_reason = "search_unavailable"
+
 
 class ModelError(FteError):
-    """The model endpoint failed after all retries, or is not configured."""
+    """The model endpoint failed after all retries, or is not configured. The subclasses in
+    :mod:`fte_shell.model.errors` name finer stop reasons (``auth``, ``bad_request``, ``context_overflow``…)."""
+
+    stop_reason = "endpoint_unavailable"
 
 
 # --- errors for the model (become an observation) -----------------------------------------------------

@@ -40,6 +40,8 @@ class SnapshotMiss(FteError):
     """A replay asked for a resource the snapshot does not hold and ``on_miss = "fail-run"``: the run
     stops (an infrastructure failure, never a wrong answer)."""
 
+    stop_reason = "snapshot_miss"
+
 
 class SearchNotInSnapshot(ToolError):
     """A replayed search the snapshot does not hold (``on_miss = "refuse"``): one line for the model."""

@@ -1,5 +1,6 @@
-"""Runs that ended for an infrastructure reason: which reason, which resource it points at, and the
-``failures.jsonl`` log of every such attempt.
+"""Runs that ended for an infrastructure reason: the ``failures.jsonl`` log of every such attempt (the
+stop reason of an exception is :func:`fte_shell.stops.stop_of_exception`, the resource it blames
+:data:`fte_shell.stops.RESOURCE_OF`).
 
 A run is not a result when its ``stop_reason`` is an infrastructure stop (:mod:`fte_shell.stops`), or
 when the harness raised instead of finishing it. Such an attempt is one line of ``OUT/failures.jsonl``
@@ -15,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ...errors import DockerUnavailable, FteError, ModelError, SandboxError, SearchUnavailable
+from ...errors import FteError
 from ...record.jsonio import write_json_atomic
 from .config import Task
 from .state import RESULT, now
@@ -28,52 +29,6 @@ GIVE_UP_STATUS: dict[str, str] = {
     "search": "search_unavailable",
 }
 """The sweep's status (``sweep.json``) when it gave up waiting for a resource."""
-
-
-def _chain(e: BaseException) -> list[BaseException]:
-    out: list[BaseException] = []
-    x: BaseException | None = e
-    while x is not None and x not in out and len(out) < 10:
-        out.append(x)
-        x = x.__cause__ or x.__context__
-    return out
-
-
-def _from_docker(e: BaseException) -> bool:
-    """A connection-level error raised inside the Docker SDK or fte_shell/container.py (the daemon's
-    socket refused or dropped the connection: the SDK raises ``requests``' ConnectionError or its own
-    DockerException, which the container module does not wrap)."""
-    try:
-        import docker.errors
-
-        docker_exc: tuple[type[BaseException], ...] = (docker.errors.DockerException,)
-    except ImportError:  # pragma: no cover - docker is a dependency
-        docker_exc = ()
-    conn_like = isinstance(e, (ConnectionError, OSError, *docker_exc)) or "ConnectionError" in type(e).__name__
-    if not conn_like:
-        return False
-    tb = e.__traceback__
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if "/docker/" in name or name.endswith("fte_shell/container.py"):
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def stop_of_exception(e: BaseException) -> str:
-    """The stop reason of a run whose harness raised ``e`` (or an exception that caused it): the
-    resource it names — ``sandbox_unavailable`` (DockerUnavailable, SandboxError, or a connection error
-    from the Docker SDK), ``search_unavailable``, ``endpoint_unavailable`` (ModelError) — else
-    ``failed``."""
-    chain = _chain(e)
-    if any(isinstance(x, DockerUnavailable | SandboxError) or _from_docker(x) for x in chain):
-        return "sandbox_unavailable"
-    if any(isinstance(x, SearchUnavailable) for x in chain):
-        return "search_unavailable"
-    if any(isinstance(x, ModelError) for x in chain):
-        return "endpoint_unavailable"
-    return "failed"
 
 
 def describe_exception(e: BaseException) -> str:
