@@ -46,7 +46,7 @@ from .prompts import system_prompt
 from .stops import stop_of_exception
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .model import Completion, ModelClient, ServerInfo
+    from .model import Completion, Model, ServerInfo
     from .record.rundir import RunWriter
 
 __all__ = ["NUDGE", "TOOL_USAGE_META", "Agent", "RunResult", "StopReason", "extract_answer", "find_answer"]
@@ -58,7 +58,7 @@ class Agent:
     def __init__(
         self,
         config: RunConfig,
-        model: ModelClient,
+        model: Model,
         profile: Profile,
         recorder: RunWriter,
         *,
@@ -89,16 +89,12 @@ class Agent:
         agent = self.config.agent
         return system_prompt(self.profile.system_addendum(), agent.current_date, agent.system_prompt_file)
 
-    def _server_info(self) -> ServerInfo | None:
-        probe = getattr(self.model, "server_info", None)
-        return probe() if callable(probe) else None
-
     def run(self, question: str) -> RunResult:
         """Run the loop to a stop reason, record everything, write ``result.json`` and return the result.
 
         KeyboardInterrupt is recorded (``interrupted``) and re-raised after ``result.json`` is written."""
         started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-        self._info = self._server_info()  # probed once per client, outside the time budget
+        self._info = self.model.server_info()  # probed once per client, outside the time budget
         t0 = time.monotonic()
         rec = self.recorder
         tools = self.profile.tools()

@@ -8,7 +8,7 @@ import pytest
 
 from fte_shell.config import ModelConfig, load_config
 from fte_shell.errors import ModelError
-from fte_shell.model import ModelClient, _retry_after_s
+from fte_shell.model import ModelClient, retry_after_s
 from fte_shell.scripted import ScriptedServer, ScriptTurn, tokens_for
 
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q?"}]
@@ -141,8 +141,8 @@ def test_no_endpoint_names_every_way_to_give_one(monkeypatch: pytest.MonkeyPatch
 
 
 def test_retry_after_parsing() -> None:
-    assert _retry_after_s({"retry-after": "3"}) == 3.0
-    assert _retry_after_s({"retry-after-ms": "250"}) == 0.25
-    assert _retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
-    assert _retry_after_s({"retry-after": "soon"}) is None
-    assert _retry_after_s({}) is None
+    assert retry_after_s({"retry-after": "3"}) == 3.0
+    assert retry_after_s({"retry-after-ms": "250"}) == 0.25
+    assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
+    assert retry_after_s({"retry-after": "soon"}) is None
+    assert retry_after_s({}) is None

@@ -1,17 +1,17 @@
-"""The model side: the client (:mod:`.client`), typed errors (:mod:`.errors`), context-window discovery
-(:mod:`.window`) and tool calls left as text (:mod:`.textcalls`)."""
+"""The model side: the :class:`Model` protocol (:mod:`.base`), its client (:mod:`.client`: chat completions
+and one-shot :meth:`ModelClient.ask`), what a call returns (:mod:`.completion`), typed errors
+(:mod:`.errors`), context-window discovery (:mod:`.window`) and tool calls left as text (:mod:`.textcalls`)."""
 
+from .base import Model, RetryListener
 from .client import (
     ENDPOINT_HELP,
     PLACEHOLDER_API_KEY,
-    REASONING_FIELDS,
-    Completion,
     ModelClient,
-    _describe,
-    _retry_after_s,
-    _to_completion,
+    describe_error,
     resolve_endpoint,
+    retry_after_s,
 )
+from .completion import REASONING_FIELDS, Completion, to_completion
 from .errors import (
     OVERFLOW_PATTERNS,
     AuthFailed,
@@ -22,11 +22,11 @@ from .errors import (
     classify_status,
     is_overflow_text,
 )
-from .window import ServerInfo, discover
+from .window import SERVER_KINDS, ServerInfo, ServerKind, discover
 
 __all__ = [
-    "ENDPOINT_HELP", "OVERFLOW_PATTERNS", "PLACEHOLDER_API_KEY", "REASONING_FIELDS", "AuthFailed", "BadRequest",
-    "Completion", "ContextOverflow", "EndpointUnavailable", "ModelCallError", "ModelClient", "ServerInfo",
-    "_describe", "_retry_after_s", "_to_completion", "classify_status", "discover", "is_overflow_text",
-    "resolve_endpoint",
+    "ENDPOINT_HELP", "OVERFLOW_PATTERNS", "PLACEHOLDER_API_KEY", "REASONING_FIELDS", "SERVER_KINDS", "AuthFailed",
+    "BadRequest", "Completion", "ContextOverflow", "EndpointUnavailable", "Model", "ModelCallError", "ModelClient",
+    "RetryListener", "ServerInfo", "ServerKind", "classify_status", "describe_error", "discover",
+    "is_overflow_text", "resolve_endpoint", "retry_after_s", "to_completion",
 ]

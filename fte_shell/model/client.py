@@ -2,7 +2,9 @@
 
 ``ModelClient(cfg).complete(messages, tools)`` sends the conversation with the paper's sampling defaults
 (from :class:`~fte_shell.config.ModelConfig`) and returns a :class:`Completion` (the message as the server
-sent it, the parameters actually sent, the response's id/model/fingerprint and full usage).
+sent it, the parameters actually sent, the response's id/model/fingerprint and full usage);
+``ModelClient(cfg).ask(prompt)`` is the one-shot form (no tools; the judge, the WideSearch aligner and the
+visit-summary reader), whose reply text is ``.text``. Both take per-call ``max_tokens`` and ``temperature``.
 
 Retries (each one reported to ``on_retry``): connection errors, 408/409/429 and 5xx with exponential
 backoff and jitter (a ``Retry-After`` header wins), up to ``model.max_retries``; a read timeout at most
@@ -15,16 +17,15 @@ Failures are typed (:mod:`fte_shell.model.errors`): :class:`ContextOverflow`, :c
 from __future__ import annotations
 
 import email.utils
-import json
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from ..config import ModelConfig
 from ..errors import ModelError
+from .base import RetryListener
+from .completion import Completion, to_completion
 from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
 from .window import ServerInfo, discover
 
@@ -45,12 +46,6 @@ TRANSIENT_5XX = frozenset({502, 503, 504})
 """5xx statuses always retried (a proxy or an overloaded server); any other 5xx whose body repeats is a
 deterministic refusal (llama-cpp-python answers a message it cannot validate with 500)."""
 
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-"""Wire names of reasoning text beside the content: DeepSeek, Kimi, llama.cpp and older vLLM send
-``reasoning_content``; vLLM ≥ 0.16 sends (and on input reads only) ``reasoning`` (vllm#38488)."""
-
-RetryListener = Callable[[dict[str, Any]], None]
-
 
 def _has_security_option() -> bool:
     try:
@@ -62,45 +57,6 @@ def _has_security_option() -> bool:
 
 
 _SECURITY_OPTION = _has_security_option()
-
-
-class Completion(BaseModel):
-    """One assistant turn as the endpoint returned it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    message: dict[str, Any]
-    """The assistant message as the server sent it: ``role``, ``content`` (str or None) and, when the
-    model called tools, ``tool_calls`` = ``[{id, type, function: {name, arguments}}]`` (arguments as the
-    raw text the server sent). The loop derives the message it keeps in the conversation from it."""
-
-    usage: dict[str, int] = Field(default_factory=dict)
-    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` (0 when the endpoint reported none)."""
-
-    usage_details: dict[str, Any] = Field(default_factory=dict)
-    """The response's whole ``usage`` object (reasoning and cached tokens when the server reports them)."""
-
-    latency_s: float = 0.0
-    """Seconds of the successful attempt (retries and backoff excluded)."""
-
-    finish_reason: str | None = None
-    """The endpoint's finish reason (``stop``, ``tool_calls``, ``length``…)."""
-
-    reasoning: str | None = None
-    """Reasoning text the server returned beside the content, or None."""
-
-    reasoning_fields: list[str] = Field(default_factory=list)
-    """The wire names the reasoning came under (``reasoning_content`` and/or ``reasoning``)."""
-
-    attempts: int = 1
-    """HTTP attempts this completion took (1 = no retry)."""
-
-    params: dict[str, Any] = Field(default_factory=dict)
-    """The request parameters actually sent (model, sampling, ``max_tokens``, ``tool_choice``,
-    ``extra_body``, tool names; not the messages)."""
-
-    response: dict[str, Any] = Field(default_factory=dict)
-    """The response's ``id``, ``model`` and ``system_fingerprint``."""
 
 
 def resolve_endpoint(cfg: ModelConfig) -> tuple[str | None, str, str]:
@@ -116,7 +72,7 @@ def resolve_endpoint(cfg: ModelConfig) -> tuple[str | None, str, str]:
     return cfg.base_url, key or PLACEHOLDER_API_KEY, cfg.model
 
 
-def _retry_after_s(headers: Any) -> float | None:
+def retry_after_s(headers: Any) -> float | None:
     """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), or None."""
     if headers is None:
         return None
@@ -185,12 +141,13 @@ class ModelClient:
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
         max_tokens: int | None,
+        temperature: float | None,
     ) -> dict[str, Any]:
         cfg = self.cfg
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "temperature": cfg.temperature,
+            "temperature": cfg.temperature if temperature is None else temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
             "presence_penalty": cfg.presence_penalty,
@@ -220,7 +177,7 @@ class ModelClient:
 
     def _delay(self, attempt: int, err: Exception) -> float:
         response = getattr(err, "response", None)
-        after = _retry_after_s(getattr(response, "headers", None))
+        after = retry_after_s(getattr(response, "headers", None))
         if after is not None:
             return min(after, MAX_RETRY_AFTER_S)
         base = min(MAX_BACKOFF_S, self.cfg.backoff_s * (2**attempt))
@@ -234,17 +191,19 @@ class ModelClient:
         deadline: float | None = None,
         tool_choice: str | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
         on_retry: RetryListener | None = None,
     ) -> Completion:
         """One assistant turn. Raises a :class:`ModelCallError` subclass on a refusal or after the retries.
 
-        ``deadline`` (a ``time.monotonic()`` instant, e.g. the end of a question's time budget) caps each
-        attempt's timeout, and no retry is made whose backoff would pass it; ``model.call_time_cap_s``
-        bounds all attempts of this call the same way. ``on_retry`` gets ``{attempt, error, delay_s,
-        endpoint}`` before each retry."""
+        ``max_tokens`` and ``temperature`` replace ``model.max_tokens`` / ``model.temperature`` for this call
+        (the values sent are in :attr:`Completion.params`). ``deadline`` (a ``time.monotonic()`` instant,
+        e.g. the end of a question's time budget) caps each attempt's timeout, and no retry is made whose
+        backoff would pass it; ``model.call_time_cap_s`` bounds all attempts of this call the same way.
+        ``on_retry`` gets ``{attempt, error, delay_s, endpoint}`` before each retry."""
         oa = self._openai
         cfg = self.cfg
-        kwargs = self._request(messages, tools, tool_choice, max_tokens)
+        kwargs = self._request(messages, tools, tool_choice, max_tokens, temperature)
         start = time.monotonic()
         limit = start + cfg.call_time_cap_s if cfg.call_time_cap_s is not None else None
         budget_first = deadline is not None and (limit is None or deadline <= limit)
@@ -265,7 +224,7 @@ class ModelClient:
             try:
                 resp = self._post(kwargs)
             except oa.OpenAIError as err:
-                what = _describe(err)
+                what = describe_error(err)
                 if isinstance(err, oa.APITimeoutError):
                     timeouts += 1
                     if timeouts > cfg.timeout_retries or attempt >= cfg.max_retries:
@@ -314,7 +273,32 @@ class ModelClient:
             params = {k: v for k, v in kwargs.items() if k not in ("messages", "tools", "timeout")}
             if tools:
                 params["tools"] = [t.get("function", {}).get("name") for t in tools]
-            return _to_completion(resp, latency, attempt + 1, self.calls, params)
+            return to_completion(resp, latency, attempt + 1, self.calls, params)
+
+    def ask(
+        self,
+        prompt: str | list[dict[str, Any]],
+        *,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        deadline: float | None = None,
+        on_retry: RetryListener | None = None,
+    ) -> Completion:
+        """A one-shot question without tools (a judge, an aligner, a page summariser): ``prompt`` is the
+        user message's text (after ``system``, when given) or a whole conversation. The reply's text is
+        :attr:`Completion.text`; its usage, latency and the parameters sent are there too. Same retries,
+        error classes and overrides as :meth:`complete`."""
+        if isinstance(prompt, str):
+            messages = [{"role": "user", "content": prompt}]
+            if system is not None:
+                messages.insert(0, {"role": "system", "content": system})
+        else:
+            if system is not None:
+                raise ValueError("ModelClient.ask: give the system message inside the conversation, not as system=")
+            messages = prompt
+        return self.complete(messages, None, deadline=deadline, max_tokens=max_tokens, temperature=temperature,
+                             on_retry=on_retry)
 
 
 def _body(err: Any) -> str:
@@ -327,64 +311,10 @@ def _body(err: Any) -> str:
     return text or str(getattr(err, "body", "") or "")
 
 
-def _describe(err: Exception) -> str:
+def describe_error(err: Exception) -> str:
     """The error as one string, never shortened (the whole server message is the evidence)."""
     status = getattr(err, "status_code", None)
     body = _body(err).strip() if status else ""
     text = body or str(err).strip()
     name = err.__class__.__name__
     return f"{name} (HTTP {status}): {text}" if status else f"{name}: {text}"
-
-
-def _dump(obj: Any) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    if hasattr(obj, "model_dump"):
-        return {k: v for k, v in obj.model_dump(mode="json", exclude_unset=True).items() if v is not None}
-    return dict(obj) if isinstance(obj, dict) else {}
-
-
-def _to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict[str, Any]) -> Completion:
-    """Normalize a chat-completions response. Tool calls without an id get ``call_<n>_<index>`` (some
-    servers send none, and the tool messages must name one); non-string arguments are JSON-encoded."""
-    if not getattr(resp, "choices", None):
-        raise EndpointUnavailable(f"model response has no choices: {resp}")
-    choice = resp.choices[0]
-    msg = choice.message
-    message: dict[str, Any] = {"role": "assistant", "content": msg.content}
-    calls = []
-    for i, tc in enumerate(msg.tool_calls or []):
-        fn = getattr(tc, "function", None)
-        if fn is None:
-            continue
-        args = fn.arguments
-        if args is None:
-            args = ""
-        elif not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
-        calls.append({"id": tc.id or f"call_{n}_{i}", "type": "function", "function": {"name": fn.name, "arguments": args}})
-    if calls:
-        message["tool_calls"] = calls
-    extra = getattr(msg, "model_extra", None) or {}
-    fields = [f for f in REASONING_FIELDS if isinstance(extra.get(f), str)]
-    texts = [extra[f] for f in fields if extra[f]]
-    reasoning = texts[-1] if texts else ("" if fields else None)  # vLLM's ``reasoning`` wins when both
-    details = _dump(resp.usage)
-    usage = {k: int(details.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-    response = {
-        "id": getattr(resp, "id", None),
-        "model": getattr(resp, "model", None),
-        "system_fingerprint": getattr(resp, "system_fingerprint", None),
-    }
-    return Completion(
-        message=message,
-        usage=usage,
-        usage_details=details,
-        latency_s=latency,
-        finish_reason=choice.finish_reason,
-        reasoning=reasoning,
-        reasoning_fields=fields,
-        attempts=attempts,
-        params=params,
-        response=response,
-    )

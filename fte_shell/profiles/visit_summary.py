@@ -4,7 +4,9 @@ page written by a separate reader model.
 The page comes from the shared fetch pipeline (:meth:`FetchService.get_document`; nothing is written to
 the workspace), normalized as a workspace file body and cut to ``agent.visit_summary_page_chars``
 characters. The reader model is ``agent.summary_model`` when set (its unset ``base_url``/``api_key``/``model``
-come from the agent's ``[model]``), else the agent's own client (``ctx.model``); its fixed instructions are ``fte_shell/prompts/summary_extractor.md``. Output::
+come from the agent's ``[model]``), else the agent's own client (``ctx.model``), asked once per visit
+(:meth:`fte_shell.model.Model.ask`, no tools); its fixed instructions (the system message) are
+``fte_shell/prompts/summary_extractor.md``. Output::
 
     URL: https://example.org/page
     Title: Example page
@@ -14,7 +16,7 @@ come from the agent's ``[model]``), else the agent's own client (``ctx.model``);
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, ModelError, ToolError
 from ..prompts import summary_instructions
@@ -23,16 +25,16 @@ from .visit_snippet import VisitArgs, visit_page
 
 if TYPE_CHECKING:
     from ..config import ModelConfig
-    from ..model import ModelClient
+    from ..model import Model
 
 
-def summary_messages(goal: str, head: str, body: str, limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """The reader model's conversation for one visit, and whether the page was cut to ``limit`` chars."""
+def summary_prompt(goal: str, head: str, body: str, limit: int) -> tuple[str, bool]:
+    """The reader model's question for one visit (its instructions are the system message), and whether
+    the page was cut to ``limit`` chars."""
     truncated = len(body) > limit
     page = body[:limit]
     note = f"\n\n[The page continues; only its first {limit:,} of {len(body):,} characters are shown.]" if truncated else ""
-    user = f"Goal: {goal}\n\nPage:\n{head}\n\n{page.rstrip()}{note}"
-    return [{"role": "system", "content": summary_instructions()}, {"role": "user", "content": user}], truncated
+    return f"Goal: {goal}\n\nPage:\n{head}\n\n{page.rstrip()}{note}", truncated
 
 
 def reader_model_config(ctx: QuestionContext) -> ModelConfig:
@@ -56,7 +58,7 @@ class VisitSummaryProfile(ToolProfile):
         if reader_cfg is not None:
             from ..model import ModelClient
 
-            self.reader: ModelClient = ModelClient(reader_model_config(ctx))
+            self.reader: Model = ModelClient(reader_model_config(ctx))
             self._own_reader = True
         elif ctx.model is not None:
             self.reader = ctx.model
@@ -81,12 +83,12 @@ class VisitSummaryProfile(ToolProfile):
         doc, goal, head, body = visit_page(self.fetcher, args)
         if not body:
             return ToolResult(output=f"{head}\n(The page has no text.)", meta={"source": doc.source, "page_chars": 0})
-        messages, truncated = summary_messages(goal, head, body, self.agent_cfg.visit_summary_page_chars)
+        prompt, truncated = summary_prompt(goal, head, body, self.agent_cfg.visit_summary_page_chars)
         try:
-            done = self.reader.complete(messages, None)
+            done = self.reader.ask(prompt, system=summary_instructions())
         except ModelError as e:
             raise ToolError(f"visit failed: the reader model did not answer ({e})") from None
-        summary = (done.message.get("content") or "").strip()
+        summary = done.text.strip()
         if not summary:
             raise ToolError("visit failed: the reader model returned no text; try again or visit another page")
         meta = {

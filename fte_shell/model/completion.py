@@ -1,0 +1,114 @@
+"""What a model call returns: :class:`Completion` (one assistant turn as the endpoint sent it) and
+:func:`to_completion`, which normalizes a chat-completions response into one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import EndpointUnavailable
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Wire names of reasoning text beside the content: DeepSeek, Kimi, llama.cpp and older vLLM send
+``reasoning_content``; vLLM ≥ 0.16 sends (and on input reads only) ``reasoning`` (vllm#38488)."""
+
+
+class Completion(BaseModel):
+    """One assistant turn as the endpoint returned it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: dict[str, Any]
+    """The assistant message as the server sent it: ``role``, ``content`` (str or None) and, when the
+    model called tools, ``tool_calls`` = ``[{id, type, function: {name, arguments}}]`` (arguments as the
+    raw text the server sent). The loop derives the message it keeps in the conversation from it."""
+
+    usage: dict[str, int] = Field(default_factory=dict)
+    """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` (0 when the endpoint reported none)."""
+
+    usage_details: dict[str, Any] = Field(default_factory=dict)
+    """The response's whole ``usage`` object (reasoning and cached tokens when the server reports them)."""
+
+    latency_s: float = 0.0
+    """Seconds of the successful attempt (retries and backoff excluded)."""
+
+    finish_reason: str | None = None
+    """The endpoint's finish reason (``stop``, ``tool_calls``, ``length``…)."""
+
+    reasoning: str | None = None
+    """Reasoning text the server returned beside the content, or None."""
+
+    reasoning_fields: list[str] = Field(default_factory=list)
+    """The wire names the reasoning came under (``reasoning_content`` and/or ``reasoning``)."""
+
+    attempts: int = 1
+    """HTTP attempts this completion took (1 = no retry)."""
+
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The request parameters actually sent (model, sampling, ``max_tokens``, ``tool_choice``,
+    ``extra_body``, tool names; not the messages)."""
+
+    response: dict[str, Any] = Field(default_factory=dict)
+    """The response's ``id``, ``model`` and ``system_fingerprint``."""
+
+    @property
+    def text(self) -> str:
+        """The reply's content text (``""`` when the server sent none)."""
+        content = self.message.get("content")
+        return content if isinstance(content, str) else ""
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    if hasattr(obj, "model_dump"):
+        return {k: v for k, v in obj.model_dump(mode="json", exclude_unset=True).items() if v is not None}
+    return dict(obj) if isinstance(obj, dict) else {}
+
+
+def to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict[str, Any]) -> Completion:
+    """Normalize a chat-completions response. Tool calls without an id get ``call_<n>_<index>`` (some
+    servers send none, and the tool messages must name one); non-string arguments are JSON-encoded."""
+    if not getattr(resp, "choices", None):
+        raise EndpointUnavailable(f"model response has no choices: {resp}")
+    choice = resp.choices[0]
+    msg = choice.message
+    message: dict[str, Any] = {"role": "assistant", "content": msg.content}
+    calls = []
+    for i, tc in enumerate(msg.tool_calls or []):
+        fn = getattr(tc, "function", None)
+        if fn is None:
+            continue
+        args = fn.arguments
+        if args is None:
+            args = ""
+        elif not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append({"id": tc.id or f"call_{n}_{i}", "type": "function", "function": {"name": fn.name, "arguments": args}})
+    if calls:
+        message["tool_calls"] = calls
+    extra = getattr(msg, "model_extra", None) or {}
+    fields = [f for f in REASONING_FIELDS if isinstance(extra.get(f), str)]
+    texts = [extra[f] for f in fields if extra[f]]
+    reasoning = texts[-1] if texts else ("" if fields else None)  # vLLM's ``reasoning`` wins when both
+    details = _dump(resp.usage)
+    usage = {k: int(details.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    response = {
+        "id": getattr(resp, "id", None),
+        "model": getattr(resp, "model", None),
+        "system_fingerprint": getattr(resp, "system_fingerprint", None),
+    }
+    return Completion(
+        message=message,
+        usage=usage,
+        usage_details=details,
+        latency_s=latency,
+        finish_reason=choice.finish_reason,
+        reasoning=reasoning,
+        reasoning_fields=fields,
+        attempts=attempts,
+        params=params,
+        response=response,
+    )
