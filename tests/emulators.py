@@ -340,6 +340,26 @@ class Ollama(Personality):
         return {**body, "messages": msgs[:head] + msgs[head + dropped:]}
 
 
+class ChatOnly(Personality):
+    """A server (or proxy in front of one) that implements only ``POST /v1/chat/completions``: every GET,
+    ``/v1/models`` included, gets 501 Not Implemented (measured: such a server made ``bench`` wait 15
+    minutes before its first run, issue 16 item 9)."""
+
+    name = "chat-only"
+
+    def __init__(self, window: int = 1_000_000):
+        super().__init__(window)
+        self.gets: list[str] = []
+        """Every GET path asked."""
+
+    def get(self, path: str, model: str) -> Reply | None:
+        self.gets.append(path)
+        return _err(501, f"GET {path} is not implemented", "not_implemented", 501)
+
+    def post(self, path: str, body: dict[str, Any], model: str) -> Reply | None:
+        return _err(501, f"POST {path} is not implemented", "not_implemented", 501)
+
+
 def _canon(name: Any, arguments: Any) -> str:
     try:
         args = json.loads(arguments) if isinstance(arguments, str) and arguments else (arguments or {})

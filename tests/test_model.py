@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -146,3 +147,38 @@ def test_retry_after_parsing() -> None:
     assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
     assert retry_after_s({"retry-after": "soon"}) is None
     assert retry_after_s({}) is None
+
+
+def test_window_discovery_takes_a_501_as_not_this_server_at_once() -> None:
+    """A server with no discovery routes (501 on every GET) is asked each kind's probe once, without waiting."""
+    from fte_shell.model import SERVER_KINDS, ServerInfo
+    from fte_shell.policies import ResearchPolicy
+    from tests.emulators import ChatOnly, Emulator
+
+    personality = ChatOnly()
+    with Emulator(personality, ResearchPolicy()) as emu:
+        client = ModelClient(ModelConfig(base_url=emu.base_url, model="m"))
+        t0 = time.monotonic()
+        info = client.server_info()
+        elapsed = time.monotonic() - t0
+        client.close()
+    assert info == ServerInfo()
+    assert personality.gets == ["/v1/models", "/props", "/api/version"] == [
+        ("/v1" if k.probe.under == "base" else "") + k.probe.path for k in SERVER_KINDS]
+    assert elapsed < 2
+
+
+def test_window_discovery_stops_at_a_server_that_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe that times out ends the discovery (the next probes would wait as long); the model call
+    reports the problem."""
+    from fte_shell.model import window
+    from tests.servers import LoopbackServer, Route
+
+    monkeypatch.setattr(window, "PROBE_TIMEOUT_S", 0.3)
+    with LoopbackServer(routes={"/v1/models": Route(hang=True)}) as srv:
+        t0 = time.monotonic()
+        info = window.discover(f"http://{srv.host_port}/v1", "k", "m")
+        elapsed = time.monotonic() - t0
+        paths = [r.path for r in srv.requests]
+    assert info.server is None and info.context_window is None
+    assert paths == ["/v1/models"] and elapsed < 2

@@ -30,6 +30,7 @@ from fte_shell.digest import config_digest
 from fte_shell.errors import ConfigError
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer
+from tests.emulators import ChatOnly, Emulator
 from tests.servers import run_key
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,6 +110,28 @@ def check_complete(out: Path, n: int) -> dict[Path, dict[str, Any]]:
 
 
 # --- the model endpoint ----------------------------------------------------------------------------------
+def test_endpoint_with_no_models_route_starts_at_once(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    """A server answering chat completions but 501 on ``GET /v1/models`` is up: ``bench``'s pre-flight
+    probe and the client's window discovery do not wait on it (issue 16 item 9: it waited 15 minutes)."""
+    out = tmp_path / "sweep"
+    personality = ChatOnly()
+    with Emulator(personality, ResearchPolicy(), model="scripted") as emu:
+        t0 = time.monotonic()
+        res = runner.invoke(app, [
+            "bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "snippet-only", "--limit", "2", "--out", str(out),
+            "--base-url", emu.base_url, "--model", "scripted", "--api-key", "x", "--corpus-dir", str(corpus_dir),
+            "--no-progress", "--no-judge",
+        ])
+        elapsed = time.monotonic() - t0
+    assert res.exit_code == 0, res.output
+    assert "is not answering" not in res.output
+    assert "/v1/models" in personality.gets  # probed, answered 501, and taken as a server that answers
+    assert elapsed < 30, f"bench took {elapsed:.0f} s"
+    res_by_dir = check_complete(out, 2)
+    first = json.loads(next(iter(res_by_dir)).joinpath("trajectory.jsonl").read_text().splitlines()[0])
+    assert first["server"] == {"context_window": None, "source": "unknown", "server": None, "warnings": []}
+
+
 def test_endpoint_503_mid_sweep_pauses_probes_and_finishes(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     out = tmp_path / "sweep"
     with ScriptedServer(policy=ResearchPolicy()) as srv:

@@ -39,10 +39,18 @@ class Probe(Protocol):
         ...
 
 
+DOWN_STATUS = frozenset({429, 502, 503, 504})
+"""HTTP statuses of a probe that mean "down": a gateway that finds no server behind it, or a server that
+says it is overloaded (503, and 429: "come back later", so the sweep waits instead of starting runs that
+would spend their retries on it). Any other answer (200, 401, 404, a 501 from a server that has no
+``GET /models``, a 500 of a broken route) is a server that answers; its model calls say what is wrong."""
+
+
 @dataclass
 class EndpointProbe:
-    """``GET {base_url}/models``: any answer but a 5xx, a 429 or no connection means the endpoint is up
-    (a 401 or a 404 is a server that answers)."""
+    """``GET {base_url}/models``: only no connection, a timeout or a gateway/overload status
+    (:data:`DOWN_STATUS`) mean the endpoint is down (a server answering chat completions but 404, 405 or
+    501 on this route is up)."""
 
     base_url: str
     api_key: str
@@ -60,7 +68,7 @@ class EndpointProbe:
             r = httpx.get(url, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=PROBE_TIMEOUT_S)
         except httpx.HTTPError as e:
             return f"GET {url}: {e.__class__.__name__}: {e}"
-        if r.status_code >= 500 or r.status_code == 429:
+        if r.status_code in DOWN_STATUS:
             return f"GET {url}: HTTP {r.status_code}"
         return None
 
