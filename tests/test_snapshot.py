@@ -209,7 +209,28 @@ def test_fail_run_mode_stops_the_run_as_an_infrastructure_failure(recorded: dict
         with pytest.raises(SnapshotMiss, match="not in the snapshot .* on_miss = fail-run"):
             run_question("What is a quay?", cfg, tmp_path / "run", qid="q3")
     end = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "end"]
-    assert end and is_infra_failure(end[0]["stop_reason"])
+    assert end and end[0]["stop_reason"] == "snapshot_miss" and is_infra_failure("snapshot_miss")  # not "crashed"
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["stop_reason"] == "snapshot_miss"
+
+
+def test_fail_run_mode_in_a_sweep_is_a_snapshot_miss_failure_not_retried(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """In ``bench``, a run stopped by a replay miss (``on_miss = fail-run``) is one ``snapshot_miss`` line of
+    failures.jsonl: no immediate retry (a miss is deterministic), no outage (nothing to probe)."""
+    from fte_shell.bench.sweep import BenchConfig, run_sweep
+
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"id": "quay", "question": "What is a quay?", "answer": "a wharf"}) + "\n")
+    out = tmp_path / "sweep"
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = config(srv.base_url, None, "fte", recorded["snap"], "replay", on_miss="fail-run")
+        stats = run_sweep(BenchConfig(dataset=f"jsonl:{qs}", profiles=["fte"], out=out, retries=2), cfg)
+        firsts = sum(1 for b in srv.requests if len(b["messages"]) == 2)
+    assert (stats.done, stats.failed, stats.outages) == (0, 1, 0) and stats.failed_by_reason == {"snapshot_miss": 1}
+    assert firsts == 1  # the run was not retried
+    (row,) = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
+    assert row["stop_reason"] == "snapshot_miss" and "SnapshotMiss" in row["error"]
+    result = json.loads((out / "runs" / "fte" / "quay" / "r0" / "result.json").read_text())
+    assert result["stop_reason"] == "snapshot_miss"
 
 
 def test_refusals_are_recorded_and_replayed(tmp_path: Path) -> None:
@@ -351,6 +372,7 @@ def test_shell_profile_record_stop_replay_is_byte_identical(tmp_path: Path, dock
         cfg = config(srv.base_url, None, "shell", snap, "replay", on_miss="fail-run")
         with pytest.raises(SnapshotMiss, match="on_miss = fail-run"):
             run_question("What is a quay?", cfg, tmp_path / "miss", qid="q4")
+    assert json.loads((tmp_path / "miss" / "result.json").read_text())["stop_reason"] == "snapshot_miss"
 
 
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
