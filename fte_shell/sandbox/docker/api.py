@@ -14,6 +14,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -273,3 +274,27 @@ def _error_text(sock: socket.socket, rest: bytes) -> str:
         return str(json.loads(text).get("message", text))
     except ValueError:
         return text[:300]
+
+
+def lost_daemon(e: BaseException) -> bool:
+    """True when ``e`` says the Docker daemon's socket refused or dropped the connection: the SDK raises
+    ``requests``' ConnectionError/Timeout (or its own DockerException), which it does not wrap in APIError."""
+    import docker.errors
+    import requests
+
+    if isinstance(e, docker.errors.APIError):  # the daemon answered (and refused)
+        return False
+    return isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout | docker.errors.DockerException)
+
+
+@contextlib.contextmanager
+def daemon_errors(doing: str) -> Iterator[None]:
+    """Inside, a Docker daemon that stops answering raises :class:`DockerUnavailable` (stop reason
+    ``sandbox_unavailable``) instead of the SDK's connection error."""
+    try:
+        yield
+    except Exception as e:
+        if lost_daemon(e):
+            raise DockerUnavailable(f"the Docker daemon stopped answering while {doing} "
+                                    f"({e.__class__.__name__}: {e}); {FIX_DAEMON}") from e
+        raise

@@ -14,7 +14,7 @@ from ...config import SandboxConfig
 from ...errors import SandboxError
 from ..base import GATEWAY_SOCKET, BoxSpec, Check, GcResult, Log
 from . import container, doctor, image
-from .api import TtyExec, exec_text, start_tty_exec
+from .api import TtyExec, daemon_errors, exec_text, start_tty_exec
 
 
 @dataclass
@@ -34,10 +34,12 @@ class DockerBox:
         return self.gateway_dir / Path(GATEWAY_SOCKET).name
 
     def spawn(self, argv: list[str], *, timeout: float) -> TtyExec:
-        return start_tty_exec(self.id, argv, self.user, timeout=timeout)
+        with daemon_errors("starting a shell in the sandbox"):
+            return start_tty_exec(self.id, argv, self.user, timeout=timeout)
 
     def is_running(self) -> bool:
-        return container.is_running(self.id)
+        with daemon_errors("asking whether the sandbox runs"):
+            return container.is_running(self.id)
 
     def exec(self, argv: list[str]) -> tuple[int, str]:
         return exec_text(self.id, argv, self.user)
@@ -65,7 +67,10 @@ class DockerProvider:
     name = "docker"
 
     def start(self, spec: BoxSpec) -> DockerBox:
-        h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
+        """A started container; a daemon that stops answering raises ``DockerUnavailable`` (stop reason
+        ``sandbox_unavailable``), not the SDK's connection error."""
+        with daemon_errors("starting the sandbox container"):
+            h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
         return DockerBox(h.id, h.name, spec.run_id, spec.workspace, spec.gateway_dir, spec.config.user,
                          spec.config.image)
 
