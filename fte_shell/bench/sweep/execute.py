@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...stops import is_infra_failure
+from ...stops import is_infra_failure, stop_of_exception
 from .config import RunFn, Task
-from .failures import describe_exception, last_error, read_result, stop_of_exception
+from .failures import describe_exception, last_error, read_result
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model import ModelClient
