@@ -87,10 +87,9 @@ def ask(client: ModelClient, prompt: str, max_tokens: int | None = None) -> str:
     """One user prompt → the reply text (no tools), through ``client``; a failed call raises
     :class:`ModelError` saying it was the judge's."""
     try:
-        c = client.complete([{"role": "user", "content": prompt}], None, max_tokens=max_tokens)
+        return client.ask(prompt, max_tokens=max_tokens).text
     except ModelError as e:
         raise ModelError(f"judge model call failed: {e.__class__.__name__}: {e}") from e
-    return str(c.message.get("content") or "")
 
 
 class LLMJudge:
