@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from fte_shell.config import FetchPolicy
-from fte_shell.fetch import FetchService, PageCache, convert
+from fte_shell.fetch import FetchService, PageCache, convert, pool
 from fte_shell.workspace import Workspace
 from tests.servers import LoopbackServer
 
@@ -168,7 +168,7 @@ def bench_convert(srv: LoopbackServer, pages: list[Path]) -> None:
 
 
 def _async_web_crawler(srv: LoopbackServer, pages: list[Path]) -> list[float]:
-    convert._prepare_crawl4ai_env()
+    convert.prepare_crawl4ai_env()
     try:
         from crawl4ai import AsyncWebCrawler, CacheMode, CrawlerRunConfig
         from crawl4ai.async_crawler_strategy import AsyncHTTPCrawlerStrategy
@@ -201,7 +201,7 @@ def _async_web_crawler(srv: LoopbackServer, pages: list[Path]) -> list[float]:
 
 def bench_concurrency(srv: LoopbackServer, pages: list[Path], n: int) -> None:
     print(
-        f"\n3. throughput: distinct pages through one FetchService ({convert.pool_size()} conversion workers)"
+        f"\n3. throughput: distinct pages through one FetchService ({pool.pool_size()} conversion workers)"
     )
     urls = [srv.url("/" + str(p.relative_to(PYDOCS))) for p in pages]
 
@@ -268,9 +268,9 @@ def main(argv: list[str] | None = None) -> None:
     step = max(1, len(every) // max(1, args.pages))
     pages = every[::step][: args.pages]
     t = time.perf_counter()
-    convert.warm_up()
+    pool.warm_up()
     print(
-        f"conversion pool warm-up (spawn {convert.pool_size()} workers, import crawl4ai): "
+        f"conversion pool warm-up (spawn {pool.pool_size()} workers, import crawl4ai): "
         f"{time.perf_counter() - t:.1f} s (once per process)"
     )
     with LoopbackServer(directory=PYDOCS) as srv:
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_concurrency(srv, pages, args.concurrency)
         if args.js:
             bench_js(srv, pages, args.js)
-    convert.shutdown_pool()
+    pool.shutdown_pool()
 
 
 if __name__ == "__main__":

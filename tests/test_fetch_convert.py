@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fte_shell.errors import FetchRefused
-from fte_shell.fetch import convert
+from fte_shell.fetch import convert, decode, pool
 
 PAGES = [
     "library/re.html",
@@ -105,7 +105,7 @@ def test_excluded_tags_selector_and_title_fallbacks() -> None:
     ],
 )
 def test_classify(ctype: str | None, head: bytes, kind: str) -> None:
-    assert convert.classify(ctype, head) == kind
+    assert decode.classify(ctype, head) == kind
 
 
 @pytest.mark.parametrize(
@@ -119,35 +119,35 @@ def test_classify(ctype: str | None, head: bytes, kind: str) -> None:
 )
 def test_classify_refuses_naming_the_type(ctype: str | None, head: bytes) -> None:
     with pytest.raises(FetchRefused, match="unsupported content type") as e:
-        convert.classify(ctype, head, "http://x.invalid/f")
+        decode.classify(ctype, head, "http://x.invalid/f")
     assert (ctype or "(none") in str(e.value) and "http://x.invalid/f" in str(e.value)
 
 
 def test_decode_text_rules() -> None:
-    assert convert.decode_text("café".encode("latin-1"), "iso-8859-1", html=False) == "café"
+    assert decode.decode_text("café".encode("latin-1"), "iso-8859-1", html=False) == "café"
     assert (
-        convert.decode_text("“smart”".encode("cp1252"), "latin1", html=False) == "“smart”"
+        decode.decode_text("“smart”".encode("cp1252"), "latin1", html=False) == "“smart”"
     )  # WHATWG: latin1 = cp1252
     sjis = '<meta charset="shift_jis"><p>日本語のテキスト</p>'.encode("shift_jis")
-    assert "日本語のテキスト" in convert.decode_text(sjis, None, html=True)
-    assert convert.decode_text("ünïcödé".encode(), None, html=False) == "ünïcödé"
-    assert convert.decode_text(b"\xef\xbb\xbfbom", "latin-1", html=False) == "bom"
-    assert convert.decode_text("naïve".encode(), "no-such-charset", html=False) == "naïve"
+    assert "日本語のテキスト" in decode.decode_text(sjis, None, html=True)
+    assert decode.decode_text("ünïcödé".encode(), None, html=False) == "ünïcödé"
+    assert decode.decode_text(b"\xef\xbb\xbfbom", "latin-1", html=False) == "bom"
+    assert decode.decode_text("naïve".encode(), "no-such-charset", html=False) == "naïve"
     assert (
-        convert.meta_charset(b'<meta http-equiv="Content-Type" content="text/html; charset=EUC-JP">')
+        decode.meta_charset(b'<meta http-equiv="Content-Type" content="text/html; charset=EUC-JP">')
         == "EUC-JP"
     )
 
 
 def test_pool_conversion_reports_bad_pdf_in_one_line() -> None:
     with pytest.raises(FetchRefused, match="unreadable PDF") as e:
-        convert.convert("pdf", b"%PDF-1.4 broken", None, "http://x.invalid/a.pdf")
+        pool.convert("pdf", b"%PDF-1.4 broken", None, "http://x.invalid/a.pdf")
     assert "\n" not in str(e.value)
 
 
 def test_overlong_conversion_is_refused_and_the_pool_recovers(pydocs_dir: Path) -> None:
     big = (pydocs_dir / "library/stdtypes.html").read_bytes()
     with pytest.raises(FetchRefused, match="took longer than 0.001 s"):
-        convert.convert("html", big, "utf-8", "http://x.invalid/", timeout_s=0.001)
-    title, text = convert.convert("html", big, "utf-8", "http://x.invalid/")
+        pool.convert("html", big, "utf-8", "http://x.invalid/", timeout_s=0.001)
+    title, text = pool.convert("html", big, "utf-8", "http://x.invalid/")
     assert "Built-in Types" in title and len(text) > 100_000

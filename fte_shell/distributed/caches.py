@@ -24,7 +24,7 @@ from .runenv import restore_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import RunConfig
-    from ..fetch.convert import Document
+    from ..workspace import Document
     from ..search.base import SearchResult
 
 LEASE_S = 120.0

@@ -1,4 +1,4 @@
-"""Downloaded bytes -> (title, plain text), by content type.
+"""Downloaded body -> (title, plain text), in this process, by kind (see :func:`decode.classify`).
 
 * HTML: crawl4ai's html2text converter (``CustomHTML2Text``) with the options crawl4ai's
   ``DefaultMarkdownGenerator`` uses (no wrapping, code marked, links and images ignored), after the
@@ -10,32 +10,23 @@
   events are fed straight into the same converter object. Same converter, same options, one parse.
 * PDF: crawl4ai's PDF processor (``crawl4ai.processors.pdf``, pypdf), images not extracted.
 * text/*, JSON, XML: decoded text (JSON pretty-printed so it greps line by line).
-* Anything else: refused, naming the type.
 
-Conversion is CPU-bound pure Python, so it runs in a module-level process pool (lazily created, shared by
-every FetchService of the process); crawl4ai is imported lazily inside the worker, with
-``CRAWL4_AI_BASE_DIRECTORY`` pointed at a temporary directory and the cloud notice silenced.
+crawl4ai is imported lazily, after :func:`prepare_crawl4ai_env` pointed ``CRAWL4_AI_BASE_DIRECTORY`` at our
+cache and silenced the cloud notice. Conversion is CPU-bound pure Python: the fetch service runs
+:func:`convert_bytes` in the process pool of :mod:`fte_shell.fetch.pool`.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
-import multiprocessing
 import os
-import re
 import tempfile
-import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import FetchRefused
-
-Kind = Literal["html", "pdf", "text"]
+from .decode import Kind, decode_text
 
 EXCLUDED_TAGS = ("nav", "footer", "script", "style", "noscript", "form")
 """Removed with their content before conversion (crawl4ai ``excluded_tags``)."""
@@ -58,15 +49,6 @@ HTML2TEXT_OPTIONS: dict[str, Any] = {
 MAX_PDF_PAGES = 2000
 """Pages of a PDF converted at most (the rest is dropped)."""
 
-_HTML_TYPES = {"text/html", "application/xhtml+xml"}
-_PDF_TYPES = {"application/pdf", "application/x-pdf"}
-_TEXT_TYPES = {
-    "application/json",
-    "application/xml",
-    "application/javascript",
-    "application/x-ndjson",
-    "application/ld+json",
-}
 _VOID = frozenset(
     [
         "area",
@@ -85,104 +67,30 @@ _VOID = frozenset(
         "wbr",
     ]
 )
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE)
-_WHATWG_ALIASES = {
-    "iso8859-1": "cp1252",
-    "latin-1": "cp1252",
-    "ascii": "cp1252",
-    "shift_jis": "cp932",
-    "euc_kr": "cp949",
-}
 
 
-# --- content type -------------------------------------------------------------------------------------
-def classify(content_type: str | None, body_head: bytes, url: str = "") -> Kind:
-    """Which converter handles this response; raises :class:`FetchRefused` naming an unsupported type.
-
-    ``content_type`` is the bare MIME type (lower-case, no parameters) or None; ``body_head`` the first
-    bytes of the body, used to sniff a missing or generic type; ``url`` is named in the refusal.
-    """
-    ct = (content_type or "").strip().lower()
-    if ct in _HTML_TYPES:
-        return "html"
-    if ct in _PDF_TYPES:
-        return "pdf"
-    if ct.startswith("text/") or ct in _TEXT_TYPES or ct.endswith(("+json", "+xml")):
-        return "text"
-    if ct in ("", "application/octet-stream", "binary/octet-stream", "application/unknown"):
-        head = body_head.lstrip()[:2048]
-        if head.startswith(b"%PDF-"):
-            return "pdf"
-        lowered = head[:1024].lower()
-        if lowered.startswith((b"<!doctype html", b"<html")) or b"<html" in lowered:
-            return "html"
-        if ct == "" and body_head and b"\x00" not in body_head[:8192]:
-            return "text"
-    where = f" from {url if len(url) <= 200 else url[:199] + '…'}" if url else ""
-    ct = ct if len(ct) <= 100 else ct[:99] + "…"  # the server's header, quoted back in one short line
-    raise FetchRefused(
-        f"unsupported content type {ct or '(none, binary body)'}{where} (only HTML, PDF, text, JSON and XML are converted)"
-    )
+# --- crawl4ai -----------------------------------------------------------------------------------------
+_env_ready = False
 
 
-# --- text decoding ------------------------------------------------------------------------------------
-_NOT_CHARSETS = frozenset(
-    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "charmap", "utf-7"}
-)
-"""Python codecs that are not web page charsets: a server naming one (``charset=unicode_escape`` rewrites
-``\\x41`` into ``A``; ``undefined`` always fails) is ignored like an unknown label."""
-
-
-def _codec(label: str | None) -> str | None:
-    """Python codec for a charset label; None for unknown labels, bytes-to-bytes codecs (``zlib``,
-    ``base64``, ``rot13``) and Python-only codecs (:data:`_NOT_CHARSETS`)."""
-    if not label:
-        return None
-    try:
-        info = codecs.lookup(label.strip().strip("\"'").lower())
-    except LookupError:
-        return None
-    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_CHARSETS:
-        return None
-    return _WHATWG_ALIASES.get(info.name, info.name)
-
-
-def meta_charset(body: bytes) -> str | None:
-    """Charset declared by an HTML ``<meta charset>`` / ``http-equiv`` tag in the first 4 KB."""
-    m = _META_CHARSET.search(body[:4096])
-    return m.group(1).decode("ascii", "replace") if m else None
-
-
-def decode_text(body: bytes, charset: str | None, *, html: bool) -> str:
-    """Decode a body: BOM, then the Content-Type charset, then (HTML) the meta charset, then UTF-8, then
-    charset detection (charset-normalizer); undecodable bytes become U+FFFD."""
-    for bom, enc in (
-        (codecs.BOM_UTF8, "utf-8-sig"),
-        (codecs.BOM_UTF16_LE, "utf-16"),
-        (codecs.BOM_UTF16_BE, "utf-16"),
-    ):
-        if body.startswith(bom):
-            return body.decode(enc, errors="replace")
-    declared = [_codec(charset)]
-    if html:
-        declared.append(_codec(meta_charset(body)))
-    for enc in declared:
-        if enc is None:
-            continue
+def prepare_crawl4ai_env() -> None:
+    """Set crawl4ai's environment (its base directory, no cloud notice, no telemetry) once, before its
+    first import in this process."""
+    global _env_ready
+    if _env_ready:
+        return
+    if "CRAWL4_AI_BASE_DIRECTORY" not in os.environ:
+        # crawl4ai creates ~/.crawl4ai at import: point it at our cache (one fixed place, not a temporary
+        # directory per process that nobody removes)
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fte-shell" / "crawl4ai"
         try:
-            return body.decode(enc)
-        except UnicodeDecodeError:
-            if enc == "cp1252":
-                return body.decode("latin-1")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    from charset_normalizer import from_bytes
-
-    best = from_bytes(body[:500_000]).best()
-    enc = _codec(best.encoding) if best is not None else None
-    return body.decode(enc or declared[0] or "cp1252", errors="replace")
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError:  # no writable home: a temporary directory after all
+            cache = Path(tempfile.mkdtemp(prefix="fte-crawl4ai-"))
+        os.environ["CRAWL4_AI_BASE_DIRECTORY"] = str(cache)
+    os.environ.setdefault("CRAWL4AI_NO_CLOUD_NOTICE", "1")
+    os.environ.setdefault("CRAWL4AI_TELEMETRY", "0")
+    _env_ready = True
 
 
 # --- HTML ---------------------------------------------------------------------------------------------
@@ -221,7 +129,7 @@ def html_to_text(html: str, url: str = "") -> tuple[str, str]:
     from lxml import etree
     from lxml import html as lhtml
 
-    _prepare_crawl4ai_env()
+    prepare_crawl4ai_env()
     from crawl4ai.html2text import CustomHTML2Text
 
     if not html.strip():
@@ -268,7 +176,7 @@ def crawl4ai_reference(url: str, html: str) -> str:
     """crawl4ai's converters used as-is with the settings DESIGN.md measured (scrape, then
     ``DefaultMarkdownGenerator``): the reference that :func:`html_to_text`'s faster path is checked
     against for identical words (tests) and timed against (benchmarks/fetch.py). Not used to fetch."""
-    _prepare_crawl4ai_env()
+    prepare_crawl4ai_env()
     from crawl4ai.content_scraping_strategy import LXMLWebScrapingStrategy
     from crawl4ai.markdown_generation_strategy import DefaultMarkdownGenerator
 
@@ -282,7 +190,7 @@ def crawl4ai_reference(url: str, html: str) -> str:
 # --- PDF ----------------------------------------------------------------------------------------------
 def pdf_to_text(data: bytes) -> tuple[str, str]:
     """``(title, text)`` of a PDF through crawl4ai's PDF processor (pypdf); images are not extracted."""
-    _prepare_crawl4ai_env()
+    prepare_crawl4ai_env()
     from crawl4ai.processors.pdf.processor import NaivePDFProcessorStrategy
 
     fd, tmp = tempfile.mkstemp(suffix=".pdf")
@@ -362,130 +270,3 @@ def convert_bytes(
             f"(at most {max_chars:,}, max_bytes)"
         )
     return title, text
-
-
-_env_ready = False
-
-
-def _prepare_crawl4ai_env() -> None:
-    global _env_ready
-    if _env_ready:
-        return
-    if "CRAWL4_AI_BASE_DIRECTORY" not in os.environ:
-        # crawl4ai creates ~/.crawl4ai at import: point it at our cache (one fixed place, not a temporary
-        # directory per process that nobody removes)
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fte-shell" / "crawl4ai"
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-        except OSError:  # no writable home: a temporary directory after all
-            cache = Path(tempfile.mkdtemp(prefix="fte-crawl4ai-"))
-        os.environ["CRAWL4_AI_BASE_DIRECTORY"] = str(cache)
-    os.environ.setdefault("CRAWL4AI_NO_CLOUD_NOTICE", "1")
-    os.environ.setdefault("CRAWL4AI_TELEMETRY", "0")
-    _env_ready = True
-
-
-def _worker_init() -> None:
-    _prepare_crawl4ai_env()
-
-
-def _worker_warm() -> int:
-    _prepare_crawl4ai_env()
-    import crawl4ai.html2text  # noqa: F401 - the slow import, done once per worker
-    import lxml.cssselect  # noqa: F401
-
-    return os.getpid()
-
-
-_pool: ProcessPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def pool_size() -> int:
-    """Worker processes of the conversion pool (``FTE_CONVERT_WORKERS`` or min(4, CPUs))."""
-    env = os.environ.get("FTE_CONVERT_WORKERS")
-    if env and env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(1, min(4, os.cpu_count() or 1))
-
-
-def _get_pool() -> ProcessPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ProcessPoolExecutor(
-                max_workers=pool_size(),
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-            )
-        return _pool
-
-
-def _drop_pool(broken: ProcessPoolExecutor, *, kill: bool = False) -> None:
-    """Forget ``broken`` (the next conversion starts a fresh pool); ``kill`` also terminates its workers
-    (a conversion that overran its time would otherwise keep a worker busy for good)."""
-    global _pool
-    with _pool_lock:
-        if _pool is broken:
-            _pool = None
-    if kill:
-        procs: dict[int, Any] = getattr(broken, "_processes", None) or {}
-        for proc in list(procs.values()):
-            proc.terminate()
-    broken.shutdown(wait=False, cancel_futures=True)
-
-
-def warm_up() -> None:
-    """Start the pool's workers and import the converters in each (2-4 s once); optional."""
-    pool = _get_pool()
-    for f in [pool.submit(_worker_warm) for _ in range(pool_size())]:
-        f.result()
-
-
-def shutdown_pool() -> None:
-    """Stop the conversion pool (a later conversion starts a new one)."""
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def convert(
-    kind: Kind,
-    body: bytes,
-    charset: str | None,
-    url: str,
-    content_type: str | None = None,
-    *,
-    timeout_s: float = 60.0,
-    max_chars: int | None = None,
-) -> tuple[str, str]:
-    """``(title, text)`` of a downloaded body, converted in the process pool.
-
-    Raises :class:`FetchRefused` if conversion fails, takes longer than ``timeout_s`` or gives more than
-    ``max_chars`` characters.
-    """
-    for attempt in (1, 2):
-        pool = _get_pool()
-        try:
-            fut = pool.submit(convert_bytes, kind, body, charset, url, content_type, max_chars)
-            return fut.result(timeout=max(0.0001, timeout_s))
-        except FetchRefused:
-            raise
-        except FutureTimeout:
-            _drop_pool(pool, kill=True)
-            raise FetchRefused(
-                f"conversion of the {kind.upper()} body took longer than {timeout_s:g} s"
-            ) from None
-        except BrokenProcessPool:
-            _drop_pool(pool)
-            if attempt == 2:
-                raise FetchRefused(
-                    f"conversion of the {kind.upper()} body crashed its worker process"
-                ) from None
-        except Exception as e:  # noqa: BLE001 - a converter bug must become one line, not a crash
-            raise FetchRefused(
-                f"conversion of the {kind.upper()} body failed: {e.__class__.__name__}: {e}".splitlines()[0]
-            ) from None
-    raise AssertionError("unreachable")

@@ -38,9 +38,10 @@ from pydantic import ValidationError
 from ..config import FetchPolicy
 from ..errors import BudgetExceeded, ConfigError, FetchRefused
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
-from . import convert as _convert
+from .decode import classify
 from .http import Hop, HttpFetcher, HttpResult, shown_url
 from .policy import check_host_patterns
+from .pool import convert
 
 MAX_REF_CHARS = 4096
 """Longest URL or docid accepted (the gateway has the same cap); a longer one is refused in one line."""
@@ -284,11 +285,11 @@ class FetchService:
             with self._guard:
                 self.bytes_downloaded += result.wire_bytes
                 self.downloads += 1
-            kind = _convert.classify(result.content_type, result.body[:8192], ref)
+            kind = classify(result.content_type, result.body[:8192], ref)
             body, charset = result.body, result.charset
             if kind == "html" and self.policy.render_js:
                 body, charset = self._render(http, result, budget - result.wire_bytes), "utf-8"
-            title, text = _convert.convert(
+            title, text = convert(
                 kind,
                 body,
                 charset,
@@ -427,4 +428,4 @@ def _check_declared_type(content_type: str | None, url: str) -> None:
         "application/unknown",
     ):
         return
-    _convert.classify(content_type, b"", url)
+    classify(content_type, b"", url)

@@ -56,9 +56,10 @@ def _version(dist: str) -> str | None:
 def converter_info(content_type: str | None, body: bytes, url: str) -> dict[str, Any]:
     """Which converter made the text, its version and options (for the metadata record)."""
     from ..fetch import convert as c
+    from ..fetch.decode import classify
 
     try:
-        kind = c.classify(content_type, body[:8192], url)
+        kind = classify(content_type, body[:8192], url)
     except Exception:  # noqa: BLE001 - provenance only
         kind = None
     info: dict[str, Any] = {"kind": kind}
