@@ -24,8 +24,8 @@ from .runenv import restore_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import RunConfig
-    from ..workspace import Document
     from ..search.base import SearchResult
+    from ..workspace import Document
 
 LEASE_S = 120.0
 """Longest time a node waits for another node's download of the same URL before downloading it itself."""
