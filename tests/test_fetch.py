@@ -19,8 +19,8 @@ import pytest
 
 from fte_shell.config import FetchPolicy
 from fte_shell.errors import BudgetExceeded, ConfigError, FetchRefused
-from fte_shell.fetch import Document, FetchService, PageCache, PageSource
-from fte_shell.workspace import Workspace
+from fte_shell.fetch import FetchService, PageCache, PageSource
+from fte_shell.workspace import Document, Workspace
 from tests.servers import LoopbackServer, self_signed_cert
 
 

@@ -330,7 +330,7 @@ def test_concurrent_writers_and_an_index_rebuilt_after_deletion(tmp_path: Path) 
 
 
 def test_closed_world_refuses_outside_urls_unless_open_web(tmp_path: Path) -> None:
-    from fte_shell.fetch.service import ClosedWorld
+    from fte_shell.fetch.pages import ClosedWorld
     from fte_shell.search import LocalCorpus
     from fte_shell.search.corpus import CorpusDoc, build_corpus
 

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from ..workspace import Document, FetchRecord
+from .pages import ClosedWorld, PageArchive, PageCache, PageSource
 from .policy import Target, check_url
-from .service import FetchService, PageCache, PageSource
+from .service import FetchService
 
-__all__ = ["Document", "FetchRecord", "FetchService", "PageCache", "PageSource", "Target", "check_url"]
+__all__ = ["ClosedWorld", "FetchService", "PageArchive", "PageCache", "PageSource", "Target", "check_url"]

@@ -1,36 +1,34 @@
 """HTTP download with an SSRF-safe transport.
 
 * Every URL (the first and each redirect hop) goes through :func:`policy.check_url`, which resolves the
-  host and checks the addresses; the transport then connects ONLY to those checked addresses (a custom
-  httpcore network backend pins ``(host, port)`` to them), so a second DNS answer cannot point the
-  connection elsewhere (no DNS rebinding). The Host header, TLS SNI and certificate check still use the
-  name from the URL.
+  host and checks the addresses; the transport (:mod:`fte_shell.fetch.transport`) then connects ONLY to
+  those checked addresses, so a second DNS answer cannot point the connection elsewhere (no DNS
+  rebinding).
 * Redirects are followed by hand, at most ``max_redirects``; environment proxies are ignored.
 * The body is streamed and decompressed here (gzip/deflate) with a bound on the decompressed size, so a
   1 GB body or a gzip bomb is cut after ``max_bytes`` without being read or inflated whole.
 * ``timeout_s`` is a hard wall clock for the whole download, redirects included: every socket
-  connect/read/write/TLS handshake is clamped to the time left, so a trickling server cannot stretch it.
+  connect/read/write/TLS handshake is clamped to the time left (:func:`transport.fetch_deadline`), so a
+  trickling server cannot stretch it.
 * Every failure raises :class:`FetchRefused` (or :class:`BudgetExceeded`) with one line.
 """
 
 from __future__ import annotations
 
 import re
-import ssl
-import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from urllib.parse import urljoin
 
-import httpcore
 import httpx
 
 from ..config import FetchPolicy
 from ..errors import BudgetExceeded, FetchRefused
-from .policy import Resolver, Target, check_url, normal_host
+from .policy import Resolver, check_url
+from .transport import PinnedBackend, fetch_deadline, peer_address, pinned_client
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "text/html,application/xhtml+xml,application/pdf,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5"
@@ -66,124 +64,6 @@ class Hop:
     """The (decompressed) body read: the page for the final hop, ``b""`` for redirects and refusals."""
     address: str | None
     """The IP address the connection went to."""
-
-
-def _peer(response: httpx.Response) -> str | None:
-    try:
-        addr = response.extensions["network_stream"].get_extra_info("server_addr")
-        return str(addr[0]) if addr else None
-    except Exception:  # noqa: BLE001 - provenance only
-        return None
-
-
-_deadline = threading.local()
-"""``value``: the monotonic deadline of the fetch running in this thread (sync httpx: one thread)."""
-
-
-def _clamp(timeout: float | None) -> float | None:
-    deadline: float | None = getattr(_deadline, "value", None)
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise httpcore.ReadTimeout("fetch deadline reached")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A network stream whose every read/write/handshake ends by the current fetch's deadline, so a
-    server trickling bytes cannot stretch a fetch past ``timeout_s``."""
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _clamp(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _clamp(timeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _clamp(timeout)))
-
-    def get_extra_info(self, info: str) -> object:
-        return self._inner.get_extra_info(info)
-
-
-class _PinnedBackend(httpcore.NetworkBackend):
-    """Connects ``(host, port)`` only to addresses a policy check produced."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.SyncBackend()
-        self._pins: dict[tuple[str, int], tuple[str, ...]] = {}
-        self._lock = threading.Lock()
-
-    def pin(self, target: Target) -> None:
-        with self._lock:
-            self._pins[(normal_host(target.host), target.port)] = target.addresses
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        with self._lock:
-            addrs = self._pins.get((host.lower().strip("[]").rstrip("."), port))  # "example.com." too
-        if not addrs:
-            raise httpcore.ConnectError(f"address of {host}:{port} was not checked by the fetch policy")
-        last: Exception | None = None
-        for a in addrs:
-            try:
-                return _DeadlineStream(
-                    self._inner.connect_tcp(a, port, _clamp(timeout), local_address, socket_options)
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as e:
-                last = e
-        assert last is not None
-        raise last
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        raise httpcore.ConnectError("unix sockets are not reachable through fetch")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-class _PinnedTransport(httpx.HTTPTransport):
-    def __init__(self, backend: _PinnedBackend, ssl_context: ssl.SSLContext) -> None:
-        super().__init__(verify=ssl_context, trust_env=False)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=64,
-            max_keepalive_connections=16,
-            keepalive_expiry=5.0,
-            network_backend=backend,
-        )
-
-
-_ssl_context: ssl.SSLContext | None = None
-_ssl_lock = threading.Lock()
-
-
-def _shared_ssl_context() -> ssl.SSLContext:
-    global _ssl_context
-    with _ssl_lock:
-        if _ssl_context is None:
-            _ssl_context = httpx.create_ssl_context()
-        return _ssl_context
 
 
 def _parse_content_type(value: str | None) -> tuple[str | None, str | None]:
@@ -240,12 +120,10 @@ class HttpFetcher:
         self.resolver = resolver
         """Name service for the policy checks (None: the system resolver); the connection never asks
         another one."""
-        self._backend = _PinnedBackend()
-        self._client = httpx.Client(
-            transport=_PinnedTransport(self._backend, _shared_ssl_context()),
-            trust_env=False,
-            follow_redirects=False,
-            headers={"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"},
+        self._backend = PinnedBackend()
+        self._client = pinned_client(
+            self._backend,
+            {"User-Agent": policy.user_agent, "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate"},
         )
 
     def close(self) -> None:
@@ -266,11 +144,8 @@ class HttpFetcher:
         policy = self.policy
         own = time.monotonic() + policy.timeout_s
         deadline = own if deadline is None else min(own, deadline)
-        _deadline.value = deadline
-        try:
+        with fetch_deadline(deadline):
             return self._get(url, deadline, budget_bytes, accept_type, on_hop or (lambda hop: None))
-        finally:
-            _deadline.value = None
 
     def _get(
         self,
@@ -326,7 +201,7 @@ class HttpFetcher:
                 body, got = self._read_body(response, current, deadline, budget_bytes, wire)
                 wire += got
                 recorded = True
-                on_hop(Hop(request, response, body, _peer(response)))
+                on_hop(Hop(request, response, body, peer_address(response)))
                 return HttpResult(
                     url=current,
                     status=response.status_code,
@@ -337,7 +212,7 @@ class HttpFetcher:
                 )
             finally:
                 if not recorded:  # a redirect or a refused answer: recorded without its body
-                    on_hop(Hop(request, response, b"", _peer(response)))
+                    on_hop(Hop(request, response, b"", peer_address(response)))
                 response.close()
         raise FetchRefused(f"too many redirects (more than {policy.max_redirects}) fetching {shown_url(url)}")
 

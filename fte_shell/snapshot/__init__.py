@@ -113,7 +113,7 @@ def bind_run(
     meta)``. With a snapshot (given as ``page_cache`` by a sweep, or ``config.snapshot.dir``), the page
     cache becomes the run's :class:`RunView`, searches go through it, ``log`` follows the turn and ``meta``
     says how the run used the snapshot. ``page_source`` (a local corpus) becomes a closed world unless ``search.open_web``."""
-    from ..fetch.service import ClosedWorld
+    from ..fetch.pages import ClosedWorld
 
     if page_source is not None and not config.search.open_web and not getattr(page_source, "closed_world", False):
         page_source = ClosedWorld(page_source)
