@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from fte_shell.policies import (
-    ResearchPolicy,
+from fte_shell.policies import ResearchPolicy
+from fte_shell.policies.reading import (
     best_line,
     extract_answer_span,
     grep_terms,
