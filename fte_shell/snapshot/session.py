@@ -80,7 +80,7 @@ class Snapshot:
         ``run_dir/snapshot.jsonl``."""
         return RunView(self, run_id, run_dir)
 
-    # --- PageArchive (fte_shell.fetch.service) -------------------------------------------------------
+    # --- PageArchive (fte_shell.fetch.pages) ---------------------------------------------------------
     def capture(self, canon: str) -> PageLease:
         return PageLease(self, None, canon)
 
