@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from fte_shell.bench.datasets import default_hotpotqa_dir
+
 from fte_shell.bench.sweep import BenchConfig, ensure_hotpotqa_corpus, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.policies import ResearchPolicy

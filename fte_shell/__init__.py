@@ -40,17 +40,26 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Agent",
     "AgentConfig",
     "FetchPolicy",
+    "FetchRecord",
+    "FetchService",
     "FteError",
     "ModelConfig",
+    "Observation",
     "RunConfig",
+    "RunResult",
+    "Sandbox",
     "SandboxConfig",
+    "ScriptedServer",
     "SearchConfig",
+    "Workspace",
     "__version__",
     "load_config",
-    *_LAZY,
+    "run_question",
 ]
+"""The eager names above plus every name of :data:`_LAZY` (imported on first access)."""
 
 
 def __getattr__(name: str) -> Any:
