@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
-from fte_shell.viewer import Catalog, ViewerServer, status, write_static
+from fte_shell.metrics import RunMetrics, run_status
+from fte_shell.stops import is_infra_failure
+from fte_shell.viewer import Catalog, ViewerServer, write_static
 from fte_shell.viewer.site import ASSETS, asset
 from fte_shell.viewer.touches import touches
 
@@ -107,7 +109,9 @@ def test_structured_lines_from_grep_read_and_excerpts() -> None:
     ("failed", None, "failed"), ("crashed", True, "failed"), ("incomplete", None, "failed"), (None, None, "failed"),
 ])
 def test_status_keeps_infra_failures_apart(stop: str | None, correct: bool | None, want: str) -> None:
-    assert status(stop, correct) == want
+    m = RunMetrics(run_dir="r", profile="p", qid="q", stop_reason=stop or "incomplete", answered=False,
+                   infra_failure=is_infra_failure(stop), correct=correct)
+    assert run_status(m) == want
 
 
 def make_run(d: Path, *, profile: str = "shell", docs: dict[str, list[str]] | None = None,

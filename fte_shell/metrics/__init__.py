@@ -23,16 +23,7 @@ from .actions import (
     revisited_docs,
     search_refs,
 )
-from .runs import (
-    RunMetrics,
-    collect,
-    find_runs,
-    judged,
-    read_events,
-    read_json,
-    run_metrics,
-    workspace_files,
-)
+from .runs import RunMetrics, collect, judged, run_metrics, run_status
 from .summary import (
     PERCENTILES,
     REGEX_META,
@@ -48,7 +39,7 @@ from .summary import (
 __all__ = [
     "CATEGORY", "EXTRACTING_OPS", "MOUNT", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",
     "STRUCTURED_OPS", "Action", "Category", "Op", "ProfileSummary", "RunMetrics", "actions_from_events",
-    "collect", "find_runs", "group_label", "group_runs", "judged", "materialized_pages", "ngrams", "percentile",
-    "percentiles", "read_events", "read_json", "records", "revisited_docs", "run_metrics", "search_refs",
-    "summarize", "summarize_profile", "workspace_files",
+    "collect", "group_label", "group_runs", "judged", "materialized_pages", "ngrams", "percentile",
+    "percentiles", "records", "revisited_docs", "run_metrics", "run_status", "search_refs",
+    "summarize", "summarize_profile",
 ]

@@ -2,8 +2,10 @@
 (definitions: ``docs/metrics.md``).
 
 A structured tool call is one :class:`Action`; a shell ``bash`` call is one action per classified simple
-command (fetches taken from the record lines the ``fetch`` helper printed; ``bash -c '…'`` scripts are
-looked into). For the transient profiles a page is materialized when it is opened (``open``) or visited
+command (``bash -c '…'`` scripts are looked into). Fetches and search results come from the tool call's
+structured facts (``meta.fetches`` / ``meta.searches``, :mod:`fte_shell.record.events`); only for a run
+written before they were recorded (schema 0) are they parsed from the observation text (the record lines
+the ``fetch`` helper printed, the result list ``search`` printed). For the transient profiles a page is materialized when it is opened (``open``) or visited
 (``visit``); ``open``, ``visit`` and a ``find`` on the open page are extractions from it.
 """
 
@@ -123,6 +125,40 @@ def search_refs(observation: str) -> list[str]:
     return SEARCH_REF_RE.findall(observation)
 
 
+def _meta(ev: dict[str, Any]) -> dict[str, Any]:
+    meta = ev.get("meta")
+    return meta if isinstance(meta, dict) else {}
+
+
+def fetched(ev: dict[str, Any], facts: bool) -> list[tuple[str, bool, str]]:
+    """(file name, new, source) of every document a tool call's fetches put in the workspace: from the
+    event's ``meta.fetches`` when the run recorded facts (``facts``: schema 1), else parsed from the
+    observation's record lines (a schema-0 run)."""
+    if not facts:
+        return records(str(ev.get("observation") or ""))
+    out = []
+    for f in _meta(ev).get("fetches") or []:
+        doc = _doc_of(f.get("path")) if isinstance(f, dict) and f.get("ok") else None
+        if doc is not None:
+            out.append((doc, bool(f.get("new")), str(f.get("source") or "")))
+    return out
+
+
+def searched(ev: dict[str, Any], facts: bool) -> list[str]:
+    """The result references of a tool call's searches, in order: from ``meta.searches`` when the run
+    recorded facts, else parsed from the observation (a schema-0 run)."""
+    if not facts:
+        return search_refs(str(ev.get("observation") or ""))
+    return [str(u) for f in _meta(ev).get("searches") or [] if isinstance(f, dict) for u in f.get("urls") or []]
+
+
+def has_facts(events: Sequence[dict[str, Any]]) -> bool:
+    """True when the run recorded fetch and search facts (its start event's ``schema_version`` ≥ 1)."""
+    start = next((e for e in events if e.get("type") == "start"), {})
+    v = start.get("schema_version")
+    return isinstance(v, int) and v >= 1
+
+
 def _names_in(text: str, among: Iterable[str]) -> list[str]:
     found = set(DOC_NAME_RE.findall(text))
     return [d for d in among if d in found]
@@ -147,9 +183,13 @@ def is_refused(ev: dict[str, Any]) -> bool:
 
 
 # --- shell --------------------------------------------------------------------------------------------
-def _shell_actions(turn: int, call: int, command: str, obs: str, known: list[str], cwd: str) -> tuple[list[Action], str]:
+def _shell_actions(
+    turn: int, call: int, command: str, ev: dict[str, Any], known: list[str], cwd: str, facts: bool
+) -> tuple[list[Action], str]:
     parsed = parse_command(command, known, mount=MOUNT, cwd=cwd)
-    recs = records(obs)
+    obs = str(ev.get("observation") or "")
+    recs = fetched(ev, facts)
+    refs = searched(ev, facts)
     rec_i = 0
     n_fetch_cmds = sum(1 for c in parsed.commands if c.kind == "fetch")
     extra = max(0, len(recs) - n_fetch_cmds)  # loops/multi-URL fetches
@@ -175,7 +215,7 @@ def _shell_actions(turn: int, call: int, command: str, obs: str, known: list[str
         elif c.kind == "read":
             out.append(Action(**base, op="read", tool=c.tool, docs=c.docs, offset=c.offset, limit=c.limit))
         elif c.kind == "search":
-            out.append(Action(**base, op="search", tool=c.tool, search_refs=search_refs(obs)))
+            out.append(Action(**base, op="search", tool=c.tool, search_refs=refs))
         else:
             out.append(Action(**base, op=c.kind, tool=c.tool, docs=c.docs))
     if not parsed.commands:
@@ -187,10 +227,11 @@ def _shell_actions(turn: int, call: int, command: str, obs: str, known: list[str
 def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[str] = ()) -> list[Action]:
     """Turn the tool-call events of a run into actions. ``final_docs`` (the end-of-run workspace listing)
     completes the listing known at each point for documents whose fetch record was not seen."""
+    facts = has_facts(events)
     recorded: set[str] = set()
     for ev in events:
         if ev.get("type") == "tool_call":
-            recorded.update(n for n, _, _ in records(str(ev.get("observation") or "")))
+            recorded.update(n for n, _, _ in fetched(ev, facts))
     known: list[str] = [d for d in final_docs if d not in recorded]  # documents present at this point
     cwd = MOUNT
     open_page: str | None = None
@@ -211,16 +252,16 @@ def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[s
             if not isinstance(command, str):
                 out.append(Action(turn=turn, call=call, op="other", tool=name, error=error))
                 continue
-            acts, cwd = _shell_actions(turn, call, command, obs, known, cwd)
+            acts, cwd = _shell_actions(turn, call, command, ev, known, cwd, facts)
             out.extend(acts)
             continue
         op: Op = STRUCTURED_OPS.get(name, "other")
         a = Action(turn=turn, call=call, op=op, tool=name, error=error, refused=is_refused(ev))
         if op == "fetch" and not error:
-            recs = records(obs)
+            recs = fetched(ev, facts)
             if recs:
                 a.docs, a.new, a.source = [recs[0][0]], recs[0][1], recs[0][2]
-            elif _doc_of(meta.get("path")):
+            elif not facts and _doc_of(meta.get("path")):
                 a.docs, a.new = [_doc_of(meta.get("path"))], meta.get("new")  # type: ignore[list-item]
                 a.source = meta.get("source") if isinstance(meta.get("source"), str) else None
             known.extend(d for d in a.docs if d not in known)
@@ -240,7 +281,7 @@ def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[s
             if not error and doc is not None:
                 a.docs = [doc]
         elif op == "search":
-            a.search_refs = [] if error else search_refs(obs)
+            a.search_refs = [] if error else searched(ev, facts)
         elif op in ("open", "visit"):
             ref = meta.get("source") if isinstance(meta.get("source"), str) else args.get("url")
             if not error and isinstance(ref, str) and ref.strip():

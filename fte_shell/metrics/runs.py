@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..record.rundir import find_runs, read_judgement, read_result, read_trajectory, workspace_files
 from ..stops import is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
 
@@ -148,48 +147,15 @@ class RunMetrics(_M):
     """The action sequence (ops), for n-grams."""
 
 
+def run_status(m: RunMetrics) -> str:
+    """``failed`` (an infrastructure failure or no result: not a result at all,
+    :attr:`RunMetrics.infra_failure`), ``correct``, ``wrong`` (judged wrong, or no answer), ``unjudged``."""
+    if m.infra_failure:
+        return "failed"
+    return "unjudged" if m.correct is None else "correct" if m.correct else "wrong"
+
+
 # --- reading a run directory --------------------------------------------------------------------------
-def read_events(run_dir: Path) -> list[dict[str, Any]]:
-    """Events of ``trajectory.jsonl``; a torn last line (a killed run) is skipped."""
-    path = Path(run_dir) / "trajectory.jsonl"
-    if not path.exists():
-        return []
-    events = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(ev, dict):
-            events.append(ev)
-    return events
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object file, or None when missing or unreadable."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def workspace_files(run_dir: Path) -> dict[str, int]:
-    """``{file name: body chars}`` of ``RUN_DIR/workspace`` (body = after the first blank line)."""
-    ws = Path(run_dir) / "workspace"
-    out: dict[str, int] = {}
-    if not ws.is_dir():
-        return out
-    for p in sorted(ws.iterdir()):
-        if p.is_file() and p.suffix == ".txt" and not p.name.startswith("."):
-            text = p.read_text(encoding="utf-8", errors="replace")
-            _header, sep, body = text.partition("\n\n")
-            out[p.name] = len(body) if sep else len(text)
-    return out
-
-
 def judged(judgement: dict[str, Any] | None) -> tuple[bool | None, float | None]:
     """(correct, f1) from ``judgement.json``: the LLM verdict wins over the model-free one."""
     if not judgement:
@@ -217,15 +183,15 @@ def _summed(usages: Iterable[Any]) -> dict[str, int]:
 def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
-    result = read_json(run_dir / "result.json")
-    events = read_events(run_dir)
+    result = read_result(run_dir)
+    events = read_trajectory(run_dir)
     start = next((e for e in events if e.get("type") == "start"), {})
     files = workspace_files(run_dir)
     actions = actions_from_events(events, files)
     fetched = [d for a in actions if a.op == "fetch" and a.new for d in a.docs]
     materialized = set(files) | set(fetched) | materialized_pages(actions)
     rev = revisited_docs(actions, materialized)
-    correct, f1 = judged(read_json(run_dir / "judgement.json"))
+    correct, f1 = judged(read_judgement(run_dir))
     usage = (result or {}).get("usage") or _summed(e.get("usage") for e in events if e.get("type") == "model_call")
     summary_usage = (result or {}).get("summary_usage")
     if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
@@ -298,21 +264,6 @@ def _sources_of(actions: list[Action], docs: set[str]) -> list[str]:
 
 
 # --- discovery and aggregation ------------------------------------------------------------------------
-def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
-    """Run directories under ``root``: a sweep (``runs/<profile>/<qid>/r<k>/``), or one run directory
-    (it has ``trajectory.jsonl``). Returns (dir, profile, qid, rep)."""
-    root = Path(root)
-    if (root / "trajectory.jsonl").exists() or (root / "result.json").exists():
-        return [(root, None, None, 0)]
-    base = root / "runs" if (root / "runs").is_dir() else root
-    out = []
-    for d in sorted(base.glob("*/*/r*")):
-        m = re.fullmatch(r"r(\d+)", d.name)
-        if m and d.is_dir():
-            out.append((d, d.parent.parent.name, d.parent.name, int(m.group(1))))
-    return out
-
-
 def collect(roots: Iterable[Path]) -> list[RunMetrics]:
     """:class:`RunMetrics` of every run under ``roots``."""
     out = []

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..config import RunConfig
 from ..errors import ConfigError, SearchUnavailable, ToolError
 from ..prompts import ToolDescriptions, profile_addendum
+from ..record.events import SearchFact
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
     from ..fetch import FetchService, PageCache, PageSource
@@ -316,7 +317,9 @@ def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
         results = ctx.search.search(query, n)
     except SearchUnavailable as e:  # same wording as the shell helper's gateway
         raise ToolError(f"search unavailable: {one_line(str(e))}") from None
-    return ToolResult(output=format_results(query, results), meta={"query": query, "n": n, "results": len(results)})
+    fact = SearchFact(query=query, n=n, backend=ctx.search.name, urls=[r.url for r in results])
+    meta = {"query": query, "n": n, "results": len(results), "searches": [fact.model_dump()]}
+    return ToolResult(output=format_results(query, results), meta=meta)
 
 
 def search_tool(ctx: QuestionContext) -> list[Tool]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import regex
 
 from ..errors import FteError, ToolError
+from ..record.events import FetchFact
 from ..workspace import Workspace
 from .base import (
     QuestionContext,
@@ -243,7 +244,9 @@ class FteProfile(ToolProfile):
             raise ToolError(one_line(str(e))) from None
         return ToolResult(
             output=rec.line(),
-            meta={"path": rec.path, "chars": rec.chars, "new": rec.new, "source": rec.source},
+            meta={"path": rec.path, "chars": rec.chars, "new": rec.new, "source": rec.source,
+                  "fetches": [FetchFact(url=ref, ok=True, path=rec.path, source=rec.source, chars=rec.chars,
+                                        new=rec.new).model_dump()]},
         )
 
     def list_fetched(self, args: NoArgs) -> ToolResult:

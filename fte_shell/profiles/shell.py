@@ -7,19 +7,42 @@ are helper commands inside the container that reach the host gateway; the worksp
 
 The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
 and any timeout, restart or truncation note. A non-zero exit status is a normal observation
-(``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted`` and
-``duration_s``.
+(``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted``,
+``duration_s``, and the ``fetches`` and ``searches`` the command made through the gateway (its per-command
+log, drained after each command).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
+from ..record.events import FetchFact, SearchFact
 from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult
 
 if TYPE_CHECKING:
+    from ..gateway import GatewayEvent
     from ..sandbox import Sandbox
+
+
+def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, list[dict[str, Any]]]:
+    """``{"fetches": […], "searches": […]}`` (:class:`~fte_shell.record.events.FetchFact`,
+    :class:`~fte_shell.record.events.SearchFact`) of the requests the gateway served for one command."""
+    fetches: list[dict[str, Any]] = []
+    searches: list[dict[str, Any]] = []
+    for e in events:
+        if e.op == "fetch":
+            if not e.results and e.error:  # the request as a whole was refused
+                fetches += [FetchFact(url=str(u), ok=False, error=e.error).model_dump() for u in e.args.get("urls") or []]
+            for r in e.results:
+                fetches.append(FetchFact(url=str(r.get("ref", "")), ok=bool(r.get("ok")), path=r.get("path"),
+                                         source=r.get("source"), chars=r.get("chars"), new=r.get("new"),
+                                         error=r.get("error")).model_dump())
+        elif e.op == "search" and "query" in e.args:
+            searches.append(SearchFact(query=str(e.args["query"]), n=e.args.get("n"), backend=backend,
+                                       urls=[str(r["url"]) for r in e.results if "url" in r],
+                                       error=None if e.ok else e.error).model_dump())
+    return {"fetches": fetches, "searches": searches}
 
 
 class BashArgs(ToolArgs):
@@ -70,6 +93,9 @@ class ShellProfile(ToolProfile):
             raise ToolError("the sandbox is closed")
         if not args.command.strip():
             raise ToolError("bash needs a non-empty command")
+        gateway = self.sandbox.gateway
+        if gateway is not None:
+            gateway.drain_events()  # what earlier (background) commands left is not this command's
         obs = self.sandbox.run(args.command)
         failure = getattr(self.ctx.page_cache, "failure", None)  # a snapshot replay miss with on_miss = fail-run
         if failure is not None:
@@ -81,6 +107,8 @@ class ShellProfile(ToolProfile):
             "restarted": obs.restarted,
             "duration_s": obs.duration_s,
         }
+        if gateway is not None:
+            meta.update(gateway_facts(gateway.drain_events(), self.ctx.search.name if self.ctx.search else None))
         return ToolResult(output=obs.render(), meta=meta)
 
     def close(self) -> None:

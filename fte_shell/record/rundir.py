@@ -12,7 +12,8 @@
 ``result.json`` is written only by :func:`write_result` (the loop's result, through
 :meth:`RunWriter.write_result`) and amended only by :func:`update_result` (the sweep: an infrastructure
 stop named by an exception, the driver's ``config_digest`` of a remote run). Every event has ``type``
-and ``t`` (seconds since the writer was opened).
+and ``t`` (seconds since the writer was opened); the typed models and the conversion of old runs are in
+:mod:`.events`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
 
+from .events import SCHEMA_VERSION, Event, convert, schema_version, typed_events
 from .jsonio import dumps, read_json, read_jsonl_lenient, write_json_atomic
 
 TRAJECTORY = "trajectory.jsonl"
@@ -57,8 +59,17 @@ def update_result(run_dir: Path, changes: dict[str, Any], *, default: dict[str, 
 
 
 def read_trajectory(run_dir: Path) -> list[dict[str, Any]]:
-    """The events of ``trajectory.jsonl`` (a torn or non-JSON line, e.g. from a killed run, is skipped)."""
-    return read_jsonl_lenient(Path(run_dir) / TRAJECTORY)
+    """The events of ``trajectory.jsonl`` as JSON objects in the current schema (an old run's converted on
+    read: :func:`fte_shell.record.events.convert`; a torn or non-JSON line, e.g. from a killed run, is
+    skipped). [] when there is none."""
+    raw = read_jsonl_lenient(Path(run_dir) / TRAJECTORY)
+    version = schema_version(raw)
+    return [convert(ev, version) for ev in raw]
+
+
+def read_events(run_dir: Path) -> list[Event]:
+    """The typed events of ``trajectory.jsonl`` (converted on read, like :func:`read_trajectory`)."""
+    return typed_events(read_jsonl_lenient(Path(run_dir) / TRAJECTORY))
 
 
 def read_judgement(run_dir: Path) -> dict[str, Any] | None:
@@ -142,8 +153,12 @@ class RunWriter:
         return time.monotonic() - self._t0
 
     def event(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Append one event (``type``, ``t``, then ``fields``) and flush it to the file."""
-        ev: dict[str, Any] = {"type": type_, "t": round(self.elapsed(), 4), **fields}
+        """Append one event (``type``, ``t``, then ``fields``; the ``start`` event gets ``schema_version``
+        first) and flush it to the file (models: :mod:`fte_shell.record.events`)."""
+        head: dict[str, Any] = {"type": type_, "t": round(self.elapsed(), 4)}
+        if type_ == "start":
+            head["schema_version"] = SCHEMA_VERSION
+        ev: dict[str, Any] = {**head, **fields}
         line = dumps(ev)
         with self._lock:
             if self._f is None:

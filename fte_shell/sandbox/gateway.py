@@ -96,7 +96,8 @@ class GatewayEvent:
     args: dict[str, Any] = field(default_factory=dict)
     """The request's arguments (``urls``; ``query`` and ``n``)."""
     results: list[dict[str, Any]] = field(default_factory=list)
-    """``fetch``: per reference ``{ref, ok, path?, new?, error?}``."""
+    """``fetch``: per reference ``{ref, ok, path?, new?, chars?, source?, error?}``; ``search``: per hit
+    ``{rank, url}``."""
     error: str | None = None
     """The one-line error, if the request failed."""
 
@@ -387,9 +388,9 @@ class Gateway:
         else:
             out = list(pool.map(self._fetch_one, urls))
         results.extend(
-            {k: v for k, v in r.items() if k in ("ref", "ok", "path", "new", "error")} for r in out
+            {k: v for k, v in r.items() if k in ("ref", "ok", "path", "new", "chars", "source", "error")} for r in out
         )
-        return {"ok": True, "results": out}
+        return {"ok": True, "results": [{k: v for k, v in r.items() if k not in ("chars", "source")} for r in out]}
 
     def _fetch_one(self, ref: str) -> dict[str, Any]:
         ref = ref.strip()
@@ -405,4 +406,5 @@ class Gateway:
             return {"ref": ref, "ok": False, "error": _one_line(str(e))}
         except Exception as e:  # noqa: BLE001 - one bad page must not fail the others or the server
             return {"ref": ref, "ok": False, "error": f"fetch failed: {e.__class__.__name__}: {_one_line(str(e))}"}
-        return {"ref": ref, "ok": True, "line": rec.line(), "path": rec.path, "new": rec.new}
+        return {"ref": ref, "ok": True, "line": rec.line(), "path": rec.path, "new": rec.new, "chars": rec.chars,
+                "source": rec.source}

@@ -4,8 +4,8 @@ side. Plain HTML/CSS/JS shipped in the package; served on loopback or written as
 
 from __future__ import annotations
 
-from .data import Catalog, status
+from .data import Catalog
 from .server import ViewerServer
 from .site import Site, write_static
 
-__all__ = ["Catalog", "Site", "ViewerServer", "status", "write_static"]
+__all__ = ["Catalog", "Site", "ViewerServer", "write_static"]

@@ -5,21 +5,23 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fte_shell.metrics import (
-    actions_from_events,
+from fte_shell.metrics import actions_from_events, judged, revisited_docs, run_metrics, run_status
+from fte_shell.record.rundir import (
+    JUDGEMENT,
+    RESULT,
+    TRAJECTORY,
+    WORKSPACE,
     find_runs,
-    judged,
-    read_events,
-    read_json,
-    revisited_docs,
-    run_metrics,
+    read_judgement,
+    read_result,
+    read_trajectory,
 )
-from fte_shell.stops import is_infra_failure
+from fte_shell.record.sweepdir import SweepDir
+from fte_shell.workspace import Document, parse_document
 
 from .safety import UnsafePath, safe_file
 from .touches import touches
@@ -38,31 +40,8 @@ class Run:
 
 
 def _gold(root: Path) -> dict[str, Any]:
-    """{question id: gold answer} of a sweep's questions.jsonl."""
-    out: dict[str, Any] = {}
-    path = root / "questions.jsonl"
-    if not path.is_file():
-        return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            q = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(q, dict) and "id" in q:
-            out[str(q["id"])] = q.get("answer")
-    return out
-
-
-def status(stop_reason: str | None, correct: bool | None) -> str:
-    """``failed`` (an infrastructure failure or no result: not a result at all), ``correct``, ``wrong``
-    (judged wrong, or no answer), ``unjudged``."""
-    if is_infra_failure(stop_reason) or stop_reason == "incomplete":
-        return "failed"
-    if correct is True:
-        return "correct"
-    if correct is False:
-        return "wrong"
-    return "unjudged"
+    """{question id: gold answer} of a sweep's questions."""
+    return {qid: q.get("answer") for qid, q in SweepDir(root).questions().items()}
 
 
 class Catalog:
@@ -78,7 +57,7 @@ class Catalog:
         self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self.refresh()
         for root in set(self.roots) - {r.root for r in self.runs}:
-            raise ValueError(f"no run directories under {root} (a run directory has trajectory.jsonl)")
+            raise ValueError(f"no run directories under {root} (a run directory has {TRAJECTORY})")
 
     def refresh(self) -> int:
         """Pick up runs that appeared since the last call (a sweep still running); runs already listed
@@ -100,17 +79,17 @@ class Catalog:
     def row(self, run: Run) -> dict[str, Any]:
         """One line of the runs table."""
         m = run_metrics(run.dir, profile=run.profile, qid=run.qid, rep=run.rep)
-        result = read_json(run.dir / "result.json") or {}
+        result = read_result(run.dir) or {}
         question = result.get("question")
         if question is None:
-            start = next((e for e in read_events(run.dir)[:1] if e.get("type") == "start"), {})
+            start = next((e for e in read_trajectory(run.dir)[:1] if e.get("type") == "start"), {})
             question = start.get("question")
         qid = (result.get("meta") or {}).get("qid") or run.qid or m.qid
         rel = run.dir.relative_to(run.root).as_posix() if run.dir != run.root else "."
         return {
             "key": run.key, "root": self.roots.index(run.root), "path": rel, "qid": qid,
             "question": question, "profile": m.profile, "model": m.model, "rep": m.rep,
-            "status": status(m.stop_reason, m.correct), "correct": m.correct, "f1": m.f1,
+            "status": run_status(m), "correct": m.correct, "f1": m.f1,
             "stop": m.stop_reason, "answer": result.get("answer"), "turns": m.turns,
             "tokens": m.total_tokens, "wall_s": round(m.wall_s, 2), "search": m.n_search,
             "select": m.n_select, "extract": m.n_extract, "revisit": m.revisit_rate,
@@ -119,7 +98,7 @@ class Catalog:
 
     def cached_row(self, run: Run) -> dict[str, Any]:
         """:meth:`row`, recomputed only when the run's files changed since."""
-        sig = tuple(_stat(run.dir / f) for f in ("trajectory.jsonl", "result.json", "judgement.json"))
+        sig = tuple(_stat(run.dir / f) for f in (TRAJECTORY, RESULT, JUDGEMENT))
         hit = self._rows.get(run.dir)
         if hit is None or hit[0] != sig:
             hit = self._rows[run.dir] = (sig, self.row(run))
@@ -131,7 +110,7 @@ class Catalog:
     # --- the run view ---------------------------------------------------------------------------------
     def documents(self, run: Run) -> dict[str, Path]:
         """{file name: path} of the run's workspace files, symlinks that leave the run directory refused."""
-        ws = run.dir / "workspace"
+        ws = run.dir / WORKSPACE
         out: dict[str, Path] = {}
         if not ws.is_dir():
             return out
@@ -146,9 +125,9 @@ class Catalog:
 
     def detail(self, run: Run) -> dict[str, Any]:
         """Everything the run, workspace and compare views show of one run, documents' text excepted."""
-        events = read_events(run.dir)
-        result = read_json(run.dir / "result.json")
-        judgement = read_json(run.dir / "judgement.json")
+        events = read_trajectory(run.dir)
+        result = read_result(run.dir)
+        judgement = read_judgement(run.dir)
         correct, f1 = judged(judgement)
         slim: list[dict[str, Any]] = []
         for ev in events:
@@ -161,10 +140,10 @@ class Catalog:
         revisited = revisited_docs(actions_from_events(events, list(texts)), texts)
         workspace = []
         for i, (name, lines) in enumerate(texts.items()):
-            head = {k.lower(): v for k, _, v in (ln.partition(": ") for ln in lines[:3])}
+            head = _header(lines)
             ts = touched.get(name, [])
             workspace.append({
-                "n": i, "name": name, "title": head.get("title"), "source": head.get("url") or head.get("docid"),
+                "n": i, "name": name, "title": head.title if head else None, "source": head.source if head else None,
                 "lines": len(lines), "fetched": next((t.turn for t in ts if t.op == "fetch"), None),
                 "revisited": name in revisited, "touches": [t.model_dump() for t in ts],
             })
@@ -193,6 +172,15 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
+
+
+def _header(lines: list[str]) -> Document | None:
+    """The provenance header of a workspace file (:func:`fte_shell.workspace.parse_document`), or None for a
+    file not in the workspace format."""
+    try:
+        return parse_document("\n".join(lines[:4]) + "\n")
+    except ValueError:
+        return None
 
 
 def _lines(path: Path) -> list[str]:

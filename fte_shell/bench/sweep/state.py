@@ -5,8 +5,6 @@ behaviour-relevant configuration)."""
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +12,10 @@ from ...benchmarks.base import Dataset, Question
 from ...config import RunConfig
 from ...digest import canonical_config, config_changes, digest_of
 from ...errors import ConfigError
-from ...record.jsonio import write_json_atomic
+from ...record.rundir import read_result
+from ...record.sweepdir import MANIFEST, SweepDir
 from ...stops import is_infra_failure
 from .config import BenchConfig, SweepStats, Task
-
-RESULT = "result.json"
-MANIFEST = "sweep.json"
 
 
 def now() -> str:
@@ -30,9 +26,9 @@ def now() -> str:
 def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
     """All runs, repetition-major then question then profile (a question's profiles run close in time,
     so the shared caches are warm)."""
-    runs_dir = Path(bench.out) / "runs"
+    sweep = SweepDir(Path(bench.out))
     return [
-        Task(question=q, profile=p, rep=k, run_dir=runs_dir / p / q.id / f"r{k}")
+        Task(question=q, profile=p, rep=k, run_dir=sweep.run_dir(p, q.id, k))
         for k in range(bench.runs)
         for q in questions
         for p in bench.profiles
@@ -42,23 +38,15 @@ def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
 def run_state(run_dir: Path) -> str:
     """``done`` (a result), ``failed`` (ended for an infrastructure reason: not a result), ``partial``
     (a directory without a readable ``result.json``) or ``new``."""
-    res = run_dir / RESULT
-    if res.exists():
-        try:
-            stop = json.loads(res.read_text()).get("stop_reason")
-        except (OSError, json.JSONDecodeError, AttributeError):
-            return "partial"
-        return "failed" if is_infra_failure(stop) else "done"
+    result = read_result(run_dir)
+    if result is not None:
+        return "failed" if is_infra_failure(result.get("stop_reason")) else "done"
     return "partial" if run_dir.exists() else "new"
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
     """``OUT/sweep.json``, or None when there is none (or it is unreadable)."""
-    try:
-        data = json.loads((Path(out) / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+    return SweepDir(Path(out)).manifest()
 
 
 def sweep_canonical(cfg: RunConfig | dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +105,6 @@ def write_manifest(
     config_changes: list[dict[str, Any]] | None = None,
 ) -> None:
     """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
-    out = Path(bench.out)
     canonical = sweep_canonical(cfg)
     manifest = {
         "dataset": {k: v for k, v in dataset.model_dump(mode="json").items() if k != "questions"},
@@ -135,23 +122,12 @@ def write_manifest(
         "status": status,
         "stats": stats.model_dump() if stats else None,
     }
-    write_json_atomic(out / MANIFEST, manifest)
+    SweepDir(Path(bench.out)).write_manifest(manifest)
 
 
 def write_questions(out: Path, questions: list[Question]) -> None:
     """Merge ``questions`` into ``OUT/questions.jsonl`` (by id)."""
-    path = out / "questions.jsonl"
-    known: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                known[row["id"]] = row
-    for q in questions:
-        known[q.id] = q.model_dump(mode="json")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in known.values()), encoding="utf-8")
-    os.replace(tmp, path)
+    SweepDir(Path(out)).write_questions([q.model_dump(mode="json") for q in questions])
 
 
 def check_compatible(out: Path, dataset: Dataset) -> None:
