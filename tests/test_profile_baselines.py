@@ -92,7 +92,10 @@ def test_search_prints_format_results_of_the_backend(tmp_path: Path, corpus: Loc
         assert not r.error
         assert r.output == format_results("orchard keeper", corpus.search("orchard keeper", 10))
         assert r.output.startswith('2 results for "orchard keeper":\n[1] Hollow Pine orchard\n    hollow-pine-orchard\n')
+        facts = r.meta.pop("searches")
         assert r.meta == {"query": "orchard keeper", "n": 10, "results": 2}
+        assert [(f["query"], f["n"], f["backend"], f["urls"]) for f in facts] == [
+            ("orchard keeper", 10, corpus.name, [h.url for h in corpus.search("orchard keeper", 10)])]
         one = call(p, "search", query="lighthouse", n=1)
         assert one.output == format_results("lighthouse", corpus.search("lighthouse", 1))
         assert call(p, "search", query="zebra xylophone").output == 'No results for "zebra xylophone".'
@@ -128,7 +131,10 @@ def test_fte_fetch_docid_url_and_held(tmp_path: Path, corpus: LocalCorpus, serve
         name = ws.filename_for("hollow-pine-orchard", "docid")
         body_chars = len(ORCHARD) + 1
         assert r.output == f'/work/{name}  {body_chars:,} chars  new  hollow-pine-orchard  "Hollow Pine orchard"'
+        facts = r.meta.pop("fetches")
         assert r.meta == {"path": f"/work/{name}", "chars": body_chars, "new": True, "source": "hollow-pine-orchard"}
+        assert facts == [{"url": "hollow-pine-orchard", "ok": True, "path": f"/work/{name}", "source": "hollow-pine-orchard",
+                          "chars": body_chars, "new": True, "error": None}]
         again = call(p, "fetch", url="hollow-pine-orchard")
         assert again.output == r.output.replace("  new  ", "  held  ") and again.meta["new"] is False
         # a corpus document's URL is served from the corpus (a Docid: file, no HTTP)

@@ -92,7 +92,9 @@ def test_fte_profile_through_the_loop(tmp_path: Path, corpus: LocalCorpus) -> No
     ]
     assert (tmp_path / "run" / "workspace" / name).is_file()
     fetch_event = [e for e in events if e["type"] == "tool_call"][1]
+    facts = fetch_event["meta"].pop("fetches")
     assert fetch_event["meta"] == {"path": path, "chars": len(GARDEN) + 1, "new": True, "source": "saltmarsh-garden"}
+    assert [(f["path"], f["chars"], f["new"], f["source"]) for f in facts] == [(path, len(GARDEN) + 1, True, "saltmarsh-garden")]
     assert "Current date: 2026-11-30" in srv.requests[0]["messages"][0]["content"]
 
 

@@ -99,6 +99,8 @@ def test_shell_and_structured_agree(docker_ready: None, tmp_path: Path, corpus: 
             s_doc = bash(shell, "fetch copper-ledger")
             f_doc = fte.execute("fetch", {"url": "copper-ledger"})
             assert s_doc.output == f_doc.output
+            # the same fetch facts, the shell's from the gateway's per-command log
+            assert s_doc.meta["fetches"] == f_doc.meta["fetches"] and f_doc.meta["fetches"][0]["ok"]
             dname = Path(f_doc.meta["path"]).name
             s_lines = (sctx.workspace_dir / dname).read_text().split("\n")
             f_lines = (fctx.workspace_dir / dname).read_text().split("\n")
@@ -122,7 +124,8 @@ def test_shell_and_structured_agree(docker_ready: None, tmp_path: Path, corpus: 
             # the shell's own behaviour: exit status, read-only /work, scratch /tmp
             fail = bash(shell, "ls /nonexistent")
             assert not fail.error and fail.meta["exit_code"] == 2 and fail.output.endswith("[exit code 2]")
-            assert set(fail.meta) == {"exit_code", "timed_out", "truncated", "restarted", "duration_s"}
+            assert set(fail.meta) == {"exit_code", "timed_out", "truncated", "restarted", "duration_s", "fetches", "searches"}
+            assert fail.meta["fetches"] == [] and fail.meta["searches"] == []
             ro = bash(shell, "touch /work/forged.txt")
             assert ro.meta["exit_code"] != 0 and "Read-only file system" in ro.output
             assert bash(shell, "echo hi > /tmp/x && cat /tmp/x").output == "hi"

@@ -1,10 +1,12 @@
 """JSON files written so that no reader ever sees half of one, and JSON-lines read with errors that name
 the file and line. Every JSON file fte-shell writes goes through :func:`write_json_atomic` or
-:func:`write_jsonl_atomic`; a full disk raises ``OSError(ENOSPC)`` and leaves the old file as it was."""
+:func:`write_jsonl_atomic`; a full disk raises :class:`DiskFull` (naming the file) and leaves the old file as
+it was."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -12,6 +14,43 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, FteError
+
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``OSError`` numbers that mean the device (or the user's quota) is full."""
+
+
+class DiskFull(FteError):
+    """A write failed because the device holding ``path`` is full (stop reason ``disk_full``)."""
+
+    stop_reason = "disk_full"
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        super().__init__(f"disk full: no space left on the device holding {self.path}; free space there, then "
+                         "rerun the same command to resume")
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """True when ``e`` (or an exception in its cause/context chain) is a full device."""
+    seen: list[BaseException] = []
+    x: BaseException | None = e
+    while x is not None and x not in seen and len(seen) < 10:
+        if isinstance(x, DiskFull) or (isinstance(x, OSError) and x.errno in FULL_ERRNOS):
+            return True
+        seen.append(x)
+        x = x.__cause__ or x.__context__
+    return False
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: Path | str) -> Iterator[None]:
+    """Turn an ``OSError`` of a full device inside the block into :class:`DiskFull` naming ``path``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in FULL_ERRNOS:
+            raise DiskFull(path) from e
+        raise
 
 
 def dumps(obj: Any) -> str:
@@ -23,7 +62,7 @@ def _write_atomic(path: Path, text: str) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with naming_full_disk(path), open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

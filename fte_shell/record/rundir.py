@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from .events import SCHEMA_VERSION, Event, convert, schema_version, typed_events
-from .jsonio import dumps, read_json, read_jsonl_lenient, write_json_atomic
+from .jsonio import dumps, naming_full_disk, read_json, read_jsonl_lenient, write_json_atomic
 
 TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
@@ -163,10 +163,11 @@ class RunWriter:
         with self._lock:
             if self._f is None:
                 raise ValueError(f"run writer for {self.run_dir} is closed")
-            self._f.write(line + "\n")
-            self._f.flush()
-            if type_ == "end":
-                os.fsync(self._f.fileno())
+            with naming_full_disk(self.run_dir / TRAJECTORY):  # a full disk ends the run ``disk_full``
+                self._f.write(line + "\n")
+                self._f.flush()
+                if type_ == "end":
+                    os.fsync(self._f.fileno())
         if self._listener is not None:
             with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)
                 self._listener(ev)
@@ -179,11 +180,15 @@ class RunWriter:
     def close(self) -> None:
         """Flush, fsync and close the trajectory file (idempotent)."""
         with self._lock:
-            if self._f is not None:
-                self._f.flush()
-                os.fsync(self._f.fileno())
-                self._f.close()
-                self._f = None
+            f, self._f = self._f, None
+            if f is not None:
+                try:
+                    with naming_full_disk(self.run_dir / TRAJECTORY):
+                        f.flush()
+                        os.fsync(f.fileno())
+                finally:
+                    with contextlib.suppress(OSError):  # a full disk: the write that failed said so already
+                        f.close()
 
     def __enter__(self) -> Self:
         return self

@@ -16,7 +16,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .jsonio import dumps, read_json, read_jsonl_lenient, write_json_atomic, write_jsonl_atomic
+from .jsonio import (
+    dumps,
+    naming_full_disk,
+    read_json,
+    read_jsonl_lenient,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 from .rundir import find_runs
 
 MANIFEST = "sweep.json"
@@ -97,5 +104,5 @@ class SweepDir:
 
     def add_failure(self, row: dict[str, Any]) -> None:
         """Append one line to ``failures.jsonl`` (thread-safe)."""
-        with self._lock, self.failures_path.open("a", encoding="utf-8") as f:
+        with self._lock, naming_full_disk(self.failures_path), self.failures_path.open("a", encoding="utf-8") as f:
             f.write(dumps(row) + "\n")
