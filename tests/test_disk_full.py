@@ -24,7 +24,7 @@ from fte_shell.stops import RESULT_STOP_REASONS, stop_of_exception
 def _mount_problem(target: Path) -> str | None:
     if os.geteuid() != 0:
         return "needs root (mounts a tmpfs)"
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target)], capture_output=True, text=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target)], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         return f"cannot mount a tmpfs: {r.stderr.strip()}"
     return None
@@ -85,7 +85,7 @@ def bench(out: Path, hotpotqa_dir: Path, corpus_dir: Path) -> subprocess.Complet
             "--limit", "4", "--out", str(out), "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress",
             "-j", "2"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, cwd=REPO, check=False)
 
 
 def no_half_written_file(out: Path) -> None:
