@@ -21,8 +21,8 @@ from ..record.events import FetchFact, SearchFact
 from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult
 
 if TYPE_CHECKING:
-    from ..gateway import GatewayEvent
     from ..sandbox import Sandbox
+    from ..sandbox.gateway import GatewayEvent
 
 
 def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, list[dict[str, Any]]]:

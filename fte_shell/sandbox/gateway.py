@@ -96,8 +96,7 @@ class GatewayEvent:
     args: dict[str, Any] = field(default_factory=dict)
     """The request's arguments (``urls``; ``query`` and ``n``)."""
     results: list[dict[str, Any]] = field(default_factory=list)
-    """``fetch``: per reference ``{ref, ok, path?, new?, chars?, source?, error?}``; ``search``: per hit
-    ``{rank, url}``."""
+    """``fetch``: per reference ``{ref, ok, path?, new?, chars?, source?, error?}``; ``search``: ``{rank, url}``."""
     error: str | None = None
     """The one-line error, if the request failed."""
 
@@ -406,5 +405,4 @@ class Gateway:
             return {"ref": ref, "ok": False, "error": _one_line(str(e))}
         except Exception as e:  # noqa: BLE001 - one bad page must not fail the others or the server
             return {"ref": ref, "ok": False, "error": f"fetch failed: {e.__class__.__name__}: {_one_line(str(e))}"}
-        return {"ref": ref, "ok": True, "line": rec.line(), "path": rec.path, "new": rec.new, "chars": rec.chars,
-                "source": rec.source}
+        return {"ref": ref, "ok": True, "line": rec.line(), **rec.model_dump(include={"path", "new", "chars", "source"})}
