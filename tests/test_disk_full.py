@@ -63,7 +63,7 @@ def fill(mnt: Path, leave: int = 0) -> Path:
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 
     return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 

@@ -110,7 +110,7 @@ def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_
 
 
 def test_a_run_written_now_records_schema_1_and_its_facts(tmp_path: Path, hotpotqa_dir: Path) -> None:
-    from fte_shell.bench.sweep import ensure_hotpotqa_corpus
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
     from fte_shell.policies import ResearchPolicy
     from fte_shell.runner import run_question
     from fte_shell.scripted import ScriptedServer
