@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...record.rundir import last_error, read_result
 from ...stops import is_infra_failure, stop_of_exception
 from .config import RunFn, Task
-from .failures import describe_exception, last_error, read_result
+from .failures import describe_exception
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...model import ModelClient

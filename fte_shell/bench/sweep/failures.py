@@ -10,18 +10,14 @@ infrastructure stop reason, so the judge and the report leave it out and a resum
 
 from __future__ import annotations
 
-import json
-import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
 from ...errors import FteError
-from ...record.jsonio import write_json_atomic
+from ...record.rundir import read_result, update_result
 from .config import Task
-from .state import RESULT, now
-
-FAILURES = "failures.jsonl"
+from .state import now
 
 GIVE_UP_STATUS: dict[str, str] = {
     "endpoint": "endpoint_unavailable",
@@ -39,66 +35,27 @@ def describe_exception(e: BaseException) -> str:
     return text
 
 
-def last_error(run_dir: Path) -> str | None:
-    """The message of the last ``error`` event of a run's trajectory (why it ended), if any."""
-    path = run_dir / "trajectory.jsonl"
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(ev, dict) and ev.get("type") == "error":
-            return str(ev.get("message") or "")
-    return None
-
-
-def read_result(run_dir: Path) -> dict[str, Any] | None:
-    """A run's ``result.json``, or None."""
-    try:
-        data = json.loads((run_dir / RESULT).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def record_raised(t: Task, stop: str, error: str) -> None:
-    """Give a run whose harness raised a ``result.json`` naming the infrastructure stop: the runner's
-    own record (``crashed``) is kept, with ``stop_reason`` set to the resource when the exception named
-    one; otherwise a minimal record is written."""
-    old = read_result(t.run_dir)
-    if old is not None:
-        if stop != "failed":
-            old["stop_reason"] = stop
-        old.setdefault("error", error)
-        write_json_atomic(t.run_dir / RESULT, old)
-        return
-    t.run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(t.run_dir / RESULT, {
+    """Give a run whose harness raised a ``result.json`` naming the infrastructure stop (through
+    :func:`fte_shell.record.rundir.update_result`): the runner's own record (``crashed``) is kept, with
+    ``stop_reason`` set to the resource when the exception named one and ``error`` added unless it has one;
+    without a record a minimal one is written."""
+    old = read_result(t.run_dir) or {}
+    changes: dict[str, Any] = {} if stop == "failed" and old else {"stop_reason": stop}
+    if "error" not in old:
+        changes["error"] = error
+    update_result(t.run_dir, changes, default={
         "question": t.question.question, "answer": None, "profile": t.profile, "stop_reason": stop,
         "error": error, "qid": t.question.id, "rep": t.rep, "finished_at": now(),
     })
 
 
-class FailureLog:
-    """Appends one line per infrastructure-failed attempt to ``OUT/failures.jsonl`` (thread-safe)."""
-
-    def __init__(self, out: Path):
-        self.out = Path(out)
-        self.path = self.out / FAILURES
-        self._lock = threading.Lock()
-
-    def add(self, t: Task, stop_reason: str, error: str | None) -> dict[str, Any]:
-        """Append the line for ``t`` and return it."""
-        try:
-            rel = str(t.run_dir.relative_to(self.out))
-        except ValueError:
-            rel = str(t.run_dir)
-        row = {"qid": t.question.id, "profile": t.profile, "rep": t.rep, "stop_reason": stop_reason,
-               "error": error, "when": now(), "run_dir": rel}
-        with self._lock, self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return row
+def failure_row(out: Path, t: Task, stop_reason: str, error: str | None) -> dict[str, Any]:
+    """The ``failures.jsonl`` line of an infrastructure-failed attempt of ``t`` (appended by
+    :meth:`fte_shell.record.sweepdir.SweepDir.add_failure`)."""
+    try:
+        rel = str(t.run_dir.relative_to(out))
+    except ValueError:
+        rel = str(t.run_dir)
+    return {"qid": t.question.id, "profile": t.profile, "rep": t.rep, "stop_reason": stop_reason,
+            "error": error, "when": now(), "run_dir": rel}

@@ -14,10 +14,11 @@ from typing import Any
 
 from ...benchmarks.base import Dataset
 from ...config import RunConfig
+from ...record.sweepdir import SweepDir
 from ...stops import RESOURCE_OF, is_infra_failure
 from .config import BenchConfig, SweepStats, Task
 from .execute import Outcome
-from .failures import GIVE_UP_STATUS, FailureLog, record_raised
+from .failures import GIVE_UP_STATUS, failure_row, record_raised
 from .outage import Outages
 from .state import now, run_state, write_manifest
 
@@ -36,7 +37,7 @@ class Ledger:
         self.bench, self.dataset, self.config, self.tasks = bench, dataset, config, tasks
         self.history, self.outages, self.on_event, self.log = history, outages, on_event, log
         self.stats = SweepStats(total=len(tasks))
-        self.failures = FailureLog(Path(bench.out))
+        self.sweep_dir = SweepDir(Path(bench.out))
         self.started_at = now()
         self._t0 = t0
         self._last_manifest = time.monotonic()
@@ -76,7 +77,7 @@ class Ledger:
         with self._lock:
             self._in_flight.pop(t.run_dir, None)
             if failed:
-                self.failures.add(t, o.stop_reason, o.error)
+                self.sweep_dir.add_failure(failure_row(Path(self.bench.out), t, o.stop_reason, o.error))
                 self.stats.failed += 1
                 by = self.stats.failed_by_reason
                 by[o.stop_reason] = by.get(o.stop_reason, 0) + 1

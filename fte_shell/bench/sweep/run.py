@@ -19,6 +19,7 @@ up to :data:`GRACE_S` for them, deletes them and returns. docs/bench.md.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from pathlib import Path
 from ...benchmarks.registry import load_dataset
 from ...config import RunConfig
 from ...errors import ConfigError, FteError
+from ...record.jsonio import DiskFull, is_disk_full
 from ...runner import sigterm_as_interrupt
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Attempt, LocalRuns, RemoteRuns, WorkQueue, drain
@@ -102,12 +104,28 @@ def run_sweep(
                 o = attempt(t)
                 if o is None or stop.is_set():  # in flight when the sweep was interrupted: not trusted
                     return
+                if o.stop_reason == "disk_full":  # [full disk] nothing can be recorded: redone on resume
+                    books.forget(t)
+                    disk_full(t.run_dir)
+                    return
                 # 3. bookkeeping
                 if books.ended(t, o):
                     work.put(t)
             except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
                 books.forget(t)
+                if is_disk_full(e):  # [full disk]
+                    disk_full(getattr(e, "path", out))
+                    return
                 say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
+
+        # --- [full disk, issue 16 item 11; record helper] the first write that finds the device full stops
+        # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
+        full: list[Path] = []
+
+        def disk_full(where: Path) -> None:
+            if not full:
+                full.append(Path(where))
+                work.close()
 
         try:
             with sigterm_as_interrupt():  # SIGINT raises KeyboardInterrupt by itself
@@ -120,7 +138,15 @@ def run_sweep(
             work.wait_idle(GRACE_S)
             books.discard_in_flight()
         stop.set()  # ends the probe watchers
+        if full:  # [full disk] the status if there is room, then the one line
+            with contextlib.suppress(OSError, FteError):
+                books.write("disk_full")
+            raise DiskFull(full[0])
         return books.finish()
+    except OSError as e:  # [full disk] a write outside the record's writers (caches, directories)
+        if is_disk_full(e):
+            raise DiskFull(getattr(e, "filename", None) or out) from e
+        raise
     finally:
         runs.close()
         model.close()
