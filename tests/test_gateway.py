@@ -20,6 +20,7 @@ from fte_shell.config import FetchPolicy
 from fte_shell.errors import FteError
 from fte_shell.fetch import FetchService
 from fte_shell.sandbox import gateway as gw_mod
+from fte_shell.sandbox import gateway_wire
 from fte_shell.sandbox.gateway import Gateway
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
@@ -202,7 +203,7 @@ def test_bad_requests_get_one_line_and_server_survives(setup: Setup) -> None:
 
 
 def test_silent_client_times_out(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(gateway_wire, "REQUEST_TIMEOUT_S", 0.3)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(setup.gw.socket_path))
@@ -213,7 +214,7 @@ def test_silent_client_times_out(setup: Setup, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_concurrency_is_bounded(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 20.0)
+    monkeypatch.setattr(gateway_wire, "REQUEST_TIMEOUT_S", 20.0)
     held = []
     try:
         for _ in range(gw_mod.MAX_CONCURRENT):
@@ -452,7 +453,7 @@ def test_connection_flood_keeps_threads_bounded(setup: Setup, monkeypatch: pytes
     at MAX_CONCURRENT however many clients connect; afterwards it serves normally."""
     import time
 
-    monkeypatch.setattr(gw_mod, "REQUEST_TIMEOUT_S", 30.0)
+    monkeypatch.setattr(gateway_wire, "REQUEST_TIMEOUT_S", 30.0)
     base = threading.active_count()
     held: list[socket.socket] = []
     try:

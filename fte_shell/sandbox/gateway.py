@@ -27,7 +27,6 @@ import collections
 import json
 import os
 import socket
-import socketserver
 import stat
 import threading
 import time
@@ -39,12 +38,7 @@ from typing import Any, Protocol, Self
 from ..errors import FteError, SearchUnavailable, ToolError
 from ..search.base import SearchBackend, format_results
 from ..workspace import FetchRecord, Workspace
-
-MAX_REQUEST_BYTES = 128 * 1024
-"""Largest request line accepted (room for MAX_URLS references of MAX_REF_CHARS each)."""
-
-REQUEST_TIMEOUT_S = 10.0
-"""Time a client has to send its whole request line."""
+from .gateway_wire import LineServer, RequestLineError, read_request_line, send_response
 
 MAX_CONCURRENT = 16
 """Requests served at once; more are answered at once with an error."""
@@ -134,71 +128,6 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
-    gateway: Gateway
-
-
-class _Handler(socketserver.BaseRequestHandler):
-    server: _Server
-
-    def handle(self) -> None:
-        gw = self.server.gateway
-        conn: socket.socket = self.request
-        if not gw._slots.acquire(blocking=False):
-            self._send({"ok": False, "error": "gateway busy: too many requests at once; try again"})
-            return
-        try:
-            try:
-                raw = self._read_line(conn)
-            except _BadRequest as e:
-                gw._record(GatewayEvent("invalid", time.time(), 0.0, False, error=str(e)))
-                self._send({"ok": False, "error": str(e)})
-                return
-            self._send(gw.handle_line(raw))
-        finally:
-            gw._slots.release()
-
-    def _read_line(self, conn: socket.socket) -> bytes:
-        deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        buf = bytearray()
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _BadRequest(f"request not received within {REQUEST_TIMEOUT_S:g} s")
-            conn.settimeout(left)
-            try:
-                chunk = conn.recv(65536)
-            except TimeoutError:
-                raise _BadRequest(f"request not received within {REQUEST_TIMEOUT_S:g} s") from None
-            except OSError as e:
-                raise _BadRequest(f"connection error: {e}") from None
-            if not chunk:
-                break
-            buf += chunk
-            if len(buf) > MAX_REQUEST_BYTES + 1:
-                raise _BadRequest(f"request too large (over {MAX_REQUEST_BYTES:,} bytes)")
-        line = bytes(buf).split(b"\n", 1)[0]
-        if len(line) > MAX_REQUEST_BYTES:
-            raise _BadRequest(f"request too large (over {MAX_REQUEST_BYTES:,} bytes)")
-        return line
-
-    def _send(self, response: dict[str, Any]) -> None:
-        # "replace": a stray surrogate in a message must not cost the client its answer
-        data = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-        try:
-            self.request.settimeout(REQUEST_TIMEOUT_S)
-            self.request.sendall(data)
-        except OSError:
-            pass  # the client went away (e.g. its command was killed): nothing to tell
-
-
-class _BadRequest(Exception):
-    pass
-
-
 class Gateway:
     """A threaded unix-socket server giving one question's container fetch, search and list."""
 
@@ -218,7 +147,7 @@ class Gateway:
         self.default_n = default_n or getattr(search, "default_n", None) or 10
         """Results of a ``search`` request without ``n``: the given value, else the backend's ``default_n``
         (set by :func:`fte_shell.search.make_search` from ``search.num_results``), else 10."""
-        self._server: _Server | None = None
+        self._server: LineServer | None = None
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
@@ -250,8 +179,7 @@ class Gateway:
             path.unlink()
         if len(os.fsencode(path)) >= 104:
             raise FteError(f"cannot start the gateway: socket path too long ({path}); use a shorter directory")
-        server = _Server(str(path), _Handler, bind_and_activate=True)
-        server.gateway = self
+        server = LineServer(str(path), self._serve_connection)
         os.chmod(path, 0o666)
         self._pool = ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fte-gw-fetch")
         self._server = server
@@ -310,6 +238,22 @@ class Gateway:
                 self.events_dropped += 1
 
     # --- requests --------------------------------------------------------------------------------------
+    def _serve_connection(self, conn: socket.socket) -> None:
+        """One client: at most :data:`MAX_CONCURRENT` at a time, one request line, one response line."""
+        if not self._slots.acquire(blocking=False):
+            send_response(conn, {"ok": False, "error": "gateway busy: too many requests at once; try again"})
+            return
+        try:
+            try:
+                raw = read_request_line(conn)
+            except RequestLineError as e:
+                self._record(GatewayEvent("invalid", time.time(), 0.0, False, error=str(e)))
+                send_response(conn, {"ok": False, "error": str(e)})
+                return
+            send_response(conn, self.handle_line(raw))
+        finally:
+            self._slots.release()
+
     def handle_line(self, raw: bytes) -> dict[str, Any]:
         """Answer one request line (the socket protocol without the socket). Never raises."""
         t0 = time.time()
