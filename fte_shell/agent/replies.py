@@ -1,5 +1,6 @@
-"""What the loop makes of one reply: the answer in it, the message kept in the conversation, the notices
-it sends back, and the prompt-size estimate that fits ``max_tokens`` to the context window."""
+"""What the loop makes of one reply and sends with each request: the answer in a reply, the message kept
+in the conversation, tool calls left as text, the ``model_call`` event's fields, the notices sent back,
+the first turn's ``tool_choice``, and ``max_tokens`` fitted to the context window."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import math
 import re
 from typing import Any
 
-from .model import Completion
+from ..config import ModelConfig
+from ..model import Completion, ServerInfo
+from ..model.errors import BadRequest, ContextOverflow
+from ..model.textcalls import find_text_tool_calls
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
@@ -124,3 +128,68 @@ def estimate_tokens(messages: list[dict[str, Any]], extra: Any = None) -> int:
     if extra:
         n += len(json.dumps(extra, ensure_ascii=False))
     return math.ceil(n / ESTIMATE_CHARS_PER_TOKEN)
+
+
+def text_tool_calls(c: Completion, names: set[str]) -> tuple[str, list[dict[str, Any]]] | None:
+    """Tool calls the server left as text, looked for only when the reply has no native one:
+    ``(source, calls)`` with source ``content`` or ``reasoning``, or None."""
+    if c.message.get("tool_calls"):
+        return None
+    for source, text in (("content", c.message.get("content")), ("reasoning", c.reasoning)):
+        found = find_text_tool_calls(text if isinstance(text, str) else None, names)
+        if found:
+            return source, found
+    return None
+
+
+def salvaged_calls(turn: int, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Text tool calls as the kept message's ``tool_calls`` (ids ``text_<turn>_<i>``)."""
+    return [{"id": f"text_{turn}_{i}", "type": "function",
+             "function": {"name": tc["name"], "arguments": json.dumps(tc["arguments"], ensure_ascii=False)}}
+            for i, tc in enumerate(found)]
+
+
+def model_call_fields(turn: int, c: Completion, changes: list[str]) -> dict[str, Any]:
+    """The fields of the ``model_call`` event of ``c``."""
+    fields: dict[str, Any] = {
+        "turn": turn, "latency_s": round(c.latency_s, 4), "usage": c.usage, "usage_details": c.usage_details,
+        "message": c.message, "finish_reason": c.finish_reason, "attempts": c.attempts, "request": c.params,
+        "response": c.response,
+    }
+    if c.reasoning is not None:
+        fields["reasoning"] = c.reasoning
+        fields["reasoning_fields"] = c.reasoning_fields
+    if changes:
+        fields["kept_changes"] = changes
+    return fields
+
+
+def tool_choice(want: str | None, turn: int, tools: list[dict[str, Any]], profile: str) -> str | dict[str, Any] | None:
+    """``agent.first_tool_choice`` on turn 1 (a named choice, or ``required``), else None (auto). Raises
+    :class:`BadRequest` when it names a tool the profile does not have (the request cannot work)."""
+    if turn != 1 or not want or not tools:
+        return None
+    if want in ("required", "auto", "none"):
+        return want
+    names = [t.get("function", {}).get("name") for t in tools]
+    name = names[0] if want == "first" else want
+    if name not in names:
+        raise BadRequest(
+            f"agent.first_tool_choice names the tool '{name}', which the profile '{profile}' "
+            f"does not have (its tools: {', '.join(str(n) for n in names)}); use 'first' or 'required'"
+        )
+    return {"type": "function", "function": {"name": name}}
+
+
+def fit_max_tokens(info: ServerInfo | None, mc: ModelConfig, estimate: int, *, final: bool = False) -> int | None:
+    """``min(model.max_tokens, window − estimate − margin)``; None when the window is unknown. Raises
+    :class:`ContextOverflow` when less than ``model.min_reply_tokens`` is left (unless ``final``)."""
+    if info is None or info.context_window is None:
+        return None
+    room = info.context_window - estimate - mc.context_margin
+    if room < mc.min_reply_tokens and not final:
+        raise ContextOverflow(
+            f"the conversation (about {estimate:,} tokens) leaves {room:,} tokens of the {info.context_window:,}-token "
+            f"context window ({info.source}) for the reply, below model.min_reply_tokens = {mc.min_reply_tokens}"
+        )
+    return max(1, min(mc.max_tokens, room))

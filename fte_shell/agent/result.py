@@ -1,0 +1,128 @@
+"""What one run counts as it goes (:class:`LoopState`) and what it produced (:class:`RunResult` =
+``result.json``, written with the ``end`` event by :func:`write_end`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..config import RunConfig
+from ..digest import config_digest
+from ..record.rundir import RunWriter
+from ..stops import StopReason
+
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+TOOL_USAGE_META = "summary_usage"
+"""Key of a tool result's ``meta`` under which a tool that calls a model of its own (visit-summary's
+reader) reports that call's token usage; the loop sums it into :attr:`RunResult.summary_usage`."""
+
+
+def add_usage(total: dict[str, int], usage: Any) -> None:
+    """Add the token counts of ``usage`` (a usage dict, or anything else = nothing) to ``total``."""
+    if isinstance(usage, dict):
+        for k in USAGE_KEYS:
+            v = usage.get(k)
+            if isinstance(v, int):
+                total[k] += v
+
+
+class RunResult(BaseModel):
+    """What one question's run produced. ``result.json`` is this model without ``run_dir`` (fields in
+    this order), plus ``started_at`` and ``meta``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    """The question as asked."""
+
+    answer: str | None
+    """The final answer (text inside the last ``<answer>`` tags), or None when the run ended without one."""
+
+    answer_unclosed: bool = False
+    """True when the answer is the text after an ``<answer>`` the model never closed (in a reply that
+    finished normally). In ``result.json`` only when true."""
+
+    profile: str = ""
+    """Profile name."""
+
+    model: str | None = None
+    """Model name."""
+
+    turns: int
+    """Model calls made (successful or not)."""
+
+    stop_reason: StopReason
+    """Why the loop stopped."""
+
+    tool_calls: dict[str, int] = Field(default_factory=dict)
+    """Tool calls by tool name (malformed and unknown calls included, under the name the model gave)."""
+
+    usage: dict[str, int] = Field(default_factory=dict)
+    """The agent model's summed token usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``
+    (the sum of the ``model_call`` events)."""
+
+    summary_usage: dict[str, int] = Field(default_factory=dict)
+    """Tokens spent by models that tools call on their own (visit-summary's reader model), summed from the
+    tool calls' ``meta.summary_usage``; same keys as :attr:`usage`, NOT included in it (so ``usage``
+    stays comparable across profiles). All zero for the other profiles."""
+
+    wall_s: float
+    """Wall-clock seconds of the loop."""
+
+    run_id: str
+    """Identifier of this run (also in ``result.json``)."""
+
+    run_dir: Path | None = None
+    """The run directory, when there is one (not in ``result.json``)."""
+
+
+def _zero_usage() -> dict[str, int]:
+    return dict.fromkeys(USAGE_KEYS, 0)
+
+
+@dataclass
+class LoopState:
+    """Everything the loop counts during one run (besides the conversation itself)."""
+
+    turns: int = 0
+    """Model calls made so far (successful or not)."""
+    failed_turns: int = 0
+    """Turns in a row whose tool calls all failed (``agent.max_consecutive_errors``)."""
+    nudges: int = 0
+    """Replies in a row with neither a tool call nor an answer (``agent.max_nudges``)."""
+    cuts: int = 0
+    """Replies in a row cut at ``max_tokens`` (two stop the run)."""
+    repeats: int = 0
+    """Identical replies in a row, this one included (``agent.max_repeated_replies``)."""
+    last_signature: str | None = None
+    answer_unclosed: bool = False
+    tool_counts: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=_zero_usage)
+    summary_usage: dict[str, int] = field(default_factory=_zero_usage)
+    reasoning_fields: list[str] = field(default_factory=list)
+    """The reasoning fields the server used last (sent back per ``model.reasoning_passback``)."""
+    last_prompt: int | None = None
+    """``usage.prompt_tokens`` of the last successful request, and how many messages it had."""
+    last_len: int = 0
+
+    def reply(self, signature: str, cut: bool) -> None:
+        """Count one reply: identical to the last one? cut at ``max_tokens``?"""
+        self.repeats = self.repeats + 1 if signature == self.last_signature else 1
+        self.last_signature = signature
+        self.cuts = self.cuts + 1 if cut else 0
+
+
+def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:
+    """Record the ``end`` event and write ``result.json`` (``answer_unclosed`` only when true)."""
+    end: dict[str, Any] = {"stop_reason": result.stop_reason, "answer": result.answer, "turns": result.turns,
+                           "wall_s": result.wall_s}
+    if result.answer_unclosed:
+        end["answer_unclosed"] = True
+    rec.event("end", **end)
+    hidden = {"run_dir"} if result.answer_unclosed else {"run_dir", "answer_unclosed"}
+    rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,
+                      "config_digest": config_digest(config)})  # fte_shell/digest.py: which config this run used
