@@ -1,6 +1,6 @@
-"""``run_question``: set up one question (model client, search, profile), run the loop, write the run
+"""``run_question``: set up one question (model client, world, profile), run the loop, write the run
 directory, clean up — the profile (and with it any container) is closed even on exceptions, Ctrl-C or
-SIGTERM."""
+SIGTERM (:func:`sigterm_as_interrupt`, the one handler that turns SIGTERM into KeyboardInterrupt)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .agent import Agent, RunResult
 from .config import RunConfig
 from .errors import ConfigError
 from .model import ModelClient
+from .profiles import QuestionContext, make_profile
+from .profiles.base import check_profile_name
 from .record.rundir import EventListener, RunWriter
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .fetch import PageCache, PageSource
-    from .search import SearchBackend
+from .world import World
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -40,7 +39,8 @@ def new_run_id(question: str) -> str:
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM raises KeyboardInterrupt in the main thread (so the loop records
-    ``interrupted``, writes ``result.json`` and the profile is closed). No-op outside the main thread."""
+    ``interrupted``, writes ``result.json`` and the profile is closed; the sweep uses it too — SIGINT
+    raises KeyboardInterrupt by itself). No-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -60,9 +60,7 @@ def run_question(
     config: RunConfig,
     out_dir: Path,
     *,
-    search: SearchBackend | None = None,
-    page_source: PageSource | None = None,
-    page_cache: PageCache | None = None,
+    world: World | None = None,
     qid: str | None = None,
     log: EventListener | None = None,
     model: ModelClient | None = None,
@@ -71,16 +69,12 @@ def run_question(
     """Answer ``question`` with ``config.agent.profile`` and write the run directory ``out_dir``
     (``trajectory.jsonl``, ``result.json``, ``workspace/``).
 
-    ``search`` defaults to ``make_search(config.search)`` and ``page_source`` to the configured local
-    corpus; ``model`` to a new :class:`ModelClient` (pass one to share its connection pool). ``log`` gets
-    every trajectory event as it is written. ``qid`` becomes the run id (default: timestamp + slug).
-    Raises :class:`~fte_shell.errors.ModelError` at once when no model endpoint is configured, and
-    re-raises KeyboardInterrupt after recording it (SIGTERM counts as one in the main thread)."""
-    from .profiles import QuestionContext, make_profile
-    from .profiles.base import check_profile_name
-    from .search import make_page_source, make_search
-    from .snapshot import bind_run
-
+    ``world`` (search, page source, page cache, snapshot; a sweep shares one) defaults to
+    :meth:`World.from_config` of ``config``, made and closed by this run; ``model`` to a new
+    :class:`ModelClient` (pass one to share its connection pool). ``log`` gets every trajectory event as
+    it is written. ``qid`` becomes the run id (default: timestamp + slug). Raises
+    :class:`~fte_shell.errors.ModelError` at once when no model endpoint is configured, and re-raises
+    KeyboardInterrupt after recording it (SIGTERM counts as one in the main thread)."""
     if not question.strip():
         raise ConfigError("the question is empty")
     check_profile_name(config.agent.profile)
@@ -89,46 +83,22 @@ def run_question(
             model = ModelClient(config.model)  # fails fast without an endpoint
             cleanup.callback(model.close)
         run_id = qid or new_run_id(question)
-        if page_source is None:
-            page_source = make_page_source(config.search)
-        # a snapshot (the sweep's, or config.snapshot.dir) becomes this run's page store and search recorder
-        search, page_cache, page_source, log, snap_meta = bind_run(
-            config, search, page_cache, page_source, run_id, Path(out_dir), log, cleanup
-        )
-        if search is None:
-            search = make_search(config.search)
-            if search is not None:
-                cleanup.callback(_close_search, search)
+        if world is None:
+            world = cleanup.enter_context(World.from_config(config))
+        run_world = cleanup.enter_context(world.bind(run_id, Path(out_dir), log))
         cleanup.enter_context(sigterm_as_interrupt())  # kept through the closes below, so SIGTERM cannot skip them
-        recorder = cleanup.enter_context(RunWriter(Path(out_dir), listener=log))
-        ctx = QuestionContext(
-            config=config,
-            workspace_dir=recorder.workspace_dir,
-            search=search,
-            page_source=page_source,
-            page_cache=page_cache,
-            run_id=run_id,
-            model=model,
-        )
+        recorder = cleanup.enter_context(RunWriter(Path(out_dir), listener=run_world.listener))
+        ctx = QuestionContext(config=config, workspace_dir=recorder.workspace_dir, world=run_world, run_id=run_id,
+                              model=model)
         try:
             profile = make_profile(config.agent.profile, ctx)
         except Exception as e:
             recorder.event("error", turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}")
             raise
         cleanup.callback(_close_quietly, profile)
-        agent = Agent(config, model, profile, recorder, run_id=run_id, meta={**({"qid": qid} if qid else {}), **snap_meta, **(meta or {})})
+        agent = Agent(config, model, profile, recorder, run_id=run_id,
+                      meta={**({"qid": qid} if qid else {}), **run_world.meta, **(meta or {})})
         return agent.run(question)
-
-
-def _close_search(search: Any) -> None:
-    """Close a search backend this run made, except a shared local corpus (opened once per process)."""
-    from .search import LocalCorpus
-
-    if isinstance(getattr(search, "backend", search), LocalCorpus):
-        return
-    close = getattr(search, "close", None)
-    if callable(close):
-        close()
 
 
 def _close_quietly(profile: Any) -> None:

@@ -30,6 +30,7 @@ from fte_shell.runner import run_question
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 from fte_shell.search import LocalCorpus, SearchResult
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.world import RunWorld, World
 from tests.servers import FakeSerper
 
 TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -84,7 +85,7 @@ def test_reader_model_tokens_are_counted_apart_and_reach_metrics_and_report(tmp_
     run_dir = tmp_path / "runs" / "visit-summary" / "q1" / "r0"
     with ScriptedServer(script) as srv:
         result = run_question("Who dredged Tern Quay?", config(srv.base_url, "visit-summary"), run_dir,
-                              search=corpus, page_source=corpus, qid="q1")
+                              world=World(corpus, corpus), qid="q1")
     assert result.stop_reason == "answer"
     sent = [r["usage"] for r in srv.responses]
     agent_usage, reader_usage = summed([sent[0], sent[2], sent[4]]), summed([sent[1], sent[3]])
@@ -117,7 +118,7 @@ def test_reader_model_tokens_are_counted_apart_and_reach_metrics_and_report(tmp_
 
 def test_other_profiles_report_zero_reader_tokens(tmp_path: Path, corpus: LocalCorpus) -> None:
     with ScriptedServer([tc("search", query="harbour"), "<answer>x</answer>"]) as srv:
-        result = run_question("Q?", config(srv.base_url, "fte"), tmp_path / "run", search=corpus, page_source=corpus)
+        result = run_question("Q?", config(srv.base_url, "fte"), tmp_path / "run", world=World(corpus, corpus))
     assert result.summary_usage == dict.fromkeys(TOKEN_KEYS, 0)
     assert json.loads((tmp_path / "run" / "result.json").read_text())["summary_usage"] == result.summary_usage
     rep = write_report([tmp_path / "run"], tmp_path / "report")
@@ -136,7 +137,7 @@ def test_model_failing_for_good_mid_run_stops_with_endpoint_unavailable_and_keep
     with ScriptedServer(policy=policy) as srv:
         cfg = config(srv.base_url, "fte")
         cfg.model.max_retries = 2
-        result = run_question("Who dredged Tern Quay?", cfg, tmp_path / "run", search=corpus, page_source=corpus)
+        result = run_question("Who dredged Tern Quay?", cfg, tmp_path / "run", world=World(corpus, corpus))
     assert result.stop_reason == "endpoint_unavailable" and result.answer is None and result.turns == 2
     assert len(srv.requests) == 1 + 3  # the second turn: one attempt and two retries
     events = read_trajectory(tmp_path / "run")
@@ -163,7 +164,7 @@ def test_tool_calls_in_bent_shapes_are_handled(tmp_path: Path, corpus: LocalCorp
     ]
     with ScriptedServer(script) as srv:
         result = run_question("Who dredged Tern Quay?", config(srv.base_url, "fte"), tmp_path / "run",
-                              search=corpus, page_source=corpus)
+                              world=World(corpus, corpus))
     assert result.stop_reason == "answer" and result.answer == "Lio Brand" and result.turns == 2
     calls = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "tool_call"]
     assert [c["name"] for c in calls] == ["fetch", "read", "list_fetched"]
@@ -181,13 +182,13 @@ def test_tool_calls_in_bent_shapes_are_handled(tmp_path: Path, corpus: LocalCorp
 
 def test_huge_document_read_stays_under_the_structured_caps(tmp_path: Path, corpus: LocalCorpus) -> None:
     with ScriptedServer([tc("fetch", url="wide-page"), "<answer>x</answer>"]) as srv:
-        run_question("Q?", config(srv.base_url, "fte"), tmp_path / "a", search=corpus, page_source=corpus)
+        run_question("Q?", config(srv.base_url, "fte"), tmp_path / "a", world=World(corpus, corpus))
     path = next(e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call")["observation"].split()[0]
     script = [tc("read", path=path), tc("read", path=path, offset=150, limit=500), tc("grep", pattern="wide", context=10),
               "<answer>x</answer>"]
     with ScriptedServer(script) as srv:
         cfg = config(srv.base_url, "fte")
-        run_question("Q?", cfg, tmp_path / "a", search=corpus, page_source=corpus)  # same workspace
+        run_question("Q?", cfg, tmp_path / "a", world=World(corpus, corpus))  # same workspace
     *reads, grep = [e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call"]
     cap = cfg.agent.read_max_bytes
     # grep: 402 matching lines (the two header lines too), 20 shown, each cut to grep_line_chars
@@ -239,7 +240,7 @@ def test_profile_crash_in_a_sweep_is_recorded_and_the_sweep_goes_on(tmp_path: Pa
     search = {"fte": ExplodingSearch(), "snippet-only": corpus}
 
     def run_fn(question: str, cfg: RunConfig, run_dir: Path, **kw: Any) -> Any:
-        kw["search"] = search[cfg.agent.profile]  # the fte runs get the broken backend
+        kw["world"] = World(search[cfg.agent.profile], page_cache=kw["world"].page_cache)  # fte: the broken backend
         return run_question(question, cfg, run_dir, **kw)
 
     def policy(body: dict[str, Any]) -> Any:
@@ -389,11 +390,11 @@ def test_visit_summary_closes_only_the_reader_it_made(tmp_path: Path, corpus: Lo
     with ScriptedServer(["unused"]) as srv:
         agent_model = ModelClient(ModelConfig(base_url=srv.base_url, model="agent"))
         own = RunConfig.model_validate({"agent": {"summary_model": {"base_url": srv.base_url, "model": "reader"}}})
-        p = make_profile("visit-summary", QuestionContext(own, tmp_path / "a", corpus, corpus, model=agent_model))
+        p = make_profile("visit-summary", QuestionContext(own, tmp_path / "a", RunWorld(corpus, corpus), model=agent_model))
         reader = p.reader
         p.close()
         assert reader.closed and not agent_model.closed  # its own reader closed, the agent's client left alone
-        shared = make_profile("visit-summary", QuestionContext(RunConfig(), tmp_path / "b", corpus, corpus, model=agent_model))
+        shared = make_profile("visit-summary", QuestionContext(RunConfig(), tmp_path / "b", RunWorld(corpus, corpus), model=agent_model))
         shared.close()
         assert not agent_model.closed
         agent_model.close()

@@ -13,6 +13,7 @@ from fte_shell import Sandbox, SandboxConfig
 from fte_shell.config import FetchPolicy
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.world import RunWorld
 from tests.servers import LoopbackServer
 
 pytestmark = pytest.mark.docker
@@ -48,7 +49,7 @@ def sb(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> Itera
     with pytest.MonkeyPatch.context() as mp:
         for k, v in SECRETS.items():
             mp.setenv(k, v)
-        with Sandbox(_config(server), search=corpus, page_source=corpus) as box:
+        with Sandbox(_config(server), world=RunWorld(corpus, corpus)) as box:
             yield box
 
 
@@ -85,7 +86,7 @@ def test_fetch_pages_through_the_gateway(sb: Sandbox, server: LoopbackServer) ->
 def test_fetch_local_corpus_makes_no_http(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> None:
     with LoopbackServer() as quiet:
         cfg = SandboxConfig(fetch_policy=FetchPolicy(allow_private=[quiet.host_port]))
-        with Sandbox(cfg, search=corpus, page_source=corpus) as box:
+        with Sandbox(cfg, world=RunWorld(corpus, corpus)) as box:
             out, code = run(box, "fetch eucalyptus https://en.wikipedia.org/wiki/Koala && list_fetched")
             assert code == 0, out
             lines = out.strip().splitlines()
@@ -150,8 +151,8 @@ def test_no_api_key_in_the_container(sb: Sandbox) -> None:
 
 
 def test_the_socket_serves_only_this_question(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> None:
-    with Sandbox(_config(server), search=corpus, page_source=corpus) as a, \
-         Sandbox(_config(server), search=corpus, page_source=corpus) as b:
+    with Sandbox(_config(server), world=RunWorld(corpus, corpus)) as a, \
+         Sandbox(_config(server), world=RunWorld(corpus, corpus)) as b:
         out, code = run(a, "fetch koala")
         assert code == 0
         a_file = out.split()[0]
@@ -189,7 +190,7 @@ def test_web_search_key_stays_on_the_host(docker_ready: None, server: LoopbackSe
         monkeypatch.setenv("SERPER_API_KEY", SECRETS["SERPER_API_KEY"])
         search = make_search(SearchConfig(serper_url=fake.url))
         assert search is not None
-        with Sandbox(_config(server), search=search) as box:
+        with Sandbox(_config(server), world=RunWorld(search)) as box:
             out, code = run(box, "search beer hunter -n 2; env")
         assert code == 0
         assert out.startswith('2 results for "beer hunter":\n[1] First\n    https://a.example/1')

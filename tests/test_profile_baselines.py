@@ -19,6 +19,7 @@ from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import Workspace
+from fte_shell.world import RunWorld
 
 # Paragraphs written for these tests (no third-party text).
 ORCHARD = "\n".join(
@@ -75,7 +76,7 @@ def make_ctx(tmp_path: Path, corpus: LocalCorpus | None, server: LoopbackServer 
     if server is not None:
         data["sandbox"] = {"fetch_policy": {"allow_private": [server.host_port]}}
     cfg = RunConfig.model_validate(data)
-    return QuestionContext(config=cfg, workspace_dir=tmp_path / "ws", search=corpus, page_source=corpus,
+    return QuestionContext(config=cfg, workspace_dir=tmp_path / "ws", world=RunWorld(corpus, corpus),
                            run_id="test", model=model)
 
 

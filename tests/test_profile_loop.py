@@ -18,6 +18,7 @@ from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import filename_for
+from fte_shell.world import RunWorld, World
 
 GARDEN = "\n".join(
     [
@@ -49,8 +50,8 @@ def run(tmp_path: Path, corpus: LocalCorpus, profile: str, script: list[Any]) ->
             {"model": {"base_url": srv.base_url, "model": "scripted", "max_retries": 0},
              "agent": {"profile": profile, "current_date": "2026-11-30"}}
         )
-        result = run_question("Who laid out the Saltmarsh garden?", cfg, tmp_path / "run", search=corpus,
-                              page_source=corpus, qid="q1")
+        result = run_question("Who laid out the Saltmarsh garden?", cfg, tmp_path / "run", world=World(corpus, corpus),
+                              qid="q1")
     assert result.stop_reason == "answer"
     return read_trajectory(tmp_path / "run"), srv
 
@@ -60,7 +61,7 @@ def observations(events: list[dict]) -> list[str]:
 
 
 def expected_tools(tmp_path: Path, corpus: LocalCorpus, profile: str, model: Any = None) -> list[dict]:
-    p = make_profile(profile, QuestionContext(RunConfig(), tmp_path / "other", corpus, corpus, model=model))
+    p = make_profile(profile, QuestionContext(RunConfig(), tmp_path / "other", RunWorld(corpus, corpus), model=model))
     try:
         return p.tools()
     finally:

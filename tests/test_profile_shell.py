@@ -19,6 +19,7 @@ from fte_shell.profiles.shell import ShellProfile
 from fte_shell.search import LocalCorpus
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.workspace import Workspace
+from fte_shell.world import RunWorld
 
 pytestmark = pytest.mark.docker
 
@@ -53,8 +54,8 @@ def contexts(tmp_path: Path, corpus: LocalCorpus, server: LoopbackServer) -> tup
         {"sandbox": {"fetch_policy": {"allow_private": [server.host_port]}, "command_timeout_s": 20}}
     )
     cache = PageCache(tmp_path / "page-cache")
-    shell = QuestionContext(cfg, tmp_path / "ws-shell", corpus, corpus, cache, "test-shell-profile")
-    fte = QuestionContext(cfg, tmp_path / "ws-fte", corpus, corpus, cache, "test-fte-profile")
+    shell = QuestionContext(cfg, tmp_path / "ws-shell", RunWorld(corpus, corpus, cache), "test-shell-profile")
+    fte = QuestionContext(cfg, tmp_path / "ws-fte", RunWorld(corpus, corpus, cache), "test-fte-profile")
     return shell, fte
 
 

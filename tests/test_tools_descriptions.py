@@ -20,6 +20,7 @@ from fte_shell.profiles.visit_snippet import VisitSnippetProfile
 from fte_shell.profiles.visit_summary import VisitSummaryProfile
 from fte_shell.prompts import ToolDescriptions, profile_addendum, read_prompt, system_prompt
 from fte_shell.search import SearchResult
+from fte_shell.world import RunWorld
 
 EXPECTED_TOOLS = {
     "fte": ["search", "fetch", "grep", "read", "list_fetched"],
@@ -42,7 +43,7 @@ class ListSearch:
 def ctx(tmp_path: Path, **agent: object) -> QuestionContext:
     cfg = RunConfig.model_validate({"agent": agent})
     cfg.agent.summary_model = ModelConfig(base_url="http://127.0.0.1:9/v1", model="reader")
-    return QuestionContext(config=cfg, workspace_dir=tmp_path / "ws", search=ListSearch(), run_id="t")
+    return QuestionContext(config=cfg, workspace_dir=tmp_path / "ws", world=RunWorld(ListSearch()), run_id="t")
 
 
 def structured(tmp_path: Path, name: str, **agent: object) -> ToolProfile:

@@ -128,17 +128,14 @@ def shell(
     try:
         cfg = _load(config, overrides)
         scfg = cfg.sandbox
-        search = None
-        from ..snapshot import shell_session
+        from ..world import World
 
-        snap, cfg = shell_session(cfg, None, None)  # None without --snapshot / [snapshot] dir
         try:
-            from ..search import make_search
-
-            search = make_search(cfg.search) if snap is None else snap.search
+            world = World.from_config(cfg, pages=False)  # with [snapshot] dir: the snapshot's pages and searches
         except FteError as e:
             _err.print(f"[yellow]note:[/yellow] no search backend ({escape(str(e))})")
-        with Sandbox(scfg, search=search, page_cache=snap.view if snap else None) as sb:
+            world = World()
+        with world, world.bind(None, None) as run_world, Sandbox(scfg, world=run_world) as sb:
             argv = sb.box.terminal_argv({"PS1": "sandbox:\\w\\$ ", "TERM": "xterm"})
             _err.print(
                 f"[bold]fte-shell sandbox[/bold] {sb.container_id[:12]}: no network, /work read-only "

@@ -105,13 +105,14 @@ class RayExecutor:
         self._actor = (ray.remote(num_cpus=0, max_concurrency=64, max_restarts=0)(CacheService)
                        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
                                 runtime_env=self._runtime_env)
-                       .remote(cfg, shared.search is not None, shared.page_source is not None,
+                       .remote(cfg, shared.world.search is not None, shared.world.page_source is not None,
                                str(Path(bench.out) / "shared" / "page-cache")))
         info = ray.get(self._actor.info.remote())
         self._remote = ray.remote(execute_run).options(
             num_cpus=0, resources={SLOT: 1}, max_retries=self.max_retries, retry_exceptions=False,
             **with_env(self._runtime_env))
-        self._spec_base = {"has_search": shared.search is not None, "has_pages": shared.page_source is not None,
+        self._spec_base = {"has_search": shared.world.search is not None,
+                           "has_pages": shared.world.page_source is not None,
                            "search_name": info.get("name"), "default_n": info.get("default_n")}
         return self._run, max(1, slots)
 

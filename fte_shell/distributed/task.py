@@ -63,6 +63,7 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     import ray
 
     from ..runner import run_question
+    from ..world import World
 
     started = time.time()
     cfg = spec.config.model_copy(deep=True)
@@ -73,14 +74,14 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     search = RemoteSearch(caches, spec.search_name or "remote", spec.default_n) if spec.has_search else None
     pages = RemotePageSource(caches) if spec.has_pages else None
     page_cache = RemotePageCache(caches)
+    world = World(search, pages, page_cache, open_web=cfg.search.open_web)  # type: ignore[arg-type]
     tmp = Path(tempfile.mkdtemp(prefix="fte-ray-run-"))
     run_dir = tmp / "run"
     error: str | None = None
     answer = None
     try:
         try:
-            res = run_question(spec.question, cfg, run_dir, search=search, page_source=pages,  # type: ignore[arg-type]
-                               page_cache=page_cache, qid=spec.qid, model=None, meta=spec.meta)  # type: ignore[arg-type]
+            res = run_question(spec.question, cfg, run_dir, world=world, qid=spec.qid, model=None, meta=spec.meta)
             answer = getattr(res, "answer", None)
         except Exception as e:  # noqa: BLE001 - a failed run is a result: recorded, never retried by Ray
             error = f"{e.__class__.__name__}: {e}"

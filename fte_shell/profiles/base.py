@@ -13,6 +13,7 @@ a bad config) are raised.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import types
@@ -28,11 +29,11 @@ from ..config import RunConfig
 from ..errors import ConfigError, SearchUnavailable, ToolError
 from ..prompts import ToolDescriptions, profile_addendum
 from ..record.events import SearchFact
+from ..world import RunWorld
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
-    from ..fetch import FetchService, PageCache, PageSource
+    from ..fetch import FetchService
     from ..model import ModelClient
-    from ..search import SearchBackend
 
 _IMPLEMENTATIONS: dict[str, str] = {
     "shell": "shell:ShellProfile",
@@ -76,14 +77,10 @@ class QuestionContext:
     workspace_dir: Path
     """Host directory of this question's workspace (mounted at /work in the shell profile)."""
 
-    search: SearchBackend | None = None
-    """Search backend shared by every profile of a comparison; None = no search tool."""
-
-    page_source: PageSource | None = None
-    """Local corpus that ``fetch``/``visit``/``open`` consult for docids and known URLs; None = web only."""
-
-    page_cache: PageCache | None = None
-    """Converted-page snapshot shared by the profiles of a sweep (same text under every interface)."""
+    world: RunWorld = dataclasses.field(default_factory=RunWorld)
+    """The run's search, page source (local corpus) and page cache or snapshot view
+    (:mod:`fte_shell.world`): shared by every profile of a comparison, so each sees the same results and
+    page text. The default: no search, web only, no cache."""
 
     run_id: str = ""
     """Identifier of the run (labels the shell profile's container)."""
@@ -304,7 +301,7 @@ def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
     :func:`fte_shell.search.format_results` — the same text the shell helper prints."""
     from ..search import format_results
 
-    if ctx.search is None:
+    if ctx.world.search is None:
         raise ToolError("search is not available in this run (no search backend is configured)")
     query = args.query.strip()
     if not query:
@@ -314,17 +311,17 @@ def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
         raise ToolError(f"n must be at least 1, got {n}")
     n = min(n, ctx.config.agent.search_max_results)
     try:
-        results = ctx.search.search(query, n)
+        results = ctx.world.search.search(query, n)
     except SearchUnavailable as e:  # same wording as the shell helper's gateway
         raise ToolError(f"search unavailable: {one_line(str(e))}") from None
-    fact = SearchFact(query=query, n=n, backend=ctx.search.name, urls=[r.url for r in results])
+    fact = SearchFact(query=query, n=n, backend=ctx.world.search.name, urls=[r.url for r in results])
     meta = {"query": query, "n": n, "results": len(results), "searches": [fact.model_dump()]}
     return ToolResult(output=format_results(query, results), meta=meta)
 
 
 def search_tool(ctx: QuestionContext) -> list[Tool]:
     """The ``search`` tool, or no tool when the run has no search backend."""
-    if ctx.search is None:
+    if ctx.world.search is None:
         return []
     return [Tool("search", SearchArgs, lambda a: run_search(ctx, a))]
 
@@ -338,8 +335,8 @@ def make_fetch_service(ctx: QuestionContext) -> FetchService:
     return FetchService(
         Workspace(ctx.workspace_dir),
         ctx.config.sandbox.fetch_policy,
-        local=ctx.page_source,
-        page_cache=ctx.page_cache,
+        local=ctx.world.page_source,
+        page_cache=ctx.world.page_cache,
     )
 
 

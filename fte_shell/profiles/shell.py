@@ -68,20 +68,14 @@ class ShellProfile(ToolProfile):
 
         ctx = self.ctx
         cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
-        return Sandbox(
-            cfg,
-            search=ctx.search,
-            page_source=ctx.page_source,
-            page_cache=ctx.page_cache,
-            run_id=ctx.run_id or None,
-        )
+        return Sandbox(cfg, world=ctx.world, run_id=ctx.run_id or None)
 
     def _make_tools(self) -> list[Tool]:
         return [Tool("bash", BashArgs, self.bash)]
 
     def system_addendum(self) -> str:
         text = super().system_addendum()
-        if self.ctx.search is None:
+        if self.ctx.world.search is None:
             text += (
                 "\n\nNo search backend is configured for this run: the `search` command will tell you so. "
                 "Work from URLs or document ids you already know."
@@ -97,7 +91,7 @@ class ShellProfile(ToolProfile):
         if gateway is not None:
             gateway.drain_events()  # what earlier (background) commands left is not this command's
         obs = self.sandbox.run(args.command)
-        failure = getattr(self.ctx.page_cache, "failure", None)  # a snapshot replay miss with on_miss = fail-run
+        failure = self.ctx.world.failure()  # a snapshot replay miss with on_miss = fail-run
         if failure is not None:
             raise failure
         meta = {
@@ -108,7 +102,7 @@ class ShellProfile(ToolProfile):
             "duration_s": obs.duration_s,
         }
         if gateway is not None:
-            meta.update(gateway_facts(gateway.drain_events(), self.ctx.search.name if self.ctx.search else None))
+            meta.update(gateway_facts(gateway.drain_events(), self.ctx.world.search.name if self.ctx.world.search else None))
         return ToolResult(output=obs.render(), meta=meta)
 
     def close(self) -> None:

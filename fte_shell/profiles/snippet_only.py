@@ -12,7 +12,7 @@ class SnippetOnlyProfile(ToolProfile):
     name = "snippet-only"
 
     def __init__(self, ctx: QuestionContext):
-        if ctx.search is None:
+        if ctx.world.search is None:
             raise ConfigError(
                 "profile 'snippet-only' needs a search backend: set SERPER_API_KEY or [search] corpus = DIR"
             )

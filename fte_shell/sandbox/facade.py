@@ -37,8 +37,7 @@ from .ownership import OWNER_FILE, name_part, write_owner_file
 from .session import ShellSession
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fetch import PageCache, PageSource
-    from ..search import SearchBackend
+    from ..world import RunWorld
     from .base import Box, SandboxProvider
 
 __all__ = ["Sandbox"]
@@ -65,16 +64,13 @@ class Sandbox:
         self,
         config: SandboxConfig | None = None,
         *,
-        search: SearchBackend | None = None,
-        page_source: PageSource | None = None,
-        page_cache: PageCache | None = None,
+        world: RunWorld | None = None,
         run_id: str | None = None,
         _defer_gateway: bool = False,
     ):
         self.config = config or SandboxConfig()
-        self.search = search
-        self.page_source = page_source
-        self.page_cache = page_cache
+        self.world = world
+        """The run's world (:class:`fte_shell.world.RunWorld`) its gateway serves; None: no search, web only."""
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.gateway: Any = None
         self._fetch_service: Any = None
@@ -122,18 +118,20 @@ class Sandbox:
     # --- gateway ---------------------------------------------------------------------------------------
     def _start_gateway(self) -> None:
         """Start the host-side fetch/search gateway on ``self.gateway_dir / "gw.sock"``: this question's
-        FetchService over this sandbox's workspace (policy ``config.fetch_policy``, local corpus
-        ``page_source``, shared ``page_cache``) and ``search``. ``self.gateway.drain_events()`` lists the
+        FetchService over this sandbox's workspace (policy ``config.fetch_policy``, the world's local corpus
+        and page cache) and the world's search. ``self.gateway.drain_events()`` lists the
         requests the container made (e.g. during one command)."""
         from ..fetch import FetchService
         from ..workspace import Workspace
         from .gateway import Gateway
 
         ws = Workspace(self.workspace, mount="/work")
-        svc = FetchService(ws, self.config.fetch_policy, local=self.page_source, page_cache=self.page_cache)
+        w = self.world
+        svc = FetchService(ws, self.config.fetch_policy, local=w.page_source if w else None,
+                           page_cache=w.page_cache if w else None)
         self._fetch_service = svc
         # the box sees this directory at GATEWAY_MOUNT, so the socket keeps GATEWAY_SOCKET's name
-        self.gateway = Gateway(self.gateway_dir / Path(GATEWAY_SOCKET).name, svc, self.search, ws)
+        self.gateway = Gateway(self.gateway_dir / Path(GATEWAY_SOCKET).name, svc, w.search if w else None, ws)
         self.gateway.start()
 
     def _stop_gateway(self) -> None:

@@ -17,8 +17,7 @@ from .base import get_provider
 from .facade import Sandbox
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..fetch import PageCache, PageSource
-    from ..search import SearchBackend
+    from ..world import RunWorld
 
 __all__ = ["SandboxPool"]
 
@@ -40,11 +39,11 @@ class SandboxPool:
     ::
 
         with SandboxPool(SandboxConfig(), size=2) as pool:
-            with pool.acquire(search=backend, run_id="q1") as sb:
+            with pool.acquire(world=run_world, run_id="q1") as sb:
                 sb.run("search 'some query'")
 
     Pooled sandboxes own temporary workspaces, so ``config.workspace_dir`` must be None; the gateway
-    (``search``, ``page_source``, ``page_cache``) is started when a sandbox is handed out. Its container
+    (the run's ``world``) is started when a sandbox is handed out. Its container
     keeps the pool's run id label (``pool-…``); ``Sandbox.run_id`` is the one given to ``acquire``.
     Closing the pool closes the sandboxes not handed out; handed-out ones belong to the caller.
     """
@@ -109,9 +108,7 @@ class SandboxPool:
     def acquire(
         self,
         *,
-        search: SearchBackend | None = None,
-        page_source: PageSource | None = None,
-        page_cache: PageCache | None = None,
+        world: RunWorld | None = None,
         run_id: str | None = None,
     ) -> Sandbox:
         """A ready sandbox (started now if none is waiting), with its gateway attached."""
@@ -129,7 +126,7 @@ class SandboxPool:
         if sb is None:  # nothing waiting: start one here rather than wait for the filler
             sb = Sandbox(self.config, run_id=run_id, _defer_gateway=True)
         try:
-            sb.search, sb.page_source, sb.page_cache = search, page_source, page_cache
+            sb.world = world
             if run_id is not None:
                 sb.run_id = run_id
             sb._start_gateway()

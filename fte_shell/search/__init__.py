@@ -21,10 +21,12 @@ __all__ = [
     "LocalCorpus",
     "SearchBackend",
     "SearchResult",
+    "backend_name",
     "format_results",
     "make_page_source",
     "make_search",
     "open_corpus",
+    "serper_name",
 ]
 
 _corpora: dict[Path, tuple[int, LocalCorpus]] = {}
@@ -52,6 +54,28 @@ def _serper_key(cfg: SearchConfig) -> str | None:
     if cfg.serper_api_key is not None and cfg.serper_api_key.get_secret_value():
         return cfg.serper_api_key.get_secret_value()
     return os.environ.get("SERPER_API_KEY") or None
+
+
+def serper_name(cfg: SearchConfig) -> str:
+    """The name Serper searches are recorded under: ``serper``, or ``serper@HOST`` for another URL."""
+    from urllib.parse import urlsplit
+
+    from .serper import DEFAULT_URL
+
+    return "serper" if cfg.serper_url == DEFAULT_URL else f"serper@{urlsplit(cfg.serper_url).netloc or cfg.serper_url}"
+
+
+def backend_name(cfg: SearchConfig, *, serper_recorded: bool = False) -> str | None:
+    """The name the configured backend records under, found without building it (None: no search).
+    ``serper_recorded``: ``auto`` picks Serper even without a key (a replay of recorded Serper searches)."""
+    kind = cfg.backend
+    if kind == "auto":
+        kind = "serper" if _serper_key(cfg) or serper_recorded else "local" if cfg.corpus is not None else "none"
+    if kind == "none":
+        return None
+    if kind == "serper":
+        return serper_name(cfg)
+    return open_corpus(cfg.corpus).name if cfg.corpus is not None else "local"
 
 
 def make_search(cfg: SearchConfig) -> SearchBackend | None:

@@ -12,9 +12,8 @@ from ...benchmarks.base import Question
 from ...config import RunConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...fetch import PageCache, PageSource
     from ...model import ModelClient
-    from ...search import SearchBackend
+    from ...world import World
 
 
 class BenchConfig(BaseModel):
@@ -154,9 +153,7 @@ class RunFn(Protocol):
         config: RunConfig,
         out_dir: Path,
         *,
-        search: SearchBackend | None,
-        page_source: PageSource | None,
-        page_cache: PageCache | None,
+        world: World | None,
         qid: str | None,
         model: ModelClient | None,
         meta: dict[str, Any] | None,

@@ -145,7 +145,7 @@ class Attempt:
         s = self.shared
         return self.run_fn(
             t.question.question, cfg, t.run_dir,
-            search=s.search, page_source=s.page_source, page_cache=s.page_cache,
+            world=s.world,
             qid=f"{t.question.id}-{t.profile}-r{t.rep}", model=self.model,
             meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
         )
