@@ -3,6 +3,7 @@ profile (the loop must not know which profile it drives)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 from pathlib import Path
@@ -249,6 +250,29 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
     assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
     assert events[2]["observation"] == "(the tool call was interrupted)" and events[2]["error"] is True
     assert result_json(tmp_path)["tool_calls"] == {"show": 1}
+
+
+def test_an_exception_that_names_its_stop_reason_ends_the_run_with_it(tmp_path: Path) -> None:
+    """The crash handler maps exceptions through stops.stop_of_exception: a full disk is ``disk_full``, an
+    exception with a ``stop_reason`` that one, anything else ``crashed``; each is re-raised after result.json."""
+
+    class Named(RuntimeError):
+        stop_reason = "sandbox_unavailable"
+
+    for exc, want in ((OSError(errno.ENOSPC, "No space left on device"), "disk_full"),
+                      (Named("the daemon went away"), "sandbox_unavailable"), (RuntimeError("boom"), "crashed")):
+        class Raising(NotesProfile):
+            def execute(self, name: str, args: dict[str, Any], exc: BaseException = exc) -> ToolResult:
+                raise exc
+
+        run_dir = tmp_path / want
+        with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as server:
+            cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
+            with RunWriter(run_dir) as rec, pytest.raises(type(exc)):
+                Agent(cfg, ModelClient(cfg.model), Raising(), rec).run("q")
+        events = read_trajectory(run_dir)
+        assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
+        assert events[-1]["stop_reason"] == want == json.loads((run_dir / "result.json").read_text())["stop_reason"]
 
 
 def test_extract_answer() -> None:
