@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Self
 
 from .config import RunConfig, SearchConfig
-from .errors import FteError
 from .fetch import ClosedWorld, PageArchive, PageCache, PageSource
 from .record.rundir import EventListener
 from .search import SearchBackend, backend_name, make_page_source, make_search, serper_name
@@ -52,10 +51,6 @@ class RunWorld:
 
     closers: list[Callable[[], None]] = field(default_factory=list)
     """What :meth:`close` calls, last first."""
-
-    def failure(self) -> FteError | None:
-        """The snapshot miss that must stop the run (``on_miss = "fail-run"``), or None."""
-        return self.snapshot.failure if self.snapshot is not None else None
 
     def close(self) -> None:
         while self.closers:

@@ -17,15 +17,16 @@ names (:func:`~fte_shell.stops.stop_of_exception`), else ``crashed`` (KeyboardIn
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import time
 import uuid
 from typing import Any
 
 from ..config import RunConfig
-from ..errors import ModelError
+from ..errors import ModelError, ToolError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
-from ..profiles import Profile
+from ..profiles import Profile, ToolResult, parse_arguments
 from ..prompts import system_prompt
 from ..record.rundir import RunWriter
 from ..stops import StopReason, stop_of_exception
@@ -43,8 +44,7 @@ from .replies import (
     text_tool_calls,
     tool_choice,
 )
-from .result import TOOL_USAGE_META, LoopState, RunResult, add_usage, write_end
-from .tools import execute_call
+from .result import TOOL_USAGE_META, LoopState, RunResult, add_usage, write_end, write_start
 
 
 class Stop(Exception):
@@ -83,12 +83,7 @@ class Agent:
         self.deadline = t0 + budget if budget is not None else None
         rec, s, tools, system = self.recorder, self.state, self.profile.tools(), self.system_prompt()
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        rec.event("start", question=question, profile=self.profile.name, model=self.config.model.model,
-                  config=self.config.model_dump(mode="json"), system_prompt=system, tools=tools, run_id=self.run_id,
-                  reasoning_passback=self.config.model.reasoning_passback,
-                  server=self.info.model_dump(mode="json") if self.info is not None else None)
-        for w in self.info.warnings if self.info is not None else []:
-            rec.event("warning", turn=0, message=w)
+        write_start(rec, question, self.profile.name, self.config, system, tools, self.run_id, self.info)
         pending: BaseException | None = None
         try:
             while True:
@@ -103,12 +98,8 @@ class Agent:
         except Exception as e:  # noqa: BLE001 - recorded, then re-raised below
             stop, pending = Stop(stop_of_exception(e, default="crashed")), e  # type: ignore[arg-type]
             rec.event("error", turn=s.turns, message=f"{e.__class__.__name__}: {e}")
-        result = RunResult(
-            question=question, answer=stop.answer, answer_unclosed=s.answer_unclosed and stop.answer is not None,
-            profile=self.profile.name, model=self.config.model.model, turns=s.turns, stop_reason=stop.reason,
-            tool_calls=dict(s.tool_counts), usage=dict(s.usage), summary_usage=dict(s.summary_usage),
-            wall_s=round(time.monotonic() - t0, 3), run_id=self.run_id, run_dir=rec.run_dir,
-        )
+        result = s.result(question, stop.reason, stop.answer, profile=self.profile.name, model=self.config.model.model,
+                          wall_s=round(time.monotonic() - t0, 3), run_id=self.run_id, run_dir=rec.run_dir)
         write_end(rec, result, started_at=started_at, meta=self.meta, config=self.config)
         if pending is not None:
             raise pending
@@ -234,6 +225,55 @@ class Agent:
         name = str((call.get("function") or {}).get("name") or "")
         s.tool_counts[name] = s.tool_counts.get(name, 0) + 1
         call_id, res = execute_call(self.profile, names, call, s.turns, self.recorder, salvaged=salvaged)
-        add_usage(s.summary_usage, res.meta.get(TOOL_USAGE_META))
+        if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
+            add_usage(s.summary_usage, spent)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
         return bool(res.error)
+
+
+def execute_call(
+    profile: Profile, names: set[str], call: dict[str, Any], turn: int, rec: RunWriter, *, salvaged: bool = False
+) -> tuple[str, ToolResult]:
+    """Run one tool call (``{id, function: {name, arguments}}``, arguments raw) and record it; returns
+    ``(call id, result)``. Unknown tools and bad arguments are error results the model can correct."""
+    fn = call.get("function") or {}
+    name = str(fn.get("name") or "")
+    raw = fn.get("arguments")
+    raw_s = raw if isinstance(raw, str) else json.dumps(raw)
+    call_id = call.get("id") or f"call_{turn}"
+    args: dict[str, Any] | None = None
+    t = time.monotonic()
+
+    def record(res: ToolResult) -> None:
+        rec.event("tool_call", turn=turn, id=call_id, name=name, arguments=args, raw_arguments=raw_s,
+                  observation=res.output, error=bool(res.error), duration_s=round(time.monotonic() - t, 4),
+                  meta=res.meta, **({"salvaged": True} if salvaged else {}))
+
+    if name not in names:
+        avail = ", ".join(sorted(names)) or "none"
+        res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
+    else:
+        args, problem = parse_arguments(raw)
+        if args is None:
+            shown = raw_s if len(raw_s) <= 200 else raw_s[:200] + "…"
+            res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; they were: {shown}\n"
+                             "Call it again with a JSON object as its arguments.", error=True)
+        else:
+            try:
+                res = _run_tool(profile, name, args)
+            except BaseException as e:
+                what = ("call was interrupted" if isinstance(e, KeyboardInterrupt)
+                        else f"crashed: {e.__class__.__name__}: {e}")
+                record(ToolResult(output=f"(the tool {what})", error=True))
+                raise
+    record(res)
+    return call_id, res
+
+
+def _run_tool(profile: Profile, name: str, args: dict[str, Any]) -> ToolResult:
+    try:
+        return profile.execute(name, args)
+    except ToolError as e:
+        return ToolResult(output=f"Error: {e}", error=True)
+    except (TypeError, KeyError, ValueError) as e:  # the model's arguments did not fit the tool
+        return ToolResult(output=f"Error: bad arguments for '{name}': {e.__class__.__name__}: {e}", error=True)

@@ -13,6 +13,7 @@ from ..config import ModelConfig
 from ..model import Completion, ServerInfo
 from ..model.errors import BadRequest, ContextOverflow
 from ..model.textcalls import find_text_tool_calls
+from ..profiles import parse_arguments
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
@@ -59,21 +60,6 @@ def find_answer(text: str | None) -> tuple[str | None, bool]:
 def extract_answer(text: str | None) -> str | None:
     """The answer of a reply (see :func:`find_answer`), or None."""
     return find_answer(text)[0]
-
-
-def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Parse tool-call arguments: ``(dict, None)`` or ``(None, problem)``; empty means ``{}``."""
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as e:
-        return None, f"are not valid JSON ({e})"
-    if not isinstance(value, dict):
-        return None, f"must be a JSON object, got {type(value).__name__}"
-    return value, None
 
 
 def kept_message(

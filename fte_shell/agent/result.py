@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import RunConfig
 from ..digest import config_digest
+from ..model import ServerInfo
 from ..record.rundir import RunWriter
 from ..stops import StopReason
 
@@ -114,6 +115,23 @@ class LoopState:
         self.repeats = self.repeats + 1 if signature == self.last_signature else 1
         self.last_signature = signature
         self.cuts = self.cuts + 1 if cut else 0
+
+    def result(self, question: str, stop_reason: StopReason, answer: str | None, **run: Any) -> RunResult:
+        """The :class:`RunResult` of the run that stopped so (``run``: profile, model, wall_s, run_id, run_dir)."""
+        return RunResult(question=question, answer=answer, answer_unclosed=self.answer_unclosed and answer is not None,
+                         turns=self.turns, stop_reason=stop_reason, tool_calls=dict(self.tool_counts),
+                         usage=dict(self.usage), summary_usage=dict(self.summary_usage), **run)
+
+
+def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, system: str,
+                tools: list[dict[str, Any]], run_id: str, info: ServerInfo | None) -> None:
+    """Record the ``start`` event (what the run was given) and a ``warning`` per server warning."""
+    rec.event("start", question=question, profile=profile, model=config.model.model,
+              config=config.model_dump(mode="json"), system_prompt=system, tools=tools, run_id=run_id,
+              reasoning_passback=config.model.reasoning_passback,
+              server=info.model_dump(mode="json") if info is not None else None)
+    for w in info.warnings if info is not None else []:
+        rec.event("warning", turn=0, message=w)
 
 
 def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:

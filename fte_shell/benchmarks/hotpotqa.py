@@ -22,11 +22,14 @@ _corpus_lock = threading.Lock()
 
 
 def default_hotpotqa_dir() -> Path:
-    """``$FTE_SHARED_DATA/hotpotqa-amor``, else ``shared/data/hotpotqa-amor`` next to the repository."""
-    env = os.environ.get("FTE_SHARED_DATA")
-    if env:
+    """``$FTE_HOTPOTQA_DIR``, else ``$FTE_SHARED_DATA/hotpotqa-amor``, else ``shared/data/hotpotqa-amor``
+    next to the repository (a source checkout), else ``../shared/data/hotpotqa-amor`` from here."""
+    if env := os.environ.get("FTE_HOTPOTQA_DIR"):
+        return Path(env)
+    if env := os.environ.get("FTE_SHARED_DATA"):
         return Path(env) / "hotpotqa-amor"
-    return Path(__file__).resolve().parents[3] / "shared" / "data" / "hotpotqa-amor"
+    beside_repo = Path(__file__).resolve().parents[3] / "shared" / "data" / "hotpotqa-amor"
+    return beside_repo if beside_repo.is_dir() else Path("..") / "shared" / "data" / "hotpotqa-amor"
 
 
 def load_hotpotqa(data_dir: Path, split: str = "dev") -> list[Question]:

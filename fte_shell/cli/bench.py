@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import FteError
+from ..record.sweepdir import SweepDir
 from .options import config_flags
 
 _out = Console(highlight=False)
@@ -108,7 +109,7 @@ def register(app: typer.Typer) -> None:
         )
         if stats.failed:
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.failed_by_reason.items()))
-            _out.print(f"[yellow]infrastructure failures ({reasons}) are listed in {out / 'failures.jsonl'}; "
+            _out.print(f"[yellow]infrastructure failures ({reasons}) are listed in {SweepDir(out).failures_path}; "
                        f"{stats.pending} run(s) still without a result (rerunning the same command redoes them)[/yellow]", soft_wrap=True)
         if stats.outages:
             _out.print(f"paused {stats.outages} time(s) for unavailable infrastructure, {stats.outage_s:.0f} s in all")

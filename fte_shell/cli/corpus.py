@@ -7,7 +7,6 @@ or url with no network.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -33,16 +32,6 @@ corpus_app = typer.Typer(
 
 _err = Console(stderr=True)
 _out = Console()
-
-
-def _default_hotpotqa_dir() -> Path:
-    env = os.environ.get("FTE_HOTPOTQA_DIR")
-    if env:
-        return Path(env)
-    shared = os.environ.get("FTE_SHARED_DATA")
-    if shared:
-        return Path(shared) / "hotpotqa-amor"
-    return Path("..") / "shared" / "data" / "hotpotqa-amor"
 
 
 def _fail(err: Exception) -> typer.Exit:
@@ -116,9 +105,10 @@ def hotpotqa(
     jsonl: Annotated[Path | None, typer.Option(help="Also keep the intermediate corpus JSONL here.")] = None,
 ) -> None:
     """Build a corpus of the HotpotQA Wikipedia paragraphs (one document per unique title; CC BY-SA 4.0)."""
+    from ..benchmarks.hotpotqa import default_hotpotqa_dir
     from ..search.corpus import hotpotqa_to_jsonl
 
-    src = data_dir or _default_hotpotqa_dir()
+    src = data_dir or default_hotpotqa_dir()
     try:
         with tempfile.TemporaryDirectory(prefix="fte-corpus-") as tmp:
             path = jsonl or Path(tmp) / "hotpotqa.jsonl"

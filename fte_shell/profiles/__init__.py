@@ -8,7 +8,17 @@ Every profile uses the same search backend and the same fetch pipeline. See docs
 tools, bounds and output formats.
 """
 
-from .base import PROFILES, Profile, QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, make_profile
+from .base import (
+    PROFILES,
+    Profile,
+    QuestionContext,
+    Tool,
+    ToolArgs,
+    ToolProfile,
+    ToolResult,
+    make_profile,
+    parse_arguments,
+)
 
 __all__ = [
     "PROFILES",
@@ -19,4 +29,5 @@ __all__ = [
     "ToolProfile",
     "ToolResult",
     "make_profile",
+    "parse_arguments",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import re
 import types
 import typing
@@ -51,6 +52,21 @@ _IMPLEMENTATIONS: dict[str, str] = {
 PROFILES: tuple[str, ...] = tuple(_IMPLEMENTATIONS)
 """Names accepted by :func:`make_profile` (and ``agent.profile`` / ``--profile``)."""
 
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Parse tool-call arguments: ``(dict, None)`` or ``(None, problem)``; empty means ``{}``."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as e:
+        return None, f"are not valid JSON ({e})"
+    if not isinstance(value, dict):
+        return None, f"must be a JSON object, got {type(value).__name__}"
+    return value, None
 
 class ToolResult(BaseModel):
     """What one tool call produced."""

@@ -61,6 +61,8 @@ class ShellProfile(ToolProfile):
         """Open the question's sandbox (or use ``sandbox``, which then stays the caller's to close)."""
         super().__init__(ctx)
         self._owns_sandbox = sandbox is None
+        self._served = 0
+        """The gateway's ``served`` count when this profile last drained its log."""
         self.sandbox: Sandbox | None = sandbox if sandbox is not None else self._open_sandbox()
 
     def _open_sandbox(self) -> Sandbox:
@@ -88,12 +90,13 @@ class ShellProfile(ToolProfile):
         if not args.command.strip():
             raise ToolError("bash needs a non-empty command")
         gateway = self.sandbox.gateway
-        if gateway is not None:
+        if gateway is not None and gateway.served != self._served:
             gateway.drain_events()  # what earlier (background) commands left is not this command's
+        before = self._served = gateway.served if gateway is not None else 0
         obs = self.sandbox.run(args.command)
-        failure = self.ctx.world.failure()  # a snapshot replay miss with on_miss = fail-run
-        if failure is not None:
-            raise failure
+        snap = self.ctx.world.snapshot
+        if snap is not None and snap.failure is not None:  # a snapshot replay miss with on_miss = fail-run
+            raise snap.failure
         meta = {
             "exit_code": obs.exit_code,
             "timed_out": obs.timed_out,
@@ -101,8 +104,11 @@ class ShellProfile(ToolProfile):
             "restarted": obs.restarted,
             "duration_s": obs.duration_s,
         }
-        if gateway is not None:
+        if gateway is not None and gateway.served != before:  # the command used fetch/search/list_fetched
             meta.update(gateway_facts(gateway.drain_events(), self.ctx.world.search.name if self.ctx.world.search else None))
+            self._served = gateway.served
+        elif gateway is not None:
+            meta.update(fetches=[], searches=[])
         return ToolResult(output=obs.render(), meta=meta)
 
     def close(self) -> None:

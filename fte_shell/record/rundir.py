@@ -19,6 +19,7 @@ and ``t`` (seconds since the writer was opened); the typed models and the conver
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import threading
@@ -28,7 +29,14 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from .events import SCHEMA_VERSION, Event, convert, schema_version, typed_events
-from .jsonio import dumps, naming_full_disk, read_json, read_jsonl_lenient, write_json_atomic
+from .jsonio import (
+    FULL_ERRNOS,
+    DiskFull,
+    naming_full_disk,
+    read_json,
+    read_jsonl_lenient,
+    write_json_atomic,
+)
 
 TRAJECTORY = "trajectory.jsonl"
 RESULT = "result.json"
@@ -159,15 +167,19 @@ class RunWriter:
         if type_ == "start":
             head["schema_version"] = SCHEMA_VERSION
         ev: dict[str, Any] = {**head, **fields}
-        line = dumps(ev)
+        line = json.dumps(ev, ensure_ascii=False, default=str)
         with self._lock:
             if self._f is None:
                 raise ValueError(f"run writer for {self.run_dir} is closed")
-            with naming_full_disk(self.run_dir / TRAJECTORY):  # a full disk ends the run ``disk_full``
+            try:  # (naming_full_disk, inline: the per-event path stays in this file)
                 self._f.write(line + "\n")
                 self._f.flush()
                 if type_ == "end":
                     os.fsync(self._f.fileno())
+            except OSError as e:
+                if e.errno in FULL_ERRNOS:  # a full disk ends the run ``disk_full``
+                    raise DiskFull(self.run_dir / TRAJECTORY) from e
+                raise
         if self._listener is not None:
             with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)
                 self._listener(ev)

@@ -154,6 +154,9 @@ class Gateway:
         self._events: collections.deque[tuple[GatewayEvent, int]] = collections.deque()
         self._event_chars = 0
         self._events_lock = threading.Lock()
+        self.served = 0
+        """Requests recorded so far (a plain counter: a caller sees whether anything was served since it
+        last looked without a call into the gateway)."""
         self.events_dropped = 0
         """Events dropped (oldest first) because more than :data:`MAX_EVENTS` events or
         :data:`MAX_EVENT_CHARS` characters of arguments piled up between drains."""
@@ -229,6 +232,7 @@ class Gateway:
 
     def _record(self, event: GatewayEvent) -> None:
         with self._events_lock:
+            self.served += 1
             size = _event_chars(event)
             self._events.append((event, size))
             self._event_chars += size

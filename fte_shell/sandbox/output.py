@@ -1,11 +1,18 @@
-"""What the agent sees of one shell command: :class:`Observation`, and the turning of raw command
-output (any bytes) into a bounded, clean text.
+"""What comes back from a box: the shell's stream (:class:`SocketSpawn`, pexpect over a connected
+socket, e.g. the hijacked stream of a Docker exec), what the agent sees of one command
+(:class:`Observation`), and the turning of raw command output (any bytes) into a bounded, clean text.
 """
 
 from __future__ import annotations
 
 import re
+import select
+import socket
 from dataclasses import dataclass
+from typing import Any
+
+import pexpect
+from pexpect.spawnbase import SpawnBase
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte ESC sequences, and 8-bit CSI.
 _ANSI = re.compile(
@@ -167,3 +174,91 @@ def size_bytes(text: str) -> int:
         return int(float(t[:-1] if t[-1:] in "kmg" else t) * mult)
     except ValueError:
         return 0
+
+
+class SocketSpawn(SpawnBase):
+    """pexpect over a connected socket (the hijacked stream of a ``tty`` exec): ``send``,
+    ``read_nonblocking(size, timeout)`` and, from :class:`~pexpect.spawnbase.SpawnBase`, ``expect``.
+
+    Writes go out whole (``sendall``) and at once (there is no ``delaybeforesend``); reads wait with
+    ``poll`` (no ``select`` limit on descriptor numbers). EOF is the daemon closing the stream: the
+    process ended."""
+
+    def __init__(
+        self, sock: socket.socket, *, initial: bytes = b"", maxread: int = 1 << 20, timeout: float = 30
+    ):
+        super().__init__(timeout=timeout, maxread=maxread)
+        self.delaybeforesend = None  # as tuned for the pty spawn (send never sleeps here anyway)
+        self.sock = sock
+        self.child_fd = sock.fileno()
+        self.closed = False
+        self.name = f"<docker exec socket {self.child_fd}>"
+        self._pending = bytes(initial)
+        self._poll = select.poll()
+        self._poll.register(self.child_fd, select.POLLIN | select.POLLPRI)
+
+    def send(self, s: bytes | str) -> int:
+        b = self._encoder.encode(self._coerce_send_string(s), final=False)
+        self._log(b, "send")
+        self.sock.sendall(b)
+        return len(b)
+
+    def sendline(self, s: bytes | str = "") -> int:
+        return self.send(self._coerce_send_string(s) + self.linesep)
+
+    def _buffered(self) -> bool:
+        pending = getattr(self.sock, "pending", None)  # an SSL socket may hold decrypted bytes
+        return bool(self._pending) or bool(pending and pending())
+
+    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:
+        if self.closed:
+            raise ValueError("I/O operation on a closed socket")
+        if self._pending:
+            s, self._pending = self._pending[:size], self._pending[size:]
+            return self._decoder.decode(s, final=False)
+        if timeout == -1:
+            timeout = self.timeout
+        if not self._buffered():
+            ready = self._poll.poll(None if timeout is None else max(0, int(timeout * 1000)))
+            if not ready:
+                raise pexpect.TIMEOUT("Timeout exceeded.")
+        try:
+            s = self.sock.recv(size)
+        except (ConnectionError, OSError) as e:
+            self.flag_eof = True
+            raise pexpect.EOF(f"the exec's stream broke: {e}") from e
+        if not s:
+            self.flag_eof = True
+            raise pexpect.EOF("End Of File (EOF): the exec's stream was closed.")
+        self._log(s, "read")
+        return self._decoder.decode(s, final=False)
+
+    def isalive(self) -> bool:
+        """False once the stream has ended (checked without consuming anything)."""
+        if self.closed or self.flag_eof:
+            return False
+        if self._pending:
+            return True
+        events = self._poll.poll(0)
+        if not events:
+            return True
+        if events[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+            return False
+        try:
+            peek = self.sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except (OSError, ValueError):  # ValueError: an SSL socket takes no flags; poll said readable
+            return True
+        return bool(peek)
+
+    def close(self, force: bool = True) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.child_fd = -1

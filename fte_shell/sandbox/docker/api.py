@@ -2,7 +2,7 @@
 
 The session's shell is an exec whose terminal this process reads and writes over the daemon's socket
 (what ``docker exec -it`` does, without a ``docker`` client process per session: 5.6 MiB of host
-memory each). :class:`SocketSpawn` drives that socket with pexpect.
+memory each). :class:`~fte_shell.sandbox.output.SocketSpawn` drives that socket with pexpect.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import socket
 import threading
 import time
@@ -19,10 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-import pexpect
-from pexpect.spawnbase import SpawnBase
-
 from ...errors import DockerUnavailable, SandboxError
+from ..output import SocketSpawn
 
 if TYPE_CHECKING:  # pragma: no cover
     import docker
@@ -62,94 +59,6 @@ def exec_text(container_id: str, cmd: list[str], user: str) -> tuple[int, str]:
 
 
 # --- a terminal exec over the API socket -------------------------------------------------------------
-class SocketSpawn(SpawnBase):
-    """pexpect over a connected socket (the hijacked stream of a ``tty`` exec): ``send``,
-    ``read_nonblocking(size, timeout)`` and, from :class:`~pexpect.spawnbase.SpawnBase`, ``expect``.
-
-    Writes go out whole (``sendall``) and at once (there is no ``delaybeforesend``); reads wait with
-    ``poll`` (no ``select`` limit on descriptor numbers). EOF is the daemon closing the stream: the
-    process ended."""
-
-    def __init__(
-        self, sock: socket.socket, *, initial: bytes = b"", maxread: int = 1 << 20, timeout: float = 30
-    ):
-        super().__init__(timeout=timeout, maxread=maxread)
-        self.delaybeforesend = None  # as tuned for the pty spawn (send never sleeps here anyway)
-        self.sock = sock
-        self.child_fd = sock.fileno()
-        self.closed = False
-        self.name = f"<docker exec socket {self.child_fd}>"
-        self._pending = bytes(initial)
-        self._poll = select.poll()
-        self._poll.register(self.child_fd, select.POLLIN | select.POLLPRI)
-
-    def send(self, s: bytes | str) -> int:
-        b = self._encoder.encode(self._coerce_send_string(s), final=False)
-        self._log(b, "send")
-        self.sock.sendall(b)
-        return len(b)
-
-    def sendline(self, s: bytes | str = "") -> int:
-        return self.send(self._coerce_send_string(s) + self.linesep)
-
-    def _buffered(self) -> bool:
-        pending = getattr(self.sock, "pending", None)  # an SSL socket may hold decrypted bytes
-        return bool(self._pending) or bool(pending and pending())
-
-    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:
-        if self.closed:
-            raise ValueError("I/O operation on a closed socket")
-        if self._pending:
-            s, self._pending = self._pending[:size], self._pending[size:]
-            return self._decoder.decode(s, final=False)
-        if timeout == -1:
-            timeout = self.timeout
-        if not self._buffered():
-            ready = self._poll.poll(None if timeout is None else max(0, int(timeout * 1000)))
-            if not ready:
-                raise pexpect.TIMEOUT("Timeout exceeded.")
-        try:
-            s = self.sock.recv(size)
-        except (ConnectionError, OSError) as e:
-            self.flag_eof = True
-            raise pexpect.EOF(f"the exec's stream broke: {e}") from e
-        if not s:
-            self.flag_eof = True
-            raise pexpect.EOF("End Of File (EOF): the exec's stream was closed.")
-        self._log(s, "read")
-        return self._decoder.decode(s, final=False)
-
-    def isalive(self) -> bool:
-        """False once the stream has ended (checked without consuming anything)."""
-        if self.closed or self.flag_eof:
-            return False
-        if self._pending:
-            return True
-        events = self._poll.poll(0)
-        if not events:
-            return True
-        if events[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-            return False
-        try:
-            peek = self.sock.recv(1, socket.MSG_PEEK)
-        except (BlockingIOError, InterruptedError):
-            return True
-        except (OSError, ValueError):  # ValueError: an SSL socket takes no flags; poll said readable
-            return True
-        return bool(peek)
-
-    def close(self, force: bool = True) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.child_fd = -1
-
-
 @dataclass
 class TtyExec:
     """A started terminal exec: its id (for its exit code) and the pexpect driver of its stream."""
