@@ -110,7 +110,7 @@ def test_bench_on_a_full_disk_stops_in_one_line_and_resumes(
         out.mkdir()
         filler = fill(mnt, leave)
         r = bench(out, hotpotqa_dir, corpus_dir)
-        assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)  # the CLI's exit status of an error
+        assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)  # a resource gave out (as when it gave up waiting)
         lines = [x for x in r.stderr.splitlines() if x.strip()]
         assert len(lines) == 1, r.stderr
         assert lines[0].startswith("error: disk full: no space left on the device holding " + str(mnt))

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import FteError
+from ..record.jsonio import DiskFull
 from ..record.sweepdir import SweepDir
 from .options import config_flags
 
@@ -102,6 +103,8 @@ def register(app: typer.Typer) -> None:
             except KeyboardInterrupt:  # outside the sweep's own handling (set-up, a second Ctrl-C)
                 _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
+            except DiskFull as e:  # the sweep stopped starting runs; nothing is half-written
+                raise _fail(e, 3) from None
         _out.print(
             f"{stats.done} run(s) finished now ({stats.answered} answered), {stats.failed} infrastructure "
             f"failure(s) (not results), {stats.skipped} already done, {stats.redone} redone, of {stats.total}; "

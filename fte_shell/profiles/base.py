@@ -34,7 +34,7 @@ from ..world import RunWorld
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
     from ..fetch import FetchService
-    from ..model import ModelClient
+    from ..model import Model
 
 _IMPLEMENTATIONS: dict[str, str] = {
     "shell": "shell:ShellProfile",
@@ -101,7 +101,7 @@ class QuestionContext:
     run_id: str = ""
     """Identifier of the run (labels the shell profile's container)."""
 
-    model: ModelClient | None = None
+    model: Model | None = None
     """The agent's model client; visit-summary uses it when ``agent.summary_model`` is None."""
 
 
