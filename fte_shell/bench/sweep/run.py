@@ -104,7 +104,7 @@ def run_sweep(
                 o = attempt(t)
                 if o is None or stop.is_set():  # in flight when the sweep was interrupted: not trusted
                     return
-                if o.stop_reason == "disk_full":  # [full disk] nothing can be recorded: redone on resume
+                if o.stop_reason == "disk_full":  # a full disk: nothing can be recorded; redone on resume
                     books.forget(t)
                     disk_full(t.run_dir)
                     return
@@ -113,12 +113,12 @@ def run_sweep(
                     work.put(t)
             except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
                 books.forget(t)
-                if is_disk_full(e):  # [full disk]
+                if is_disk_full(e):  # a full disk
                     disk_full(getattr(e, "path", out))
                     return
                 say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
 
-        # --- [full disk, issue 16 item 11; record helper] the first write that finds the device full stops
+        # --- a full disk: the first write that finds the device full stops
         # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
         full: list[Path] = []
 
@@ -138,12 +138,12 @@ def run_sweep(
             work.wait_idle(GRACE_S)
             books.discard_in_flight()
         stop.set()  # ends the probe watchers
-        if full:  # [full disk] the status if there is room, then the one line
+        if full:  # a full disk: the status if there is room, then the one line
             with contextlib.suppress(OSError, FteError):
                 books.write("disk_full")
             raise DiskFull(full[0])
         return books.finish()
-    except OSError as e:  # [full disk] a write outside the record's writers (caches, directories)
+    except OSError as e:  # a full disk: a write outside the record's writers (caches, directories)
         if is_disk_full(e):
             raise DiskFull(getattr(e, "filename", None) or out) from e
         raise
