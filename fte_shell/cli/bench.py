@@ -22,9 +22,10 @@ _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
 
-def _fail(e: Exception, code: int = 2) -> typer.Exit:
+def _fail(e: Exception, code: int | None = None) -> typer.Exit:
+    """Print ``e`` in one line; exit 3 when a resource gave out (a full disk), else ``code`` (default 2)."""
     _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-    return typer.Exit(code)
+    return typer.Exit(code if code is not None else 3 if isinstance(e, DiskFull) else 2)
 
 
 @contextlib.contextmanager
@@ -103,8 +104,6 @@ def register(app: typer.Typer) -> None:
             except KeyboardInterrupt:  # outside the sweep's own handling (set-up, a second Ctrl-C)
                 _err.print("[yellow]interrupted[/yellow]; rerun the same command to resume")
                 raise typer.Exit(130) from None
-            except DiskFull as e:  # the sweep stopped starting runs; nothing is half-written
-                raise _fail(e, 3) from None
         _out.print(
             f"{stats.done} run(s) finished now ({stats.answered} answered), {stats.failed} infrastructure "
             f"failure(s) (not results), {stats.skipped} already done, {stats.redone} redone, of {stats.total}; "
