@@ -198,3 +198,27 @@ def test_real_page_same_file_and_same_grep_lines(docker_ready: None, pydocs_dir:
         finally:
             shell.close()
             fte.close()
+
+
+def test_search_facts_say_whether_the_result_cache_answered(docker_ready: None, tmp_path: Path, corpus: LocalCorpus) -> None:
+    """A search fact's ``cache_hit``: False when the backend was asked, True when the shared result cache
+    answered — the same for a shell ``search`` (through the gateway) and the structured tool."""
+    from fte_shell.search.cache import CachedSearch
+
+    cached = CachedSearch(corpus, tmp_path / "search-cache", owns_backend=False)
+    cfg = RunConfig()
+    sctx = QuestionContext(cfg, tmp_path / "ws-shell", RunWorld(cached, corpus), "test-cache-hit-shell")
+    fctx = QuestionContext(cfg, tmp_path / "ws-fte", RunWorld(cached, corpus), "test-cache-hit-fte")
+    shell, fte = make_profile("shell", sctx), make_profile("fte", fctx)
+    try:
+        first = bash(shell, "search chess club Thursday")
+        again = bash(shell, "search chess club Thursday; search 'copper ledger'")
+        structured = fte.execute("search", {"query": "chess club Thursday"})
+    finally:
+        shell.close()
+        fte.close()
+    assert [s["cache_hit"] for s in first.meta["searches"]] == [False]
+    assert [(s["query"], s["cache_hit"]) for s in again.meta["searches"]] == [
+        ("chess club Thursday", True), ("copper ledger", False)]
+    assert [s["cache_hit"] for s in structured.meta["searches"]] == [True]
+    assert first.meta["searches"][0]["urls"] == structured.meta["searches"][0]["urls"]

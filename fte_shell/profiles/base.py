@@ -316,6 +316,7 @@ def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
     """``search`` as every non-shell profile offers it: the backend's results rendered by
     :func:`fte_shell.search.format_results` — the same text the shell helper prints."""
     from ..search import format_results
+    from ..search.base import cache_hit
 
     if ctx.world.search is None:
         raise ToolError("search is not available in this run (no search backend is configured)")
@@ -330,7 +331,8 @@ def run_search(ctx: QuestionContext, args: SearchArgs) -> ToolResult:
         results = ctx.world.search.search(query, n)
     except SearchUnavailable as e:  # same wording as the shell helper's gateway
         raise ToolError(f"search unavailable: {one_line(str(e))}") from None
-    fact = SearchFact(query=query, n=n, backend=ctx.world.search.name, urls=[r.url for r in results])
+    fact = SearchFact(query=query, n=n, backend=ctx.world.search.name, urls=[r.url for r in results],
+                      cache_hit=cache_hit(results))
     meta = {"query": query, "n": n, "results": len(results), "searches": [fact.model_dump()]}
     return ToolResult(output=format_results(query, results), meta=meta)
 

@@ -41,7 +41,7 @@ def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, 
         elif e.op == "search" and "query" in e.args:
             searches.append(SearchFact(query=str(e.args["query"]), n=e.args.get("n"), backend=backend,
                                        urls=[str(r["url"]) for r in e.results if "url" in r],
-                                       error=None if e.ok else e.error).model_dump())
+                                       cache_hit=e.cache_hit, error=None if e.ok else e.error).model_dump())
     return {"fetches": fetches, "searches": searches}
 
 

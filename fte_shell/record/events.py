@@ -63,7 +63,8 @@ class SearchFact(BaseModel):
     urls: list[str] = Field(default_factory=list)
     """The result references (URL or docid), in rank order."""
     cache_hit: bool | None = None
-    """Answered from the result cache; None when the backend does not say."""
+    """True: the result cache (or a replayed snapshot) answered; False: the backend was asked; None: no
+    cache in between (or a run written before the field was filled)."""
     error: str | None = None
     """The one-line error, when the search failed."""
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 from ..errors import FteError, SearchUnavailable, ToolError
-from ..search.base import SearchBackend, format_results
+from ..search.base import SearchBackend, cache_hit, format_results
 from ..workspace import FetchRecord, Workspace
 from .gateway_wire import LineServer, RequestLineError, read_request_line, send_response
 
@@ -93,6 +93,12 @@ class GatewayEvent:
     """``fetch``: per reference ``{ref, ok, path?, new?, chars?, source?, error?}``; ``search``: ``{rank, url}``."""
     error: str | None = None
     """The one-line error, if the request failed."""
+    cache_hit: bool | None = None
+    """``search``: whether the result cache or a snapshot answered (:func:`fte_shell.search.base.cache_hit`)."""
+
+
+CACHE_HIT = "_cache_hit"
+"""Key under which an op hands the record whether a cache answered (removed before the response is sent)."""
 
 
 def _one_line(text: str) -> str:
@@ -289,9 +295,10 @@ class Gateway:
             response = handler(req, args, results)
         except Exception as e:  # noqa: BLE001 - a request must never stop the server
             response = {"ok": False, "error": f"{op} failed: {e.__class__.__name__}: {_one_line(str(e))}"}
+        hit = response.pop(CACHE_HIT, None)  # for the record only: not sent into the box
         self._record(
             GatewayEvent(op, t0, time.monotonic() - start, bool(response.get("ok")), args, results,
-                         response.get("error"))
+                         response.get("error"), cache_hit=hit)
         )
         return response
 
@@ -318,7 +325,7 @@ class Gateway:
         except (SearchUnavailable, ToolError) as e:
             return {"ok": False, "error": f"search unavailable: {_one_line(str(e))}"}
         results.extend({"rank": h.rank, "url": h.url} for h in hits)
-        return {"ok": True, "text": format_results(query, hits)}
+        return {"ok": True, "text": format_results(query, hits), CACHE_HIT: cache_hit(hits)}
 
     def _op_fetch(self, req: dict[str, Any], args: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
         urls = req.get("urls")

@@ -7,6 +7,7 @@ interfaces under comparison see the same words.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +49,21 @@ class SearchResult:
             snippet=str(d["snippet"]),
             date=None if d.get("date") is None else str(d["date"]),
         )
+
+
+class SearchResults(list[SearchResult]):
+    """The results of one search and whether a store answered it: ``cache_hit`` is True when the result
+    cache (or a snapshot being replayed) gave them, False when the backend was asked, None when nothing
+    in between says (a bare backend). Recorded as the ``cache_hit`` of a search fact."""
+
+    def __init__(self, results: Iterable[SearchResult] = (), *, cache_hit: bool | None = None):
+        super().__init__(results)
+        self.cache_hit = cache_hit
+
+
+def cache_hit(results: list[SearchResult]) -> bool | None:
+    """``results.cache_hit`` when a cache or snapshot said where they came from, else None."""
+    return results.cache_hit if isinstance(results, SearchResults) else None
 
 
 @runtime_checkable

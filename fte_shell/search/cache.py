@@ -16,7 +16,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .base import SearchBackend, SearchResult
+from .base import SearchBackend, SearchResult, SearchResults
 
 
 def normalize_query(query: str) -> str:
@@ -67,12 +67,12 @@ class CachedSearch:
                     self._mem[key] = cached
             if cached is not None:
                 self.hits += 1
-                return list(cached)
+                return SearchResults(cached, cache_hit=True)
             results = list(self.backend.search(key[1], key[2]))
             self.misses += 1
             self._mem[key] = results
             self._write(key, results)
-            return list(results)
+            return SearchResults(results, cache_hit=False)
 
     def close(self) -> None:
         """Close the wrapped backend if this cache owns it and it can be closed."""

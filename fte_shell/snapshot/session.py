@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from ..errors import BudgetExceeded, FetchRefused, FteError, ToolError
+from ..search.base import SearchResults, cache_hit
 from ..workspace import Document, parse_document, render
 from .index import Capture
 from .store import SnapshotStore, search_key
@@ -369,17 +370,18 @@ class SnapshotSearch:
         q = normalize_query(query)
         with self.archive.search_lease(self.name, search_params(self.name, q, n)) as lease:
             if lease.results is not None:
-                return list(lease.results)
+                return SearchResults(lease.results, cache_hit=True)  # the snapshot answered
             from ..search.serper import take_exchange, want_exchange
 
             backend = self._lazy.get()
             want_exchange()  # Serper keeps its HTTP exchange for the WARC records (none on a result-cache hit)
             try:
-                results = list(backend.search(q, n))
+                inner = backend.search(q, n)
             finally:
                 exchange = take_exchange()
+            results = list(inner)
             lease.store(results, exchange)
-            return results
+            return SearchResults(results, cache_hit=bool(cache_hit(inner)))  # the result cache under it, or live
 
     def close(self) -> None:
         b = self._lazy.backend
