@@ -82,18 +82,27 @@ def is_infra_failure(stop_reason: str | None) -> bool:
     return stop_reason is None or stop_reason not in RESULT_STOP_REASONS
 
 
-def stop_of_exception(e: BaseException, default: str = "failed") -> str:
-    """The stop reason an exception (or one in its cause/context chain) names through its ``stop_reason``
-    attribute; ``OSError`` ENOSPC is ``disk_full``; else ``default``."""
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``OSError`` numbers that mean the device (or the user's quota) is full: stop reason ``disk_full``."""
+
+
+def exception_chain(e: BaseException, limit: int = 10) -> list[BaseException]:
+    """``e`` and the exceptions that caused it (``__cause__``, else ``__context__``), at most ``limit``."""
     seen: list[BaseException] = []
     x: BaseException | None = e
-    while x is not None and x not in seen and len(seen) < 10:
+    while x is not None and x not in seen and len(seen) < limit:
         seen.append(x)
         x = x.__cause__ or x.__context__
-    for x in seen:
+    return seen
+
+
+def stop_of_exception(e: BaseException, default: str = "failed") -> str:
+    """The stop reason an exception (or one in its cause/context chain) names through its ``stop_reason``
+    attribute; an ``OSError`` of a full device (:data:`FULL_ERRNOS`) is ``disk_full``; else ``default``."""
+    for x in exception_chain(e):
         name = getattr(x, "stop_reason", None)
         if isinstance(name, str) and name in BY_NAME:
             return name
-        if isinstance(x, OSError) and x.errno == errno.ENOSPC:
+        if isinstance(x, OSError) and x.errno in FULL_ERRNOS:
             return "disk_full"
     return default

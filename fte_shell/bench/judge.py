@@ -13,13 +13,13 @@ from ..benchmarks.grading import JudgeRequest, JudgeSummary
 from ..benchmarks.llmjudge import LLMJudge
 from ..benchmarks.registry import of_sweep
 from ..errors import ConfigError
-from ..record.sweepdir import MANIFEST
+from ..record.sweepdir import SweepDir
 
 
 def sweep_root(run_dir: Path) -> Path | None:
     """The sweep directory (holding ``sweep.json``) above ``run_dir``, if any."""
     for p in [run_dir, *run_dir.parents]:
-        if (p / MANIFEST).exists():
+        if SweepDir(p).manifest_path.exists():
             return p
     return None
 

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ModelError
 from ..record.rundir import (
-    JUDGEMENT,
     find_runs,
     read_judgement,
     read_result,
     read_trajectory,
+    remove_judgement,
     write_judgement,
 )
 from ..record.sweepdir import SweepDir
@@ -121,7 +121,7 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
             continue
         if is_infra_failure(result.get("stop_reason")):  # not a result: never graded
             summary.infra_failed += 1
-            (d / JUDGEMENT).unlink(missing_ok=True)
+            remove_judgement(d)
             continue
         question = str(result.get("question") or "")
         gold = known.get(qid or "") if qid else None

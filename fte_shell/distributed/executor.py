@@ -24,6 +24,7 @@ from typing import Any
 
 from ..digest import config_digest
 from ..errors import ConfigError
+from ..record.sweepdir import SweepDir
 from .caches import CacheService
 from .nodes import SLOT, check_nodes, gc_nodes
 from .packing import remove_parts, unpack_into
@@ -93,7 +94,7 @@ class RayExecutor:
 
         say = log or (lambda _m: None)
         self._connected = connect(self.address)
-        remove_parts(Path(bench.out) / "runs")
+        remove_parts(SweepDir(Path(bench.out)).runs_dir)
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
         nodes = check_nodes(shared.config.sandbox, say, docker="shell" in bench.profiles,

@@ -6,7 +6,6 @@ it was."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -14,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, FteError
-
-FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-"""``OSError`` numbers that mean the device (or the user's quota) is full."""
+from ..stops import FULL_ERRNOS, exception_chain
 
 
 class DiskFull(FteError):
@@ -32,14 +29,14 @@ class DiskFull(FteError):
 
 def is_disk_full(e: BaseException) -> bool:
     """True when ``e`` (or an exception in its cause/context chain) is a full device."""
-    seen: list[BaseException] = []
-    x: BaseException | None = e
-    while x is not None and x not in seen and len(seen) < 10:
-        if isinstance(x, DiskFull) or (isinstance(x, OSError) and x.errno in FULL_ERRNOS):
-            return True
-        seen.append(x)
-        x = x.__cause__ or x.__context__
-    return False
+    return any(isinstance(x, DiskFull) or (isinstance(x, OSError) and x.errno in FULL_ERRNOS)
+               for x in exception_chain(e))
+
+
+def raise_if_full(e: OSError, path: Path | str) -> None:
+    """Raise :class:`DiskFull` naming ``path`` (from ``e``) when ``e`` is a full device; else return."""
+    if e.errno in FULL_ERRNOS:
+        raise DiskFull(path) from e
 
 
 @contextlib.contextmanager
@@ -48,8 +45,7 @@ def naming_full_disk(path: Path | str) -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if e.errno in FULL_ERRNOS:
-            raise DiskFull(path) from e
+        raise_if_full(e, path)
         raise
 
 

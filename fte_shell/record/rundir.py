@@ -30,9 +30,8 @@ from typing import IO, Any, Self
 
 from .events import SCHEMA_VERSION, Event, convert, schema_version, typed_events
 from .jsonio import (
-    FULL_ERRNOS,
-    DiskFull,
     naming_full_disk,
+    raise_if_full,
     read_json,
     read_jsonl_lenient,
     write_json_atomic,
@@ -88,6 +87,11 @@ def read_judgement(run_dir: Path) -> dict[str, Any] | None:
 def write_judgement(run_dir: Path, judgement: dict[str, Any]) -> None:
     """Write ``RUN_DIR/judgement.json`` atomically."""
     write_json_atomic(Path(run_dir) / JUDGEMENT, judgement)
+
+
+def remove_judgement(run_dir: Path) -> None:
+    """Delete ``RUN_DIR/judgement.json`` (a run that is not a result keeps no verdict)."""
+    (Path(run_dir) / JUDGEMENT).unlink(missing_ok=True)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -149,10 +153,6 @@ class RunWriter:
         self._listener = listener
 
     @property
-    def result_path(self) -> Path:
-        return self.run_dir / RESULT
-
-    @property
     def workspace_dir(self) -> Path:
         return self.run_dir / WORKSPACE
 
@@ -171,14 +171,13 @@ class RunWriter:
         with self._lock:
             if self._f is None:
                 raise ValueError(f"run writer for {self.run_dir} is closed")
-            try:  # (naming_full_disk, inline: the per-event path stays in this file)
+            try:  # not naming_full_disk: a plain try keeps the per-event path free of calls until it fails
                 self._f.write(line + "\n")
                 self._f.flush()
                 if type_ == "end":
                     os.fsync(self._f.fileno())
             except OSError as e:
-                if e.errno in FULL_ERRNOS:  # a full disk ends the run ``disk_full``
-                    raise DiskFull(self.run_dir / TRAJECTORY) from e
+                raise_if_full(e, self.run_dir / TRAJECTORY)  # a full disk ends the run ``disk_full``
                 raise
         if self._listener is not None:
             with contextlib.suppress(Exception):  # a display problem never stops a run (the event is on disk)

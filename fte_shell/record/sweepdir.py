@@ -57,17 +57,17 @@ class SweepDir:
     def shared(self) -> Path:
         return self.root / SHARED
 
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / RUNS
+
     def run_dir(self, profile: str, qid: str, rep: int) -> Path:
         """``OUT/runs/<profile>/<qid>/r<rep>``."""
-        return self.root / RUNS / profile / qid / f"r{rep}"
+        return self.runs_dir / profile / qid / f"r{rep}"
 
     def runs(self) -> list[tuple[Path, str | None, str | None, int]]:
         """Every run directory: (dir, profile, qid, rep)."""
         return find_runs(self.root)
-
-    def is_sweep(self) -> bool:
-        """True when ``OUT`` has a manifest, a questions file or a ``runs/`` directory."""
-        return self.manifest_path.exists() or self.questions_path.exists() or (self.root / RUNS).is_dir()
 
     # --- the manifest -----------------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any] | None:
@@ -98,10 +98,6 @@ class SweepDir:
         write_jsonl_atomic(self.questions_path, known.values())
 
     # --- failures ---------------------------------------------------------------------------------------
-    def failures(self) -> list[dict[str, Any]]:
-        """The lines of ``failures.jsonl`` (oldest first)."""
-        return read_jsonl_lenient(self.failures_path)
-
     def add_failure(self, row: dict[str, Any]) -> None:
         """Append one line to ``failures.jsonl`` (thread-safe)."""
         with self._lock, naming_full_disk(self.failures_path), self.failures_path.open("a", encoding="utf-8") as f:

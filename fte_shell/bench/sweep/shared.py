@@ -11,6 +11,7 @@ from pathlib import Path
 from ...benchmarks.base import Dataset
 from ...benchmarks.registry import get
 from ...config import RunConfig
+from ...record.sweepdir import SweepDir
 from ...snapshot import MANIFEST
 from ...world import World
 from .config import BenchConfig
@@ -39,7 +40,7 @@ def sweep_config(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: C
         cfg.search.backend = "local"
         cfg.search.corpus = plan.corpus
     if cfg.search.cache_dir is None or plan.closed:
-        cfg.search.cache_dir = Path(bench.out) / "shared" / "search-cache"
+        cfg.search.cache_dir = SweepDir(Path(bench.out)).shared / "search-cache"
     return cfg
 
 
@@ -48,5 +49,5 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
     """The sweep's world (the benchmark's world) with the sweep's result cache. ``filled``: the result of
     :func:`sweep_config` when the caller has it already."""
     cfg = filled if filled is not None else sweep_config(bench, dataset, config, log)
-    shared = Path(bench.out) / "shared"
+    shared = SweepDir(Path(bench.out)).shared
     return Shared(config=cfg, world=World.from_config(cfg, manifest=shared / MANIFEST, page_cache_dir=shared / "page-cache"))

@@ -130,11 +130,6 @@ def split_task_prompt(question_text: str) -> tuple[str, list[str] | None]:
     return question_text, None
 
 
-def required_columns(question_text: str) -> list[str] | None:
-    """The required columns named in a task prompt, or None when it is no table task."""
-    return split_task_prompt(question_text)[1]
-
-
 def table_answer(turn: Any, columns: list[str]) -> Any:
     """A scripted policy's final turn (a :class:`fte_shell.scripted.ScriptTurn` holding
     ``<answer>SPAN</answer>``) with the answer turned into a one-row table of ``columns`` (SPAN in the
