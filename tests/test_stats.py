@@ -12,7 +12,7 @@ from test_paper_metrics import mk_run
 
 from fte_shell.bench.report import write_report
 from fte_shell.metrics import collect
-from fte_shell.metrics.stats import mcnemar_exact, paired, paired_bootstrap, repetitions, wilson
+from fte_shell.metrics.stats import cohen_kappa, mcnemar_exact, paired, paired_bootstrap, repetitions, wilson
 
 
 def test_wilson_by_hand() -> None:
@@ -113,3 +113,14 @@ def test_metrics_json_names_and_report(tmp_path: Path) -> None:
     assert "| shell | fte | 4 | 1 | 2 | -25.0 pp |" in md and "McNemar" in md and "Wilson" in md
     html = rep.html.read_text()
     assert "<h2>Per question</h2>" in html and "<td>q5</td><td></td><td>wrong</td>" in html
+
+
+def test_cohen_kappa_by_hand() -> None:
+    # 10 items: both yes 4, only the first yes 1, only the second yes 2, both no 3.
+    # p_o = 7/10; p_first = 5/10, p_second = 6/10; p_e = .5*.6 + .5*.4 = .5; kappa = (.7 - .5) / .5 = .4
+    pairs = [(True, True)] * 4 + [(True, False)] + [(False, True)] * 2 + [(False, False)] * 3
+    assert cohen_kappa(pairs) == pytest.approx(0.4)
+    assert cohen_kappa([]) is None
+    assert cohen_kappa([(True, True)] * 3) == 1.0
+    # never agree, half yes each: p_o = 0, p_e = .5 -> -1
+    assert cohen_kappa([(True, False), (False, True)]) == pytest.approx(-1.0)

@@ -52,6 +52,14 @@ class Verdict(BaseModel):
     f1: float | None = None
     """Match judge: token F1."""
 
+    preset: str | None = None
+    """The grading preset that gave this verdict (a judge prompt family and its parser, or a rule such as
+    GAIA's); None for verdicts written before presets existed."""
+
+    grade: str | None = None
+    """A graded label finer than ``correct`` when the preset gives one (SimpleQA: ``CORRECT``,
+    ``INCORRECT``, ``NOT_ATTEMPTED``)."""
+
 
 def normalize_answer(s: str) -> str:
     """HotpotQA's normalization: lower case, drop punctuation, drop articles, collapse whitespace."""

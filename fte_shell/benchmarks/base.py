@@ -109,6 +109,10 @@ class Benchmark(Protocol):
     has_splits: bool
     """Whether ``--split`` selects a part of the dataset (else the Dataset's split is None)."""
 
+    judge_preset: str
+    """The dataset's default grading preset (a judge prompt family with its parser, or a rule), used
+    unless ``--judge-preset`` names another; the report says which graded each verdict."""
+
     def default_source(self) -> Path | None:
         """Where a bare ``KIND`` spec reads from (None: the spec needs a path)."""
         ...
@@ -152,6 +156,7 @@ class QuestionAnswer:
     kind: str = ""
     summary: str = ""
     has_splits: bool = False
+    judge_preset: str = "browsecomp"
 
     def default_source(self) -> Path | None:
         return None

@@ -51,6 +51,23 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
+    """Cohen's κ of two raters' yes/no labels on the same items: ``(p_o - p_e) / (1 - p_e)``, with ``p_o``
+    the share of items they agree on and ``p_e`` the agreement expected by chance from each rater's own
+    share of ``True``. None without items; 1.0 when both raters give one and the same label to every item
+    (``p_e == 1``: perfect agreement, nothing left to chance), 0.0 when they never agree and ``p_e == 1``
+    cannot happen then."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    p_o = sum(a == b for a, b in pairs) / n
+    pa, pb = sum(a for a, _ in pairs) / n, sum(b for _, b in pairs) / n
+    p_e = pa * pb + (1 - pa) * (1 - pb)
+    if p_e >= 1.0:
+        return 1.0
+    return (p_o - p_e) / (1 - p_e)
+
+
 def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     pos = (len(sorted_xs) - 1) * q
     lo = math.floor(pos)
