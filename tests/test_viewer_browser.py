@@ -112,22 +112,29 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, docker_r
 
 
 @pytest.fixture(scope="module")
-def server(sweep: Path) -> Iterator[str]:
-    """``fte-shell view SWEEP`` as a user runs it; yields the URL it printed."""
+def served(sweep: Path) -> Iterator[tuple[str, str]]:
+    """``fte-shell view SWEEP --reviewer carol`` as a user runs it; yields the server's URL and the URL it
+    printed (which carries the session token of the hand check)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     with socket.socket() as sock:  # a port that was free a moment ago, to exercise --port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "fte_shell", "view", str(sweep), "--port", str(port)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "fte_shell", "view", str(sweep), "--port", str(port),
+                             "--reviewer", "carol"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        m = re.search(rf"http://127\.0\.0\.1:{port}/", line)
+        m = re.search(rf"(http://127\.0\.0\.1:{port}/)(\?token=[A-Za-z0-9_-]{{20,}})", line)
         assert m, line
-        yield m.group(0)
+        yield m.group(1), m.group(0)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(served: tuple[str, str]) -> str:
+    """The viewer's URL without the token: a read-only page."""
+    return served[0]
 
 
 def expect(locator: Any) -> Any:
@@ -315,3 +322,42 @@ def test_static_site_and_a_300_turn_run(browser: Any, sweep: Path, tmp_path: Pat
     assert HOSTILE in page.inner_text("#doctext") and page.evaluate("window.__pwned") is None
     assert not page.errors
     page.close()
+
+
+def test_hand_check_marks_a_run_and_keeps_it(browser: Any, served: tuple[str, str], sweep: Path, shots: Any) -> None:
+    base, review = served
+    runs = _rows(sweep)
+    qid = min((sweep / "runs" / "fte").iterdir()).name
+    key = sorted(runs).index(("fte", qid, 0))  # judged correct (hand-made LLM verdict)
+    # without the token the page is read-only: no controls, and a forged request is refused
+    page = _open(browser, base + f"#/run/{key}", "run")
+    assert page.locator("#mark-correct").count() == 0 and page.locator("#hand-readonly").count() == 1
+    forged = page.evaluate("""async (k) => (await fetch('api/audit', {method: 'POST',
+        headers: {'Content-Type': 'application/json'}, body: JSON.stringify({key: k, mark: 'wrong'})})).status""", key)
+    assert forged == 403
+    page.close()
+    assert not (sweep / "audit.jsonl").exists()
+    # with it: mark the answer wrong with a hostile note, see it, reload, see it again
+    page = _open(browser, review + f"#/run/{key}", "run")
+    assert "token" not in page.url  # taken out of the address bar, kept for the tab
+    assert page.inner_text("#hand-mark") == "not checked by hand"
+    page.fill("#hand-note-input", HOSTILE)
+    page.click("#mark-wrong")
+    expect(page.locator("#hand-mark .badge.wrong")).to_have_count(1, timeout=30_000)
+    assert "by carol" in page.inner_text("#hand-mark") and "the judge said correct" in page.inner_text("#hand-mark")
+    assert page.inner_text("#hand-note") == HOSTILE
+    assert page.evaluate("window.__pwned") is None and page.locator("#main script, #main img").count() == 0
+    shots(page, "hand-check")
+    page.reload()
+    page.wait_for_selector(READY.format("run"), timeout=30_000)
+    expect(page.locator("#hand-mark .badge.wrong")).to_have_count(1, timeout=30_000)
+    assert page.locator("#mark-correct").count() == 1  # still the reviewer's tab
+    lines = [json.loads(x) for x in (sweep / "audit.jsonl").read_text().splitlines()]
+    assert [(x["run"], x["mark"], x["who"], x["note"]) for x in lines] == [(f"runs/fte/{qid}/r0", "wrong", "carol", HOSTILE)]
+    # the sweep table shows it
+    page.goto(base + "#/")
+    page.wait_for_selector(READY.format("sweep"), timeout=30_000)
+    expect(page.locator(f'#runs tr[data-key="{key}"] td.hand .badge.wrong')).to_have_count(1, timeout=30_000)
+    assert not page.errors
+    page.close()
+    (sweep / "audit.jsonl").unlink()  # leave the module's sweep as it was

@@ -31,6 +31,7 @@ from ..errors import ConfigError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.stats import paired, per_question, repetitions
 from ..record.sweepdir import SweepDir
+from .report_audit import audit_section
 from .report_plots import make_plots
 from .report_sections import (
     analysis_section,
@@ -109,8 +110,8 @@ def sections() -> list[SectionBuilder]:
     general sections, the benchmarks' analyses (``analysis``), the per-question table. A benchmark adds
     its sections through :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`."""
     placed = list(report_sections())
-    return [main_section, *[x.build for x in placed if x.where == "results"], repetitions_section, paired_section,
-            behaviour_section, analysis_section, *[x.build for x in placed if x.where == "analysis"],
+    return [main_section, *[x.build for x in placed if x.where == "results"], audit_section, repetitions_section,
+            paired_section, behaviour_section, analysis_section, *[x.build for x in placed if x.where == "analysis"],
             per_question_section]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import secrets
 from pathlib import Path
 from typing import Annotated
 
@@ -19,10 +21,20 @@ def view(
         typer.Option("--static", help="Write a self-contained site to this directory instead of serving "
                      "(open OUT/index.html; no network needed; zip it to share)."),
     ] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option("--reviewer", help="Your name on the marks you give runs in the hand check (default: your "
+                     "login name)."),
+    ] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="Serve without the hand check's controls.")] = False,
 ) -> None:
     """See what the agent did: every run of a sweep (a question × profile matrix, a table to filter and
     sort), each run turn by turn, its workspace with the lines each grep/read touched, and two runs side by
-    side. Serves on 127.0.0.1 only (prints the URL), or writes a static site with --static."""
+    side. Serves on 127.0.0.1 only (prints the URL), or writes a static site with --static.
+
+    The hand check: in a served viewer, mark a run's answer correct or wrong (with a note); marks are
+    appended to the sweep's audit.jsonl and `report` gives the audited accuracy and judge–human agreement.
+    Marking needs the per-session token in the printed URL; a static site shows the marks read-only."""
     from ..viewer import Catalog, ViewerServer, write_static
 
     try:
@@ -35,17 +47,28 @@ def view(
         typer.echo(f"wrote {n} files for {len(catalog.runs)} run(s): open {static.resolve() / 'index.html'}")
         return
     try:
-        server = ViewerServer(catalog, port=port)
+        who = reviewer or _login()
+        server = ViewerServer(catalog, port=port, token=None if read_only else secrets.token_urlsafe(24), reviewer=who)
     except OSError as e:
         _err.print(f"[red]error:[/red] cannot listen on 127.0.0.1:{port}: {e}")
         raise typer.Exit(2) from None
-    typer.echo(f"{len(catalog.runs)} run(s); viewer at {server.url}  (Ctrl-C to stop)", nl=True)
+    typer.echo(f"{len(catalog.runs)} run(s); viewer at {server.review_url}  (Ctrl-C to stop)", nl=True)
+    if not read_only:
+        typer.echo(f"hand check: marks are written as {who!r} (the link carries this session's token; keep it to "
+                   "yourself)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "reviewer"
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from fte_shell.metrics import actions_from_events, judged, revisited_docs, run_metrics, run_status
+from fte_shell.record.audit import (
+    AUDIT,
+    NOTE_MAX,
+    AuditMark,
+    append_mark,
+    audit_home,
+    now_iso,
+    read_marks,
+    run_key,
+)
 from fte_shell.record.rundir import (
     JUDGEMENT,
     RESULT,
@@ -29,6 +39,8 @@ from .touches import touches
 # the start event's bulky keys the run view does not need (the whole config is in the raw trajectory)
 _START_KEYS = ("question", "profile", "model", "run_id", "system_prompt", "t")
 DOC_TEXT_CAP = 2_000_000  # characters of one document shipped to the page
+AUDIT_FIELDS = frozenset({"key", "mark", "note"})
+"""The fields of a hand-check request (``POST /api/audit``)."""
 
 
 class Run:
@@ -53,6 +65,9 @@ class Catalog:
             if not p.is_dir():
                 raise ValueError(f"not a directory: {p}")
         self.runs: list[Run] = []
+        self.homes = {p: audit_home(p) for p in self.roots}
+        """Where each root's hand-check marks are kept (:func:`fte_shell.record.audit.audit_home`)."""
+        self._marks: dict[Path, tuple[tuple[int, int] | None, list[AuditMark]]] = {}
         self._gold: dict[Path, dict[str, Any]] = {}
         self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self.refresh()
@@ -105,7 +120,45 @@ class Catalog:
         return hit[1]
 
     def index(self) -> dict[str, Any]:
-        return {"roots": [str(r) for r in self.roots], "runs": [self.cached_row(r) for r in self.runs]}
+        return {"roots": [str(r) for r in self.roots],
+                "runs": [self.cached_row(r) | self._hand(r) for r in self.runs]}
+
+    # --- the hand check -------------------------------------------------------------------------------
+    def marks(self, run: Run) -> list[AuditMark]:
+        """Every mark of ``run``, oldest first (the audit file is read again only when it changed)."""
+        home = self.homes[run.root]
+        sig = _stat(home / AUDIT)
+        hit = self._marks.get(home)
+        if hit is None or hit[0] != sig:
+            hit = self._marks[home] = (sig, read_marks(home))
+        key = run_key(home, run.dir)
+        return [m for m in hit[1] if m.run == key]
+
+    def _hand(self, run: Run) -> dict[str, Any]:
+        marks = self.marks(run)
+        last = marks[-1] if marks else None
+        return {"hand": last.mark if last else None, "hand_by": last.who if last else None}
+
+    def mark(self, key: Any, mark: Any, note: Any, who: str) -> dict[str, Any]:
+        """Append ``who``'s mark (``correct``/``wrong``, with an optional note) of run ``key`` to its
+        sweep's audit file, with the judge's verdict it overrides; ValueError on a bad request."""
+        if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.runs):
+            raise ValueError(f"no such run: {key!r}")
+        if mark not in ("correct", "wrong"):
+            raise ValueError("mark must be 'correct' or 'wrong'")
+        if note is not None and not isinstance(note, str):
+            raise ValueError("note must be text")
+        note = (note or "").strip() or None
+        if note is not None and len(note) > NOTE_MAX:
+            raise ValueError(f"a note holds at most {NOTE_MAX} characters")
+        run = self.runs[key]
+        judgement = read_judgement(run.dir)
+        correct, _ = judged(judgement)
+        home = self.homes[run.root]
+        m = AuditMark(run=run_key(home, run.dir), mark=mark, note=note, who=who or "reviewer", at=now_iso(),
+                      judge_correct=correct, judge=_judge_name(judgement))
+        append_mark(home, m)
+        return m.model_dump()
 
     # --- the run view ---------------------------------------------------------------------------------
     def documents(self, run: Run) -> dict[str, Path]:
@@ -150,8 +203,9 @@ class Catalog:
         row = self.row(run)
         qid = row["qid"]
         return {
-            "row": row, "result": result, "judgement": judgement, "correct": correct, "f1": f1,
+            "row": row | self._hand(run), "result": result, "judgement": judgement, "correct": correct, "f1": f1,
             "gold": self.gold(run, qid), "events": slim, "workspace": workspace,
+            "audit": [m.model_dump() for m in self.marks(run)],
         }
 
     def document(self, run: Run, n: int) -> dict[str, Any]:
@@ -164,6 +218,16 @@ class Catalog:
 
     def siblings(self, qid: str | None) -> Iterable[Run]:
         return (r for r in self.runs if r.qid == qid)
+
+
+def _judge_name(judgement: dict[str, Any] | None) -> str | None:
+    """Which judge's verdict :func:`fte_shell.metrics.judged` reads from ``judgement`` (None: none)."""
+    for method in ("llm", "match"):
+        j = (judgement or {}).get(method)
+        if isinstance(j, dict) and isinstance(j.get("correct"), bool):
+            who = " ".join(str(x) for x in (j.get("preset"), j.get("judge_model")) if x)
+            return f"{method} ({who})" if who else method
+    return None
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

@@ -15,8 +15,8 @@ from typing import Any
 from .data import Catalog
 
 ASSETS = ("index.html", "viewer.css", "app.js", "sweep.js", "run.js", "workspace.js", "compare.js")
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; base-uri 'none'; "
-       "form-action 'none'; frame-ancestors 'none'")
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
           ".js": "text/javascript; charset=utf-8"}
 _DATA = re.compile(r"^(index|run/(\d+)|doc/(\d+)/(\d+))$")
@@ -58,6 +58,13 @@ class Site:
                 self.catalog.refresh()
                 self._index = (now, self.catalog.index())
             return self._index[1]
+
+    def mark(self, key: Any, mark: Any, note: Any, who: str) -> dict[str, Any]:
+        """A reviewer's mark of a run (:meth:`Catalog.mark`); the next index load shows it."""
+        with self._lock:
+            out = self.catalog.mark(key, mark, note, who)
+            self._index = None
+            return out
 
     def data(self, key: str) -> Any:
         m = _DATA.match(key)

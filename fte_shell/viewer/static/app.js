@@ -4,6 +4,23 @@
 
 const FTE = { cache: {}, waiting: {}, views: {} };
 
+// The hand check's session token: in the URL that `fte-shell view` prints (?token=…), kept for this tab
+// only and taken out of the address bar. Without it (a static site, or a URL without the token) the
+// viewer is read-only.
+FTE.token = (function () {
+  if (!location.protocol.startsWith("http")) return null;
+  try {
+    const q = new URLSearchParams(location.search).get("token");
+    if (q) {
+      sessionStorage.setItem("fte-token", q);
+      history.replaceState(null, "", location.pathname + location.hash);
+    }
+    return sessionStorage.getItem("fte-token");
+  } catch (e) {
+    return null;
+  }
+})();
+
 // data/<key>.js files call FTE.got(key, data); they are loaded on demand, one <script> each, so a large
 // sweep opens with its index only (this also works from file://, where fetch() of local files does not).
 FTE.got = function (key, data) {

@@ -71,6 +71,40 @@ function renderTurn(run, t, callBase) {
   return el("section", { class: "turn", id: "turn-" + t.n }, parts);
 }
 
+// The hand check: the latest mark of the run (who, when, note), and — when served with the session
+// token — buttons that append a new one. The note is shown as text, like everything else.
+function handCheck(run) {
+  const marks = run.audit || [];
+  const last = marks[marks.length - 1];
+  const shown = last
+    ? el("span", { id: "hand-mark", class: "hand" }, badge(last.mark), " by " + last.who + ", " + last.at,
+      last.judge_correct === null || last.judge_correct === undefined ? "" : " (the judge said " + (last.judge_correct ? "correct" : "wrong") + ")",
+      last.note ? el("div", { id: "hand-note", class: "note" }, last.note) : null,
+      marks.length > 1 ? el("span", { class: "muted small" }, " · " + marks.length + " marks, the latest counts") : null)
+    : el("span", { id: "hand-mark", class: "muted" }, "not checked by hand");
+  if (!FTE.token) return el("td", {}, shown, el("span", { class: "muted small", id: "hand-readonly" }, " (read-only)"));
+  const note = el("input", { id: "hand-note-input", type: "text", maxlength: "2000", placeholder: "note (optional)" });
+  const status = el("span", { id: "hand-status", class: "muted small" });
+  const send = (mark) => async () => {
+    status.textContent = "saving…";
+    try {
+      const r = await fetch("api/audit", {
+        method: "POST", headers: { "Content-Type": "application/json", "X-FTE-Token": FTE.token },
+        body: JSON.stringify({ key: run.row.key, mark: mark, note: note.value }),
+      });
+      if (!r.ok) throw new Error(await r.text());
+      delete FTE.cache["run/" + run.row.key];
+      delete FTE.cache["index"];
+      queueRoute();
+    } catch (e) {
+      status.textContent = "not saved: " + (e && e.message ? e.message : e);
+    }
+  };
+  return el("td", {}, shown, el("div", { class: "handctl" },
+    el("button", { id: "mark-correct", type: "button", onclick: send("correct") }, "answer is correct"), " ",
+    el("button", { id: "mark-wrong", type: "button", onclick: send("wrong") }, "answer is wrong"), " ", note, " ", status));
+}
+
 function verdict(run) {
   const r = run.row;
   return el("table", { class: "facts" }, el("tbody", {},
@@ -78,7 +112,8 @@ function verdict(run) {
     el("tr", {}, el("th", {}, "gold answer"), el("td", { id: "gold" }, run.gold === null || run.gold === undefined ? "–" : String(run.gold))),
     el("tr", {}, el("th", {}, "answer"), el("td", { id: "answer" }, r.answer === null || r.answer === undefined ? "(no answer)" : String(r.answer))),
     el("tr", {}, el("th", {}, "verdict"), el("td", {}, badge(r.status), " stop reason: " + r.stop + (run.f1 !== null && run.f1 !== undefined ? " · F1 " + fmt(run.f1, 2) : ""),
-      run.result && run.result.error ? el("div", { class: "error" }, String(run.result.error)) : null))));
+      run.result && run.result.error ? el("div", { class: "error" }, String(run.result.error)) : null)),
+    el("tr", {}, el("th", {}, "hand check"), handCheck(run))));
 }
 
 function metricsLine(r) {

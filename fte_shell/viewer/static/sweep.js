@@ -6,7 +6,7 @@ const COLUMNS = [
   ["question", "question", "s"], ["profile", "profile", "s"], ["model", "model", "s"], ["rep", "rep", "n"],
   ["status", "verdict", "s"], ["stop", "stop reason", "s"], ["turns", "turns", "n"], ["tokens", "tokens", "n"],
   ["wall_s", "wall s", "n"], ["search", "#search", "n"], ["select", "#select", "n"], ["extract", "#extract", "n"],
-  ["revisit", "revisit", "n"],
+  ["revisit", "revisit", "n"], ["hand", "hand check", "s"],
 ];
 const SWEEP = { sort: null, dir: 1, filters: {}, limit: 200 };
 
@@ -79,6 +79,7 @@ function runsTable(index, holder) {
     COLUMNS.map(([c]) => {
       if (c === "question") return el("td", { class: "q" }, el("a", { href: "#/run/" + r.key, title: r.question || "" }, short(r.question || r.path, 70)));
       if (c === "status") return el("td", {}, badge(r.status));
+      if (c === "hand") return el("td", { class: "hand", title: r.hand_by ? "marked by " + r.hand_by : "" }, r.hand ? badge(r.hand) : "");
       if (c === "revisit") return el("td", { class: "num" }, pct(r.revisit));
       return el("td", { class: typeof r[c] === "number" ? "num" : "" }, fmt(r[c]));
     })));
