@@ -15,7 +15,8 @@ Files that are inputs are replaced by their content: ``agent.system_prompt_file`
 becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
-unless listed here. docs/bench.md "Config digest".
+unless listed here. The ``[judge]`` table (how runs are graded afterwards) is out as a whole.
+docs/bench.md "Config digest".
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ DROPPED: dict[str, tuple[str, ...]] = {
 DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}}
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
+
+OUT_TABLES: tuple[str, ...] = ("judge",)
+"""Tables left out of the digest as a whole."""
 
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""
@@ -69,6 +73,8 @@ def canonical_config(config: Any) -> dict[str, Any]:
         data = config.model_dump(mode="json")
     else:
         data = copy.deepcopy(dict(config))
+    for table in OUT_TABLES:
+        data.pop(table, None)
     for table, keys in DROPPED.items():
         _drop(data.get(table), keys)
     for table, defaults in DEFAULTED.items():

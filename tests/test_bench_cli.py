@@ -111,7 +111,7 @@ def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: 
     with ScriptedServer(policy=lambda body: reply) as srv:
         r = runner.invoke(app, ["judge", str(out), "--judge-model", "g", "--base-url", srv.base_url, "--api-key", "k"])
         assert r.exit_code == 0, r.output
-        assert "llm judge: 6/6 correct (6 judged now" in r.output and len(srv.requests) == 6
+        assert "browsecomp@g judge: 6/6 correct (6 judged now" in r.output and len(srv.requests) == 6
     r = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
@@ -128,7 +128,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     r = runner.invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 2 and "no run directories" in r.output
-    r = runner.invoke(app, ["judge", str(tmp_path / "empty"), "--method", "llm"])
+    r = runner.invoke(app, ["judge", str(tmp_path / "empty"), "--judge-preset", "browsecomp"])
     assert r.exit_code == 2 and "--judge-model" in r.output
 
 

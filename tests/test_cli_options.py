@@ -20,7 +20,7 @@ from fte_shell.config import RunConfig, load_config
 ROOT: Any = get_command(app)  # typer's own (vendored) click group
 TABLE_PARAMS = {f.param for f in FLAGS}
 # what each command needs before its flags parse: the positional argument and required options
-PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": []}
+PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"]}
 
 
 def command(name: str) -> Any:
@@ -38,7 +38,7 @@ def all_opts(name: str) -> set[str]:
 
 def test_run_and_bench_share_the_same_config_flags() -> None:
     run, bench = table_opts("run"), table_opts("bench")
-    assert run - {"--profile", "-p"} == bench  # bench sweeps its own --profiles
+    assert run - {"--profile", "-p"} == bench - {"--judge-preset"}  # bench sweeps its own --profiles; it also judges
     for flag in ("--temperature", "--max-tokens", "--context-window", "--first-tool-choice",
                  "--parse-text-tool-calls", "--no-parse-text-tool-calls", "--time-budget", "--date", "--max-turns",
                  "--base-url", "--model", "--api-key", "--corpus", "--search", "--snapshot", "--snapshot-mode",
@@ -49,11 +49,12 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
 
 
 def test_every_command_shows_exactly_its_rows() -> None:
-    for name in ("run", "bench", "shell", "demo"):
+    for name in ("run", "bench", "shell", "demo", "judge"):
         params = {p.name for p in command(name).params} & TABLE_PARAMS
         assert params == {f.param for f in flags_for(name)}, name
     assert {f.path.split(".")[0] for f in flags_for("shell")} == {"search", "sandbox", "snapshot"}
     assert [f.flag for f in flags_for("demo")] == ["--profile"]
+    assert [f.flag for f in flags_for("judge")] == ["--judge-preset"]
 
 
 def test_every_row_names_a_documented_field() -> None:
@@ -89,7 +90,7 @@ def _at(cfg: RunConfig, path: str) -> Any:
     return node.get_secret_value() if hasattr(node, "get_secret_value") else node
 
 
-@pytest.mark.parametrize("name", ["run", "bench", "shell", "demo"])
+@pytest.mark.parametrize("name", ["run", "bench", "shell", "demo", "judge"])
 def test_each_flag_sets_its_config_path(name: str, tmp_path: Path) -> None:
     flags = flags_for(name)
     for f in flags:
@@ -142,7 +143,7 @@ def test_the_table_refuses_a_clash() -> None:
 
 
 def test_help_stays_readable() -> None:
-    for name in ("run", "bench", "shell", "demo"):
+    for name in ("run", "bench", "shell", "demo", "judge"):
         r = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "120"})
         assert r.exit_code == 0, r.output
         for f in flags_for(name):

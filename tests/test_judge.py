@@ -11,7 +11,8 @@ import pytest
 
 from fte_shell.bench.judge import judge_runs
 from fte_shell.benchmarks.answers import exact_match, normalize_answer, token_f1
-from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config, parse_grader_reply
+from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
+from fte_shell.benchmarks.presets import parse_grader_reply
 from fte_shell.errors import ConfigError
 from fte_shell.scripted import ScriptedServer
 
@@ -80,20 +81,24 @@ def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
 
     with ScriptedServer(policy=policy) as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
-        s = judge_runs([root], "llm", judge=judge, concurrency=2)
+        s = judge_runs([root], "browsecomp", judge=judge, concurrency=2)
         assert (s.judged, s.cached, s.skipped, s.correct, s.errors) == (2, 0, 1, 1, [])
         assert len(srv.requests) == 2
         # through ModelClient: the judge's settings are really sent (greedy, a short completion)
         assert all(b["temperature"] == 0 and b["max_tokens"] == 1024 and b["model"] == "grader" for b in srv.requests)
         assert "tools" not in srv.requests[0]
         assert "Paris" in srv.requests[0]["messages"][0]["content"] or "Paris" in srv.requests[1]["messages"][0]["content"]
-        j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["llm"]
-        assert (j1["correct"], j1["extracted_final_answer"], j1["confidence"], j1["judge_model"]) == (
-            True, "Paris", 85, "grader")
-        j2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["llm"]
+        j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["browsecomp@grader"]
+        assert (j1["correct"], j1["extracted_final_answer"], j1["confidence"], j1["judge_model"], j1["preset"]) == (
+            True, "Paris", 85, "grader", "browsecomp")
+        # the whole call is kept with the verdict: the prompt sent, the parameters, the reply
+        sent = next(b for b in srv.requests if "Capital of France" in b["messages"][0]["content"])
+        assert j1["call"]["prompt"] == sent["messages"][0]["content"] and j1["raw"] == REPLY_YES
+        assert j1["call"]["params"]["temperature"] == 0 and j1["call"]["params"]["model"] == "grader"
+        j2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["browsecomp@grader"]
         assert j2["correct"] is False
         # second pass: everything cached, no request
-        s2 = judge_runs([root], "llm", judge=judge)
+        s2 = judge_runs([root], "browsecomp", judge=judge)
         assert (s2.judged, s2.cached, s2.correct) == (0, 2, 1) and len(srv.requests) == 2
 
 
@@ -101,7 +106,7 @@ def test_llm_judge_bad_reply_is_recorded_not_fatal(tmp_path: Path) -> None:
     root = make_sweep(tmp_path)
     with ScriptedServer(policy=lambda body: "I cannot grade this.") as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, max_retries=0))
-        s = judge_runs([root], "llm", judge=judge)
+        s = judge_runs([root], "browsecomp", judge=judge)
     assert s.judged == 0 and len(s.errors) == 2 and "correct: yes|no" in s.errors[0]
     assert not (root / "runs/fte/q1/r0/judgement.json").exists()
 
@@ -115,7 +120,7 @@ def test_llm_judge_endpoint_down_is_recorded_with_the_model_clients_error(tmp_pa
         port = sock.getsockname()[1]
     cfg = judge_model_config("grader", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
     assert (cfg.temperature, cfg.max_tokens, cfg.model) == (0.0, 1024, "grader")
-    s = judge_runs([root], "llm", judge=LLMJudge(cfg))
+    s = judge_runs([root], "browsecomp", judge=LLMJudge(cfg))
     assert s.judged == 0 and len(s.errors) == 2
     assert all("judge model call failed: EndpointUnavailable" in e for e in s.errors)
 
@@ -127,6 +132,6 @@ def test_match_judge_and_both_kept(tmp_path: Path) -> None:
     data = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
     assert data["match"]["em"] == 1.0 and data["match"]["f1"] == 1.0
     with pytest.raises(ConfigError, match="--judge-model"):
-        judge_runs([root], "llm")
+        judge_runs([root], "browsecomp")
     with pytest.raises(ConfigError, match="not found"):
         judge_runs([tmp_path / "nope"], "match")

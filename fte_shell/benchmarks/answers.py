@@ -7,11 +7,38 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-Method = Literal["llm", "match"]
+Method = Literal["llm", "match", "rule"]
+"""How a verdict was reached: a grading model (``llm``), exact match + F1 (``match``), or a benchmark's own
+model-free rule (``rule``, e.g. GAIA's)."""
+
+
+class JudgeCall(BaseModel):
+    """One call of a grading model, kept with the verdict it gave (the reply is :attr:`Verdict.raw`, the
+    parsed fields are the verdict's own, the model :attr:`Verdict.judge_model`)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    prompt: str
+    """The whole user message sent (the preset's prompt filled in)."""
+
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The request parameters actually sent (model, temperature, top_p, ``max_tokens``, ``extra_body``)."""
+
+    usage: dict[str, int] = Field(default_factory=dict)
+    """Prompt, completion and total tokens as the endpoint reported them."""
+
+    latency_s: float = 0.0
+    """Seconds of the successful attempt."""
+
+    attempts: int = 1
+    """HTTP attempts the call took."""
+
+    response: dict[str, Any] = Field(default_factory=dict)
+    """The response's ``id``, ``model`` and ``system_fingerprint``."""
 
 
 class Verdict(BaseModel):
@@ -20,7 +47,7 @@ class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     method: Method
-    """``llm`` (BrowseComp protocol) or ``match`` (exact match / token F1)."""
+    """``llm`` (a grading model), ``match`` (exact match / token F1) or ``rule`` (a benchmark's own rule)."""
 
     correct: bool
     """The verdict."""
@@ -60,6 +87,10 @@ class Verdict(BaseModel):
     """A graded label finer than ``correct`` when the preset gives one (SimpleQA: ``CORRECT``,
     ``INCORRECT``, ``NOT_ATTEMPTED``)."""
 
+    call: JudgeCall | None = None
+    """LLM judge: the grading call (prompt, parameters, usage); None without a call (a run without an
+    answer, a model-free judge, or a verdict written before calls were kept)."""
+
 
 def normalize_answer(s: str) -> str:
     """HotpotQA's normalization: lower case, drop punctuation, drop articles, collapse whitespace."""
@@ -92,6 +123,7 @@ def token_f1(prediction: str, gold: str) -> float:
 def match_verdict(answer: str | None, gold: str) -> Verdict:
     """Model-free verdict: correct = normalized exact match."""
     if answer is None:
-        return Verdict(method="match", correct=False, gold=gold, answer=None, em=0.0, f1=0.0)
+        return Verdict(method="match", correct=False, gold=gold, answer=None, em=0.0, f1=0.0, preset="match")
     em = exact_match(answer, gold)
-    return Verdict(method="match", correct=em, gold=gold, answer=answer, em=float(em), f1=token_f1(answer, gold))
+    return Verdict(method="match", correct=em, gold=gold, answer=answer, em=float(em), f1=token_f1(answer, gold),
+                   preset="match")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError
 from .grading import JudgeRequest, JudgeSummary, judge_answers
+from .presets import Preset
 from .sections import Placed
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -113,6 +114,10 @@ class Benchmark(Protocol):
     """The dataset's default grading preset (a judge prompt family with its parser, or a rule), used
     unless ``--judge-preset`` names another; the report says which graded each verdict."""
 
+    presets: Sequence[Preset]
+    """Grading presets of the benchmark's own (GAIA's rule), besides :data:`.presets.BUILTIN`; every
+    benchmark's can grade any sweep (``--judge-preset``)."""
+
     def default_source(self) -> Path | None:
         """Where a bare ``KIND`` spec reads from (None: the spec needs a path)."""
         ...
@@ -157,6 +162,7 @@ class QuestionAnswer:
     summary: str = ""
     has_splits: bool = False
     judge_preset: str = "browsecomp"
+    presets: Sequence[Preset] = ()
 
     def default_source(self) -> Path | None:
         return None

@@ -1,9 +1,11 @@
 """Grading a sweep's runs: what a judge pass is asked (:class:`JudgeRequest`), what it did
 (:class:`JudgeSummary`), and the default grading of a question/answer benchmark
-(:func:`judge_answers`: the model-free exact match + F1, or the LLM judge).
+(:func:`judge_answers`: one grading preset, :mod:`.presets`, over every finished run).
 
-Verdicts are cached per run in ``RUN_DIR/judgement.json`` under their method (``{"llm": {...}, "match":
-{...}}``); a benchmark with a grading of its own keeps it under its own entry (WideSearch: ``widesearch``).
+Verdicts are kept per run in ``RUN_DIR/judgement.json``, each judge's under its own key (the preset, and
+the grading model when there is one: ``match``, ``browsecomp@gpt-4.1``; format: :mod:`fte_shell.record.rundir`),
+so the verdicts of several judges stand side by side; a benchmark with a grading of its own keeps it
+under its own entry (WideSearch: ``widesearch``).
 """
 
 from __future__ import annotations
@@ -17,19 +19,23 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from ..record.rundir import (
     find_runs,
+    judge_key,
+    made_primary,
     read_judgement,
     read_result,
     read_trajectory,
     remove_judgement,
+    verdicts,
+    with_verdict,
     write_judgement,
 )
 from ..record.sweepdir import SweepDir
 from ..stops import is_infra_failure
-from .answers import Method, match_verdict
 from .llmjudge import LLMJudge
+from .presets import BUILTIN, Preset
 
 
 class JudgeSummary(BaseModel):
@@ -56,6 +62,12 @@ class JudgeSummary(BaseModel):
     correct: int = 0
     """Correct verdicts among judged + cached."""
 
+    judges: list[str] = Field(default_factory=list)
+    """The judges (``judgement.json`` keys: ``preset`` or ``preset@model``) that graded, in order."""
+
+    notes: list[str] = Field(default_factory=list)
+    """What the user should know about the grading chosen (a default preset replaced, and why)."""
+
 
 @dataclass
 class JudgeRequest:
@@ -67,11 +79,11 @@ class JudgeRequest:
     sweep: Path | None
     """The sweep directory holding ``root`` (its ``questions.jsonl`` has the gold answers), or None."""
 
-    method: Method
-    """``match`` (model-free) or ``llm``."""
+    preset: Preset = BUILTIN["match"]
+    """How to grade (the dataset's default preset or ``--judge-preset``'s)."""
 
     llm: LLMJudge | None = None
-    """The grading model (needed by ``llm``; a benchmark may use it for its own grading steps too)."""
+    """The grading model (needed by a model preset; a benchmark may use it for its own grading steps too)."""
 
     golds: dict[str, str] = field(default_factory=dict)
     """Extra gold answers by qid or ``"question:" + text`` (they win over the sweep's)."""
@@ -107,9 +119,18 @@ def final_response(events: list[dict[str, Any]]) -> str | None:
 
 
 def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
-    """Judge every finished run under ``req.root`` against its gold answer with ``req.method`` and cache
-    the verdicts; runs that ended for an infrastructure reason are never graded (old verdicts removed)."""
-    method, judge = req.method, req.llm
+    """Grade every finished run under ``req.root`` against its gold answer with ``req.preset`` and keep
+    the verdicts under that judge's key (a cached verdict of the same preset, model and gold is reused and
+    made primary again); runs that ended for an infrastructure reason are never graded (old verdicts
+    removed)."""
+    preset, judge = req.preset, req.llm
+    if preset.needs_model and judge is None:
+        raise ConfigError(f"the {preset.name} judge preset needs a grading model: pass --judge-model")
+    model = judge.model if preset.needs_model and judge is not None else None
+    key = judge_key(preset.name, model)
+    old = judge_key(preset.legacy, model) if preset.legacy and model else None  # the pre-preset entry it continues
+    if key not in summary.judges:
+        summary.judges.append(key)
     known = dict(load_golds(req.sweep) if req.sweep else {})
     known.update(req.golds)
     lock = threading.Lock()
@@ -129,28 +150,31 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
         if gold is None:
             summary.skipped += 1
             continue
-        prev = (read_judgement(d) or {}).get(method)
-        if not req.force and isinstance(prev, dict) and prev.get("gold") == gold and (
-            method == "match" or prev.get("judge_model") == (judge.model if judge else None)
-        ):
+        data = read_judgement(d) or {}
+        kept = verdicts(data)
+        prev = kept.get(key) or (kept.get(old) if old else None)
+        if not req.force and prev is not None and prev.get("gold") == gold and prev.get("judge_model") == model \
+                and prev.get("preset") in (None, preset.name):
             summary.cached += 1
             summary.correct += bool(prev.get("correct"))
+            again = made_primary(data, key) if key in kept else with_verdict(data, key, {**prev, "preset": preset.name},
+                                                                               replaces=old)
+            if again != data:
+                write_judgement(d, again)
             continue
         answer = result.get("answer")
-        tasks.append((d, question, gold, answer, final_response(read_trajectory(d)) if method == "llm" else None))
+        tasks.append((d, question, gold, answer, final_response(read_trajectory(d)) if preset.needs_model else None))
 
     def one(task: tuple[Path, str, str, str | None, str | None]) -> None:
         d, question, gold, answer, response = task
         try:
-            v = match_verdict(answer, gold) if method == "match" else judge.verdict(question, response, answer, gold)  # type: ignore[union-attr]
+            v = preset.grade(question, response, answer, gold, judge)
         except ModelError as e:
             with lock:
                 summary.errors.append(f"{d}: {e}")
             return
         with lock:
-            data = read_judgement(d) or {}
-            data[method] = v.model_dump()
-            write_judgement(d, data)
+            write_judgement(d, with_verdict(read_judgement(d), key, v.model_dump(mode="json"), replaces=old))
             summary.judged += 1
             summary.correct += v.correct
         if req.on_done:

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..record.sweepdir import SweepDir
 from . import browsecomp, browsecomp_plus, hotpotqa, jsonl, widesearch
 from .base import Benchmark, Dataset, ScriptedTask, select
+from .presets import BUILTIN, Preset
 from .sections import Placed
 
 BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
@@ -28,6 +29,17 @@ BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
 
 FALLBACK = jsonl.BENCHMARK
 """Grades a run directory outside any sweep, or a sweep whose manifest names no known benchmark."""
+
+PRESETS: dict[str, Preset] = {**BUILTIN, **{p.name: p for b in BENCHMARKS.values() for p in b.presets}}
+"""Every grading preset by name: :data:`.presets.BUILTIN` and the benchmarks' own (``Benchmark.presets``)."""
+
+
+def preset(name: str) -> Preset:
+    """The grading preset ``name``; ConfigError listing the known ones otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown judge preset {name!r} (known: {', '.join(sorted(PRESETS))})") from None
 
 
 def get(kind: str) -> Benchmark:

@@ -1,5 +1,5 @@
 """CLI commands: ``fte-shell bench`` (resumable dataset sweeps over several profiles), ``fte-shell judge``
-(LLM judge with the BrowseComp protocol, or the model-free exact-match/F1 judge) and ``fte-shell report``
+(grading presets: a judge model's prompt family or a model-free rule; ``--compare`` for judge agreement) and ``fte-shell report``
 (Markdown + self-contained HTML with tables and plots). Details: docs/bench.md, docs/metrics.md."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
         allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume although model, sampling, agent or profile settings changed (recorded in sweep.json).")] = False,
         retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
-        judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Run the model-free exact-match/F1 judge when the sweep ends.")] = True,
+        judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the runs when the sweep ends, without a model: --judge-preset if model-free, else the dataset's rule, else exact match + F1.")] = True,
         progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
         ray: Annotated[str | None, typer.Option("--ray", help="Run every run as a task on a Ray cluster: auto or ADDRESS (docs/distributed.md; needs the ray extra).")] = None,
         *,
@@ -92,6 +92,7 @@ def register(app: typer.Typer) -> None:
             try:
                 cfg = load_config(config, flags)
                 resolve_endpoint(cfg.model)
+                _model_free_preset(cfg.judge.preset) if judge else None
             except FteError as e:
                 raise _fail(e) from None
             try:
@@ -124,9 +125,12 @@ def register(app: typer.Typer) -> None:
         if judge:
             from ..bench.judge import judge_runs
 
-            js = judge_runs([out], "match")
+            try:  # model-free only: the named preset or the dataset's, else exact match (notes say so)
+                js = judge_runs([out], cfg.judge.preset)
+            except FteError as e:
+                raise _fail(e) from None
             if js.judged or js.cached:
-                _out.print(f"model-free judge: {js.correct}/{js.judged + js.cached} exact match"
+                _out.print(f"model-free judge: {js.correct}/{js.judged + js.cached} correct ({', '.join(js.judges)})"
                            + (f" ({js.infra_failed} infrastructure failure(s) not judged)" if js.infra_failed else ""))
         if stats.gave_up:
             raise typer.Exit(3)
@@ -134,36 +138,43 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
     @app.command("judge")
+    @config_flags("judge")
     def judge_cmd(
         run_dirs: Annotated[list[Path], typer.Argument(help="Sweep directories or single run directories.")],
-        judge_model: Annotated[str | None, typer.Option("--judge-model", help="Grader model (LLM judge, BrowseComp protocol).")] = None,
+        judge_model: Annotated[str | None, typer.Option("--judge-model", help="Grading model (a model preset: browsecomp, browsecomp-zh, simpleqa, hle).")] = None,
         base_url: Annotated[str | None, typer.Option("--base-url", help="Grader endpoint (default OPENAI_BASE_URL).")] = None,
         api_key: Annotated[str | None, typer.Option("--api-key", help="Grader API key (prefer OPENAI_API_KEY).")] = None,
-        method: Annotated[str, typer.Option("--method", help="auto (llm with --judge-model, else match), llm or match.")] = "auto",
-        force: Annotated[bool, typer.Option("--force", help="Judge again even when judgement.json has a verdict.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Judge again even when judgement.json has this judge's verdict.")] = False,
         concurrency: Annotated[int, typer.Option("--concurrency", "-j", help="Grading calls in flight.")] = 8,
+        compare: Annotated[bool, typer.Option("--compare", help="Print each judge's accuracy, Cohen's kappa of every pair of judges and the runs they disagree on (grades first only when --judge-model or --judge-preset is given).")] = False,
+        *,
+        overrides: dict[str, Any],
     ) -> None:
-        """Judge every finished run against the gold answers of its sweep (questions.jsonl); verdicts are
-        cached in each run's judgement.json."""
+        """Judge every finished run against the gold answers of its sweep (questions.jsonl) with a grading
+        preset (the dataset's default unless --judge-preset names another); each judge's verdicts are kept
+        side by side in each run's judgement.json."""
         from ..bench.judge import judge_runs
         from ..benchmarks.llmjudge import LLMJudge, judge_model_config
 
-        if method not in ("auto", "llm", "match"):
-            raise _fail(ValueError(f"--method must be auto, llm or match (got {method!r})"))
-        chosen = ("llm" if judge_model else "match") if method == "auto" else method
-        try:
-            grader = LLMJudge(judge_model_config(judge_model, base_url=base_url, api_key=api_key)) if chosen == "llm" and judge_model else None
-            s = judge_runs(run_dirs, chosen, judge=grader, force=force, concurrency=concurrency)  # type: ignore[arg-type]
-        except FteError as e:
-            raise _fail(e) from None
-        total = s.judged + s.cached
-        _out.print(f"{chosen} judge: {s.correct}/{total} correct ({s.judged} judged now, {s.cached} cached, "
-                   f"{s.skipped} skipped: unfinished or no gold answer, {s.infra_failed} infrastructure "
-                   f"failure(s): not results)")
-        for line in s.errors[:20]:
-            _err.print(f"[red]failed:[/red] {escape(line)}", soft_wrap=True)
-        if s.errors:
-            raise typer.Exit(1)
+        preset_name = (overrides.get("judge") or {}).get("preset")
+        if not compare or judge_model or preset_name:
+            try:
+                grader = LLMJudge(judge_model_config(judge_model, base_url=base_url, api_key=api_key)) if judge_model else None
+                s = judge_runs(run_dirs, preset_name, judge=grader, force=force, concurrency=concurrency)
+            except FteError as e:
+                raise _fail(e) from None
+            for note in s.notes:
+                _err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+            total = s.judged + s.cached
+            _out.print(f"{', '.join(s.judges) or 'no'} judge: {s.correct}/{total} correct ({s.judged} judged now, "
+                       f"{s.cached} cached, {s.skipped} skipped: unfinished or no gold answer, {s.infra_failed} "
+                       f"infrastructure failure(s): not results)", soft_wrap=True)
+            for line in s.errors[:20]:
+                _err.print(f"[red]failed:[/red] {escape(line)}", soft_wrap=True)
+            if s.errors:
+                raise typer.Exit(1)
+        if compare:
+            _print_agreement(run_dirs)
 
     @app.command("report")
     def report_cmd(
@@ -195,6 +206,44 @@ def register(app: typer.Typer) -> None:
         for w in r.warnings:
             _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
         _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")
+
+
+def _model_free_preset(name: str | None) -> None:
+    """``bench --judge-preset``: the preset exists and grades without a model (ConfigError otherwise)."""
+    if name is None:
+        return
+    from ..benchmarks.registry import preset
+    from ..errors import ConfigError
+
+    if preset(name).needs_model:
+        raise ConfigError(f"bench grades without a model; {name} needs one: run `fte-shell judge SWEEP "
+                          f"--judge-preset {name} --judge-model M` after the sweep (or bench --no-judge)")
+
+
+def _print_agreement(roots: list[Path]) -> None:
+    """``judge --compare``: accuracy per judge, Cohen's kappa per pair, the runs judges disagree on."""
+    from rich.table import Table
+
+    from ..benchmarks.sections import ci, pct
+    from ..metrics.judges import agreement, verdict_table
+
+    a = agreement(verdict_table(roots))
+    if not a.judges:
+        _out.print("no verdicts to compare: run `fte-shell judge` first")
+        return
+    t = Table("Judge", "Judged", "Correct", "Accuracy", "95% CI (Wilson)", title="Accuracy per judge")
+    for j in a.judges:
+        t.add_row(j.judge, str(j.judged), str(j.correct), pct(j.accuracy), ci(j.accuracy_ci95))
+    _out.print(t)
+    if a.pairs:
+        t = Table("Judge A", "Judge B", "Both judged", "Agree", "Cohen's kappa", title="Agreement per pair of judges")
+        for p in a.pairs:
+            t.add_row(p.a, p.b, str(p.n), str(p.agree), "–" if p.kappa is None else f"{p.kappa:.3f}")
+        _out.print(t)
+    _out.print(f"{len(a.disagreements)} run(s) with differing verdicts" + (":" if a.disagreements else ""))
+    for run, row in a.disagreements.items():
+        _out.print(f"  {escape(run)}  " + "  ".join(f"{escape(k)}={'correct' if v else 'wrong'}" for k, v in row.items()),
+                   soft_wrap=True)
 
 
 def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -> Any:

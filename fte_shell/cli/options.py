@@ -1,4 +1,5 @@
-"""THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo``.
+"""THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo`` (and
+``judge``, which takes the ``[judge]`` rows).
 
 Each row names a config path (``model.temperature``), its flag(s) and the commands that take it; the
 flag's type, help text, choices and default are derived from the config model's field (its annotation
@@ -34,7 +35,7 @@ from ..config import RunConfig
 RUNS = frozenset({"run", "bench"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo"})
+COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge"})
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,14 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.dir", ("--snapshot",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
+    # [judge]: grading (judge; bench's model-free pass at the end)
+    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"})),
 )
 """Every config flag of the CLI, in ``--help`` order."""
 
 
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell`` or ``demo``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo`` or ``judge``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)

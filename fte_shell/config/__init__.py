@@ -8,6 +8,7 @@ A TOML file mirrors these models table for table::
     [sandbox.fetch_policy]  # FetchPolicy       (config/sandbox.py)
     [search]                # SearchConfig      (config/search.py)
     [snapshot]              # SnapshotConfig    (config/search.py)
+    [judge]                 # JudgeOptions      (config/judge.py)
 
 Unknown keys are an error that names the key. Flags and environment variables override the file
 (see :func:`load_config`, config/load.py); :func:`reference_toml` (config/reference.py) prints every option.
@@ -16,6 +17,7 @@ Unknown keys are an error that names the key. Flags and environment variables ov
 from __future__ import annotations
 
 from .agent import AgentConfig
+from .judge import JudgeOptions
 from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
 from .reference import reference_toml
@@ -27,6 +29,7 @@ __all__ = [
     "ENV_VARS",
     "AgentConfig",
     "FetchPolicy",
+    "JudgeOptions",
     "ModelConfig",
     "RunConfig",
     "SandboxConfig",

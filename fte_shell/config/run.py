@@ -6,6 +6,7 @@ from pydantic import Field
 
 from .agent import AgentConfig
 from .base import StrictModel
+from .judge import JudgeOptions
 from .model import ModelConfig
 from .sandbox import SandboxConfig
 from .search import SearchConfig, SnapshotConfig
@@ -28,3 +29,6 @@ class RunConfig(StrictModel):
 
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     """Record/replay every page and search as WARC (off unless ``dir`` is set)."""
+
+    judge: JudgeOptions = Field(default_factory=JudgeOptions)
+    """How runs are graded (``fte-shell judge``; not part of a run's config digest)."""

@@ -10,7 +10,15 @@ from typing import Any
 
 from pydantic import Field
 
-from ..record.rundir import find_runs, read_judgement, read_result, read_trajectory, workspace_files
+from ..record.rundir import (
+    find_runs,
+    primary_verdict,
+    read_judgement,
+    read_result,
+    read_trajectory,
+    verdicts,
+    workspace_files,
+)
 from ..stops import is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
 
@@ -47,7 +55,7 @@ class RunMetrics(_M):
     """The run ended with an ``<answer>``."""
 
     correct: bool | None = None
-    """Judged correct (LLM judge if present, else the model-free exact match); None = not judged."""
+    """Judged correct by the run's primary verdict (:func:`verdict_entry`); None = not judged."""
 
     f1: float | None = None
     """Token F1 of the model-free judge, if it ran."""
@@ -156,16 +164,19 @@ def run_status(m: RunMetrics) -> str:
 
 
 # --- reading a run directory --------------------------------------------------------------------------
+def verdict_entry(judgement: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict of ``judgement.json`` a run is counted by (:func:`fte_shell.record.rundir.primary_verdict`:
+    the judge that graded it last, a grading model's verdict never displaced by a model-free one; None
+    without verdicts)."""
+    return primary_verdict(judgement)
+
+
 def judged(judgement: dict[str, Any] | None) -> tuple[bool | None, float | None]:
-    """(correct, f1) from ``judgement.json``: the LLM verdict wins over the model-free one."""
-    if not judgement:
-        return None, None
-    llm, match = judgement.get("llm"), judgement.get("match")
-    f1 = match.get("f1") if isinstance(match, dict) else None
-    for j in (llm, match):
-        if isinstance(j, dict) and isinstance(j.get("correct"), bool):
-            return j["correct"], f1
-    return None, f1
+    """(correct, f1) from ``judgement.json``: the correct of :func:`verdict_entry`, the model-free F1."""
+    match = verdicts(judgement).get("match")
+    f1 = match.get("f1") if match is not None else None
+    v = verdict_entry(judgement)
+    return (v["correct"] if v is not None else None), f1
 
 
 # --- one run ------------------------------------------------------------------------------------------

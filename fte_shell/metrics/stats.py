@@ -13,7 +13,7 @@ Only runs that are results (not infrastructure failures) and have a verdict take
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -179,9 +179,10 @@ class Repetitions(_M):
     """Share of questions with at least one correct repetition (among questions with a verdict)."""
 
 
-def repetitions(label: str, runs: Sequence[RunMetrics]) -> Repetitions | None:
-    """:class:`Repetitions` of one profile's runs; None unless they hold more than one repetition."""
-    v = verdicts(runs)
+def repetitions_of(label: str, v: Mapping[tuple[str, int], bool]) -> Repetitions | None:
+    """:class:`Repetitions` (Tongyi's Avg@K = ``mean``, Best@K = ``best_of_k``, Pass@K = ``pass_at_k``) of
+    ``{(qid, rep): correct}`` verdicts, whoever judged them; None unless they hold more than one
+    repetition."""
     reps = sorted({rep for _, rep in v})
     if len(reps) < 2:
         return None
@@ -196,6 +197,11 @@ def repetitions(label: str, runs: Sequence[RunMetrics]) -> Repetitions | None:
         by_q[q] = by_q.get(q, False) or ok
     return Repetitions(label=label, k=len(reps), per_rep=per_rep, mean=mean, sd=sd, best_of_k=max(per_rep),
                        pass_at_k=sum(by_q.values()) / len(by_q))
+
+
+def repetitions(label: str, runs: Sequence[RunMetrics]) -> Repetitions | None:
+    """:class:`Repetitions` of one profile's runs by their primary verdicts (:func:`repetitions_of`)."""
+    return repetitions_of(label, verdicts(runs))
 
 
 def status(run: RunMetrics) -> str:

@@ -7,13 +7,22 @@
       trajectory.jsonl   one JSON event a line, flushed after every event (fsync'd at the end)
       result.json        written last, atomically: its presence means the run finished
       workspace/         the question's cache (the fetch pipeline writes it; the writer only makes the dir)
-      judgement.json     after ``fte-shell judge``
+      judgement.json     after ``fte-shell judge``: every judge's verdict side by side (see below)
 
 ``result.json`` is written only by :func:`write_result` (the loop's result, through
 :meth:`RunWriter.write_result`) and amended only by :func:`update_result` (the sweep: an infrastructure
 stop named by an exception, the driver's ``config_digest`` of a remote run). Every event has ``type``
 and ``t`` (seconds since the writer was opened); the typed models and the conversion of old runs are in
 :mod:`.events`.
+
+``judgement.json`` is one JSON object: each judge's verdict under its key (:func:`judge_key`: the preset
+alone for a model-free judge, ``match`` or ``gaia``; ``preset@model`` for a grading model,
+``browsecomp@gpt-4.1``), ``primary`` naming the verdict a run is counted by when there are several, and a
+benchmark's own entries (WideSearch's ``widesearch``: not verdicts, left as they are). A verdict is an
+object with ``method`` (``llm``/``match``/``rule``) and a boolean ``correct``. Files written before
+presets hold ``llm`` (the grading model's verdict) and ``match``: they read as ``llm@MODEL`` and
+``match``; the preset that took over the old prompt replaces ``llm@MODEL`` with its own key when it
+grades the run (``fte_shell.benchmarks.presets.Preset.legacy``).
 """
 
 from __future__ import annotations
@@ -87,6 +96,84 @@ def read_judgement(run_dir: Path) -> dict[str, Any] | None:
 def write_judgement(run_dir: Path, judgement: dict[str, Any]) -> None:
     """Write ``RUN_DIR/judgement.json`` atomically."""
     write_json_atomic(Path(run_dir) / JUDGEMENT, judgement)
+
+
+PRIMARY = "primary"
+LEGACY_LLM = "llm"
+VERDICT_METHODS = ("llm", "match", "rule")
+
+
+def judge_key(preset: str, model: str | None) -> str:
+    """The key of a judge's verdicts in ``judgement.json``: ``preset`` (model-free) or ``preset@model``."""
+    return f"{preset}@{model}" if model else preset
+
+
+def _is_verdict(key: str, entry: Any) -> bool:
+    """A verdict: ``method`` and a boolean ``correct`` (the legacy ``llm``/``match`` entries: ``correct``)."""
+    return isinstance(entry, dict) and isinstance(entry.get("correct"), bool) and (
+        entry.get("method") in VERDICT_METHODS or key in (LEGACY_LLM, "match"))
+
+
+def is_model_verdict(key: str, entry: dict[str, Any]) -> bool:
+    """Whether a kept verdict is a grading model's (its key names a model)."""
+    return "@" in key or entry.get("method") == "llm"
+
+
+def verdicts(judgement: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Every verdict of a ``judgement.json`` by judge key (a legacy ``llm`` entry under ``llm@MODEL``; an
+    entry under its own key wins)."""
+    data = judgement or {}
+    out = {k: v for k, v in data.items() if k not in (PRIMARY, LEGACY_LLM) and _is_verdict(k, v)}
+    legacy = data.get(LEGACY_LLM)
+    if _is_verdict(LEGACY_LLM, legacy):
+        out.setdefault(judge_key(LEGACY_LLM, legacy.get("judge_model") or "unknown"), legacy)
+    return out
+
+
+def primary_key(judgement: dict[str, Any] | None) -> str | None:
+    """The key of the verdict a run is counted by: ``primary`` when it names a kept verdict, else the
+    first verdict of a grading model, else the first model-free one (None without verdicts)."""
+    vs = verdicts(judgement)
+    named = (judgement or {}).get(PRIMARY)
+    if isinstance(named, str) and named in vs:
+        return named
+    return next((k for k, v in vs.items() if is_model_verdict(k, v)), next(iter(vs), None))
+
+
+def primary_verdict(judgement: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verdict a run is counted by (:func:`primary_key`), or None."""
+    key = primary_key(judgement)
+    return None if key is None else verdicts(judgement)[key]
+
+
+def made_primary(judgement: dict[str, Any], key: str) -> dict[str, Any]:
+    """``judgement`` with the verdict ``key`` primary — unless it is model-free and a grading model's
+    verdict is primary now (a model-free pass, such as ``bench``'s at the end of a sweep, never displaces
+    a model's verdict). ``primary`` is written only when there are several verdicts."""
+    data = dict(judgement)
+    vs = verdicts(data)
+    current = primary_key(data)
+    if current not in (None, key) and not is_model_verdict(key, vs[key]) and is_model_verdict(current, vs[current]):
+        key = current
+    if len(vs) > 1:
+        data[PRIMARY] = key
+    else:
+        data.pop(PRIMARY, None)
+    return data
+
+
+def with_verdict(judgement: dict[str, Any] | None, key: str, verdict: dict[str, Any], *,
+                 replaces: str | None = None) -> dict[str, Any]:
+    """``judgement`` with ``verdict`` kept under ``key`` beside the others (a legacy ``llm`` entry moved
+    to ``llm@MODEL``; the entry ``replaces`` names, if any, removed) and made primary as
+    :func:`made_primary` says."""
+    data = {k: v for k, v in (judgement or {}).items() if k != LEGACY_LLM}
+    for k, v in verdicts(judgement).items():
+        data.setdefault(k, v)
+    if replaces is not None and replaces != key:
+        data.pop(replaces, None)
+    data[key] = verdict
+    return made_primary(data, key)
 
 
 def remove_judgement(run_dir: Path) -> None:

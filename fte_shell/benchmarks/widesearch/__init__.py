@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..base import Question, QuestionAnswer, ScriptedTask
 from ..grading import JudgeRequest, JudgeSummary
+from ..presets import Preset
 from ..sections import Placed
 from .align import ModelTableJudge
 from .report import widesearch_report_section
@@ -29,6 +30,8 @@ from .spec import TASKS_FILE, load_widesearch, split_task_prompt, table_answer
 
 class WideSearch(QuestionAnswer):
     kind = "widesearch"
+    judge_preset = "widesearch"
+    presets = (Preset("widesearch", "WideSearch's own two-step table scoring (a grading model aligns, when given)"),)
     summary = "widesearch:DIR — WideSearch's widesearch.jsonl + widesearch_gold/<id>.csv (table answers)"
 
     def claims(self, path: Path) -> bool:

@@ -120,7 +120,7 @@ class ModelTableJudge:
         self.temperature: float = cfg.temperature
 
     def complete(self, prompt: str) -> str:
-        return ask(self.client, prompt, max_tokens=max(self.cfg.max_tokens, MIN_MAX_TOKENS))
+        return ask(self.client, prompt, max_tokens=max(self.cfg.max_tokens, MIN_MAX_TOKENS)).text
 
 
 def parse_json_object(reply: str) -> dict[str, Any] | None:
