@@ -135,3 +135,54 @@ def test_match_judge_and_both_kept(tmp_path: Path) -> None:
         judge_runs([root], "browsecomp")
     with pytest.raises(ConfigError, match="not found"):
         judge_runs([tmp_path / "nope"], "match")
+
+
+# --- judgement.json: several judges side by side, the primary verdict, files written before presets ----
+def test_primary_verdict_rules() -> None:
+    from fte_shell.record.rundir import made_primary, primary_key, verdicts, with_verdict
+
+    match = {"method": "match", "correct": False, "gold": "g", "answer": "a", "preset": "match"}
+    model = {"method": "llm", "correct": True, "gold": "g", "answer": "a", "preset": "simpleqa", "judge_model": "m"}
+    one = with_verdict(None, "match", match)
+    assert one == {"match": match}  # one verdict: no primary written
+    two = with_verdict(one, "simpleqa@m", model)
+    assert two["primary"] == "simpleqa@m" and primary_key(two) == "simpleqa@m"
+    # a model-free verdict written later does not displace the model's
+    assert with_verdict(two, "match", {**match, "correct": True})["primary"] == "simpleqa@m"
+    # another model's does; so does asking for the first one again
+    other = {**model, "judge_model": "n", "correct": False}
+    three = with_verdict(two, "simpleqa@n", other)
+    assert three["primary"] == "simpleqa@n" and made_primary(three, "simpleqa@m")["primary"] == "simpleqa@m"
+    # a benchmark's own entry (WideSearch's) is not a verdict and is kept as it is
+    ws = {"score": 1.0, "judge_model": None}
+    assert verdicts({**three, "widesearch": ws}).keys() == {"match", "simpleqa@m", "simpleqa@n"}
+    assert with_verdict({"widesearch": ws}, "match", match) == {"widesearch": ws, "match": match}
+
+
+def test_a_judgement_written_before_presets_reads_and_its_llm_verdict_is_reused(tmp_path: Path) -> None:
+    from fte_shell.metrics import run_metrics
+
+    root = make_sweep(tmp_path)
+    d = root / "runs/fte/q1/r0"
+    old = {"llm": {"method": "llm", "correct": True, "gold": "Paris", "answer": "Paris", "judge_model": "grader",
+                   "raw": REPLY_YES, "extracted_final_answer": "Paris", "reasoning": "r", "confidence": 85,
+                   "em": None, "f1": None},
+           "match": {"method": "match", "correct": False, "gold": "Paris", "answer": "Paris", "em": 0.0, "f1": 0.5}}
+    (d / "judgement.json").write_text(json.dumps(old))
+    m = run_metrics(d)
+    assert (m.correct, m.f1) == (True, 0.5)  # the model's verdict counts, as before
+    with ScriptedServer(policy=lambda body: REPLY_YES) as srv:
+        judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
+        s = judge_runs([d], "browsecomp", judge=judge)
+        assert (s.judged, s.cached, len(srv.requests)) == (0, 1, 0)  # the old verdict of that model, reused
+        new = json.loads((d / "judgement.json").read_text())
+        assert "llm" not in new and new["browsecomp@grader"] == {**old["llm"], "preset": "browsecomp"}
+        assert new["match"] == old["match"] and new["primary"] == "browsecomp@grader"
+        # another model's old verdict is not this one's: graded, the old one kept beside it
+        (d / "judgement.json").write_text(json.dumps(old))
+        other = LLMJudge(judge_model_config("grader-2", base_url=srv.base_url, api_key="k"))
+        s = judge_runs([d], "browsecomp", judge=other)
+        assert (s.judged, s.cached, len(srv.requests)) == (1, 0, 1)
+        new = json.loads((d / "judgement.json").read_text())
+        assert new["llm@grader"] == old["llm"] and new["browsecomp@grader-2"]["judge_model"] == "grader-2"
+        assert new["primary"] == "browsecomp@grader-2"

@@ -3,7 +3,8 @@
 directories.
 
 The report is a list of sections (:func:`sections`, general builders in :mod:`.report_sections`): main
-results with Wilson intervals and a model column, the benchmarks' own scores (WideSearch), repetitions
+results with Wilson intervals and a model column, the judges (which graded each row, accuracy under each,
+Cohen's κ between them), the benchmarks' own scores (WideSearch), repetitions
 (K > 1), paired comparisons (paired bootstrap, exact McNemar), behaviour, the paper's analysis tables (3,
 7, 8, 9, 10), the benchmarks' analyses (BrowseComp-Plus evidence recall, when the sweep's questions carry
 relevance judgments), and the per-question table. A benchmark adds its own sections through
@@ -32,6 +33,7 @@ from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.stats import paired, per_question, repetitions
 from ..record.sweepdir import SweepDir
 from .report_audit import audit_section
+from .report_judges import judges_section
 from .report_plots import make_plots
 from .report_sections import (
     analysis_section,
@@ -106,12 +108,14 @@ def per_question_section(d: ReportData) -> Section:
 
 
 def sections() -> list[SectionBuilder]:
-    """The report's sections in order: the main results, the benchmarks' own scores (``results``), the
-    general sections, the benchmarks' analyses (``analysis``), the per-question table. A benchmark adds
+    """The report's sections in order: the main results, the judges (when verdicts name their preset or
+    several judges graded), the benchmarks' own scores (``results``), the general sections, the
+    benchmarks' analyses (``analysis``), the per-question table. A benchmark adds
     its sections through :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`."""
     placed = list(report_sections())
-    return [main_section, *[x.build for x in placed if x.where == "results"], audit_section, repetitions_section,
-            paired_section, behaviour_section, analysis_section, *[x.build for x in placed if x.where == "analysis"],
+    return [main_section, judges_section, *[x.build for x in placed if x.where == "results"], audit_section,
+            repetitions_section, paired_section, behaviour_section, analysis_section,
+            *[x.build for x in placed if x.where == "analysis"],
             per_question_section]
 
 

@@ -108,7 +108,7 @@ def paired_table(pairs: Sequence[Paired]) -> Table:
 
 
 def repetitions_table(reps: Sequence[Repetitions]) -> Table:
-    head = ["Profile", "K", "Accuracy per run", "Mean ± sd", "Best of K", "pass@K"]
+    head = ["Profile", "K", "Accuracy per run", "Avg@K ± sd", "Best@K", "Pass@K"]
     rows = [[r.label, str(r.k), ", ".join(pct(x) for x in r.per_rep),
              f"{pct(r.mean)} ± {'–' if r.sd is None else f'{100 * r.sd:.1f}'}", pct(r.best_of_k), pct(r.pass_at_k)]
             for r in reps]
@@ -118,8 +118,9 @@ def repetitions_table(reps: Sequence[Repetitions]) -> Table:
 # --- builders -----------------------------------------------------------------------------------------
 def main_section(d: ReportData) -> Section:
     notes = [
-        ("Accuracy: share of judged runs judged correct (LLM judge when present, else normalized exact match); "
-        "95% CI: Wilson score interval over the judged runs."),
+        ("Accuracy: share of judged runs judged correct by their primary verdict (the judge that graded them last; "
+        "a grading model's verdict wins over a model-free one; the Judges section names it); 95% CI: Wilson score "
+        "interval over the judged runs."),
         ("Failed (infra): runs whose stop reason is an infrastructure failure (or that have no result.json): "
         "not results, left out of every score and mean."),
     ]
@@ -129,8 +130,9 @@ def main_section(d: ReportData) -> Section:
 def repetitions_section(d: ReportData) -> Section | None:
     if not d.repetitions:
         return None
-    notes = [("Mean ± sample sd of the per-repetition accuracies; best of K = the best repetition's accuracy (the "
-             "paper reports the best of three); pass@K = share of questions some repetition got right.")]
+    notes = [("Avg@K ± sd: mean ± sample sd of the per-repetition accuracies; Best@K: the best repetition's accuracy "
+             "(the paper reports the best of three); Pass@K: share of questions some repetition got right. By each "
+             "run's primary verdict; the Judges section gives them under each judge.")]
     return Section("Repetitions", [repetitions_table(d.repetitions)], notes)
 
 

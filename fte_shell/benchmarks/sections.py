@@ -44,6 +44,11 @@ def pvalue(p: float | None) -> str:
     return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3g}"
 
 
+def kappa(x: float | None) -> str:
+    """An agreement coefficient with 3 decimals (``–`` when unknown; no ``-0.000``)."""
+    return "–" if x is None else f"{round(x, 3) + 0.0:.3f}"
+
+
 def pcts(d: dict[str, float], keys: Sequence[str] = ("p25", "p50", "p75", "p90")) -> list[str]:
     """Selected percentiles of a ``percentiles()`` dict as cells."""
     return [num(d.get(k), 1) for k in keys]

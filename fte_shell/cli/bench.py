@@ -224,7 +224,7 @@ def _print_agreement(roots: list[Path]) -> None:
     """``judge --compare``: accuracy per judge, Cohen's kappa per pair, the runs judges disagree on."""
     from rich.table import Table
 
-    from ..benchmarks.sections import ci, pct
+    from ..benchmarks.sections import ci, kappa, pct
     from ..metrics.judges import agreement, verdict_table
 
     a = agreement(verdict_table(roots))
@@ -238,7 +238,7 @@ def _print_agreement(roots: list[Path]) -> None:
     if a.pairs:
         t = Table("Judge A", "Judge B", "Both judged", "Agree", "Cohen's kappa", title="Agreement per pair of judges")
         for p in a.pairs:
-            t.add_row(p.a, p.b, str(p.n), str(p.agree), "–" if p.kappa is None else f"{p.kappa:.3f}")
+            t.add_row(p.a, p.b, str(p.n), str(p.agree), kappa(p.kappa))
         _out.print(t)
     _out.print(f"{len(a.disagreements)} run(s) with differing verdicts" + (":" if a.disagreements else ""))
     for run, row in a.disagreements.items():
