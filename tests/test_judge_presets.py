@@ -276,3 +276,40 @@ def test_report_of_verdicts_without_presets_has_no_judges_section(tmp_path: Path
     (root / "runs/fte/q1/r0/judgement.json").write_text(json.dumps({"match": {"correct": True, "f1": 1.0}}))
     rep = write_report([root], tmp_path / "rep")
     assert "judges" not in json.loads(rep.metrics.read_text()) and "## Judges" not in rep.markdown.read_text()
+
+
+def test_a_plugins_rule_preset_grades_through_the_default_judge(tmp_path: Path) -> None:
+    """The seam a benchmark's own rule uses (GAIA's): a Preset with ``rule`` in ``Benchmark.presets``; the
+    default judge applies it and keeps its verdicts under its name."""
+    from fte_shell.benchmarks.answers import Verdict
+    from fte_shell.benchmarks.grading import JudgeRequest, JudgeSummary, judge_answers
+    from fte_shell.benchmarks.presets import Preset
+
+    def same_digits(answer: str | None, gold: str) -> Verdict:
+        digits = "".join(c for c in answer or "" if c.isdigit())
+        return Verdict(method="rule", correct=bool(digits) and digits == "".join(c for c in gold if c.isdigit()),
+                       gold=gold, answer=answer)
+
+    root = make_sweep(tmp_path, {"q1": "gold 1", "q2": "gold-22"})
+    rule = Preset("digits", "test rule: the digits agree", rule=same_digits)
+    assert not rule.needs_model
+    s = JudgeSummary()
+    judge_answers(JudgeRequest(root=root, sweep=root, preset=rule), s)
+    assert (s.judged, s.correct, s.judges) == (2, 1, ["digits"])
+    v = judgement(root, "q1")["digits"]
+    assert (v["method"], v["preset"], v["correct"], v["judge_model"], v["call"]) == ("rule", "digits", True, None, None)
+    assert judgement(root, "q2")["digits"]["correct"] is False
+
+
+def test_bench_grades_at_the_end_with_a_model_free_preset(tmp_path: Path) -> None:
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"id": "q1", "question": "What is 6 times 7?", "answer": "42"}) + "\n")
+    args = ["bench", f"jsonl:{qs}", "--scripted", "--profiles", "fte", "--no-progress", "--search", "none"]
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "a"), "--judge-preset", "match"])
+    assert r.exit_code == 0, r.output
+    assert "model-free judge: 0/1 correct (match)" in r.output
+    v = json.loads((tmp_path / "a/runs/fte/q1/r0/judgement.json").read_text())
+    assert list(v) == ["match"] and v["match"]["preset"] == "match"
+    # the dataset's default (browsecomp) needs a model: bench grades by exact match instead
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])
+    assert r.exit_code == 0 and "model-free judge: 0/1 correct (match)" in r.output, r.output
