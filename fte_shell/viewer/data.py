@@ -26,6 +26,7 @@ from fte_shell.record.rundir import (
     TRAJECTORY,
     WORKSPACE,
     find_runs,
+    primary_key,
     read_judgement,
     read_result,
     read_trajectory,
@@ -221,13 +222,8 @@ class Catalog:
 
 
 def _judge_name(judgement: dict[str, Any] | None) -> str | None:
-    """Which judge's verdict :func:`fte_shell.metrics.judged` reads from ``judgement`` (None: none)."""
-    for method in ("llm", "match"):
-        j = (judgement or {}).get(method)
-        if isinstance(j, dict) and isinstance(j.get("correct"), bool):
-            who = " ".join(str(x) for x in (j.get("preset"), j.get("judge_model")) if x)
-            return f"{method} ({who})" if who else method
-    return None
+    """Which judge's verdict the run is counted by (``match``, ``gaia``, ``PRESET@MODEL``; None: none)."""
+    return primary_key(judgement)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
