@@ -10,7 +10,8 @@ HEAD = """# Configuration reference
 
 One TOML file, given with `--config FILE`, whose tables mirror the pydantic models of the package
 `fte_shell/config/` (`[model]` ModelConfig, `[agent]` AgentConfig, `[sandbox]` SandboxConfig,
-`[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig, `[snapshot]` SnapshotConfig, `[judge]` JudgeOptions). Precedence:
+`[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig, `[snapshot]` SnapshotConfig, `[judge]` JudgeOptions,
+`[benchmark]` BenchmarkOptions). Precedence:
 defaults < the file < environment (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`, `SERPER_API_KEY`) <
 command-line flags. Unknown keys are an error that names the key. In Python: `fte_shell.load_config(path,
 overrides)` or build the models directly (`RunConfig(sandbox=SandboxConfig(memory="2g"))`).

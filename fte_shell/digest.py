@@ -15,8 +15,9 @@ Files that are inputs are replaced by their content: ``agent.system_prompt_file`
 becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
-unless listed here. The ``[judge]`` table (how runs are graded afterwards) is out as a whole.
-docs/bench.md "Config digest".
+unless listed here. The ``[judge]`` table (how runs are graded afterwards) and the ``[benchmark]`` table
+(dataset plugin options: what they change shows in the dataset, ``questions.jsonl``, and in the search
+settings the sweep fills in) are out as a whole. docs/bench.md "Config digest".
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}}
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
 
-OUT_TABLES: tuple[str, ...] = ("judge",)
+OUT_TABLES: tuple[str, ...] = ("judge", "benchmark")
 """Tables left out of the digest as a whole."""
 
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")

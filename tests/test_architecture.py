@@ -143,7 +143,8 @@ def test_openai_client_only_in_the_model_package() -> None:
     assert not bad, f"openai clients built outside fte_shell/model/: {bad}"
 
 
-DATASET_KINDS = {"hotpotqa", "browsecomp", "browsecomp-plus", "widesearch", "jsonl"}
+DATASET_KINDS = {"hotpotqa", "browsecomp", "browsecomp-plus", "widesearch", "jsonl", "gaia", "xbench", "browsecomp-zh",
+                 "hle", "simpleqa", "frames", "webwalkerqa"}
 
 
 def test_no_dataset_kind_branch_outside_the_benchmarks_package() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fte_shell.benchmarks.base import question_id, select
-from fte_shell.benchmarks.browsecomp import decrypt, derive_key, encrypt
+from fte_shell.benchmarks.cipher import decrypt, derive_key, encrypt
 from fte_shell.benchmarks.registry import load_dataset
 from fte_shell.errors import ConfigError
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
 from .grading import JudgeRequest, JudgeSummary, judge_answers
 from .presets import Preset
@@ -126,14 +127,17 @@ class Benchmark(Protocol):
         """Whether a bare path (no ``KIND:`` prefix) is this benchmark's; asked in registry order."""
         ...
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         """Every question of ``source`` as the agent is asked it (extra prompt text included, e.g.
-        WideSearch's table-answer instructions); ConfigError naming file:line on a malformed one."""
+        WideSearch's table-answer instructions); ConfigError naming file:line on a malformed one.
+        ``options``: the ``[benchmark]`` table (each plugin reads its own options); ``log``: one-line notes
+        for the user (e.g. how many tasks a filter dropped)."""
         ...
 
-    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
         """The world of the sweep's runs (a local corpus built once, a closed world). ``corpus_dir``: the
-        user's ``--corpus-dir`` for an index the benchmark builds."""
+        user's ``--corpus-dir`` for an index the benchmark builds; ``config``: the sweep's run configuration
+        (its ``benchmark`` options, its ``snapshot``)."""
         ...
 
     def scripted_task(self, text: str) -> ScriptedTask | None:
@@ -170,10 +174,10 @@ class QuestionAnswer:
     def claims(self, path: Path) -> bool:
         return False
 
-    def load(self, source: Path, split: str) -> list[Question]:  # pragma: no cover - every plugin has one
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:  # pragma: no cover
         raise NotImplementedError
 
-    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
         return WorldPlan()
 
     def scripted_task(self, text: str) -> ScriptedTask | None:
@@ -184,6 +188,18 @@ class QuestionAnswer:
 
     def report_sections(self) -> Sequence[Placed]:
         return ()
+
+
+# --- reading ------------------------------------------------------------------------------------------
+def read_text(path: Path, what: str) -> str:
+    """The text of a dataset file (UTF-8, a byte-order mark dropped); ConfigError naming ``what`` (the
+    benchmark) when it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {path}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from e
 
 
 # --- ids and selection ---------------------------------------------------------------------------------

@@ -4,34 +4,13 @@ exact match + F1 or, as the benchmark intends, the LLM judge (BrowseComp protoco
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 from pathlib import Path
 
+from ..config import BenchmarkOptions
 from ..errors import ConfigError
-from .base import Question, QuestionAnswer, question_id
-
-
-def derive_key(password: str, length: int) -> bytes:
-    """SHA-256 digest of ``password`` repeated (and cut) to ``length`` bytes, as the public BrowseComp
-    evaluation derives its XOR key from the canary."""
-    digest = hashlib.sha256(password.encode()).digest()
-    return (digest * (length // len(digest) + 1))[:length]
-
-
-def decrypt(ciphertext_b64: str, password: str) -> str:
-    """Base64-decode, then XOR with :func:`derive_key` of the canary."""
-    data = base64.b64decode(ciphertext_b64)
-    key = derive_key(password, len(data))
-    return bytes(a ^ b for a, b in zip(data, key)).decode()
-
-
-def encrypt(plaintext: str, password: str) -> str:
-    """Inverse of :func:`decrypt` (XOR is its own inverse); used to make test data."""
-    data = plaintext.encode()
-    key = derive_key(password, len(data))
-    return base64.b64encode(bytes(a ^ b for a, b in zip(data, key))).decode()
+from .base import Log, Question, QuestionAnswer, question_id
+from .cipher import decrypt
 
 
 def load_browsecomp(path: Path) -> list[Question]:
@@ -60,7 +39,7 @@ class BrowseComp(QuestionAnswer):
     def claims(self, path: Path) -> bool:
         return path.suffix.lower() == ".csv"
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_browsecomp(source)
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
 from ..metrics import RunMetrics
 from ..record.jsonio import iter_jsonl
@@ -281,10 +282,10 @@ class BrowseCompPlus(QuestionAnswer):
     kind = "browsecomp-plus"
     summary = "browsecomp-plus:DIR — BrowseComp-Plus queries with relevance judgments over its fixed corpus"
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_browsecomp_plus(source)
 
-    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
         return WorldPlan(corpus=ensure_corpus(source, corpus_dir, log), closed=True)
 
     def report_sections(self) -> Sequence[Placed]:

@@ -9,6 +9,7 @@ import os
 import threading
 from pathlib import Path
 
+from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
 from ..record.jsonio import iter_jsonl
 from .base import Log, Question, QuestionAnswer, WorldPlan, safe_id
@@ -96,10 +97,10 @@ class HotpotQA(QuestionAnswer):
     def claims(self, path: Path) -> bool:
         return path.is_dir()
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_hotpotqa(source, split)
 
-    def world(self, source: Path, corpus_dir: Path | None, log: Log | None) -> WorldPlan:
+    def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
         return WorldPlan(corpus=ensure_hotpotqa_corpus(source, corpus_dir, log), closed=True)
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..record.jsonio import iter_jsonl
-from .base import Question, QuestionAnswer, question_id, safe_id
+from .base import Log, Question, QuestionAnswer, question_id, safe_id
 
 
 def load_jsonl(path: Path) -> list[Question]:
@@ -38,7 +39,7 @@ class Jsonl(QuestionAnswer):
     def claims(self, path: Path) -> bool:
         return True  # the last resort of a bare path
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_jsonl(source)
 
 

@@ -3,7 +3,9 @@ holding a ``BENCHMARK`` that satisfies :class:`~.base.Benchmark`, plus one line 
 
 Specs: ``KIND`` (a plugin with a default source: ``hotpotqa``), ``KIND:PATH``, or a bare path, which
 the first plugin in :data:`BENCHMARKS` order that claims it reads (WideSearch: a directory holding
-``widesearch.jsonl``; HotpotQA: another directory; BrowseComp: ``*.csv``; JSONL: anything else).
+``widesearch.jsonl``; GAIA: a directory holding ``metadata.jsonl``; HotpotQA: another directory; BrowseComp:
+``*.csv``; JSONL: anything else). The other field benchmarks (xbench, BrowseComp-ZH, HLE, SimpleQA, FRAMES,
+WebWalkerQA) need their ``KIND:`` prefix.
 """
 
 from __future__ import annotations
@@ -11,18 +13,39 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..record.sweepdir import SweepDir
-from . import browsecomp, browsecomp_plus, hotpotqa, jsonl, widesearch
-from .base import Benchmark, Dataset, ScriptedTask, select
+from . import (
+    browsecomp,
+    browsecomp_plus,
+    browsecomp_zh,
+    frames,
+    gaia,
+    hle,
+    hotpotqa,
+    jsonl,
+    simpleqa,
+    webwalkerqa,
+    widesearch,
+    xbench,
+)
+from .base import Benchmark, Dataset, Log, ScriptedTask, select
 from .presets import BUILTIN, Preset
 from .sections import Placed
 
 BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
     widesearch.BENCHMARK,
+    gaia.BENCHMARK,
     hotpotqa.BENCHMARK,
     browsecomp.BENCHMARK,
     browsecomp_plus.BENCHMARK,
+    browsecomp_zh.BENCHMARK,
+    xbench.BENCHMARK,
+    hle.BENCHMARK,
+    simpleqa.BENCHMARK,
+    frames.BENCHMARK,
+    webwalkerqa.BENCHMARK,
     jsonl.BENCHMARK,
 )}
 """Every benchmark by kind; the order is the order a bare path is offered to them."""
@@ -69,8 +92,11 @@ def load_dataset(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    options: BenchmarkOptions | None = None,
+    log: Log | None = None,
 ) -> Dataset:
-    """Load the questions of ``spec`` and select them (``--sample``, then ``--limit``)."""
+    """Load the questions of ``spec`` and select them (``--sample``, then ``--limit``). ``options``: the
+    ``[benchmark]`` table the plugin reads (default: every option's default)."""
     bm, path = resolve(spec)
     if not path.exists():
         raise ConfigError(f"dataset not found: {path}")
@@ -78,7 +104,7 @@ def load_dataset(
         kind=bm.kind,
         source=str(path.resolve()),
         split=split if bm.has_splits else None,
-        questions=select(bm.load(path, split), limit=limit, sample=sample, seed=seed),
+        questions=select(bm.load(path, split, options or BenchmarkOptions(), log), limit=limit, sample=sample, seed=seed),
     )
 
 

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..metrics import ProfileSummary, RunMetrics
+from ..metrics.runs import verdict_entry
+from ..metrics.scores import accuracy_by
 from ..metrics.stats import Paired, Repetitions
+from ..record.rundir import read_judgement
+from ..record.sweepdir import SweepDir
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -120,3 +124,48 @@ class Placed:
     where: Literal["results", "analysis"] = "analysis"
     """``results``: right after the main results (the benchmark's own score); ``analysis``: after the
     analysis tables, before the per-question table."""
+
+
+# --- helpers of the benchmarks' sections ---------------------------------------------------------------
+def rows_of(d: ReportData, kind: str) -> dict[str, list[RunMetrics]]:
+    """The report's rows (label → runs, in report order) kept to the runs of the sweeps of dataset ``kind``
+    among ``d.roots``; rows without such runs are left out ({}: the report holds none)."""
+    roots = [Path(r).resolve() for r in d.roots if SweepDir(Path(r)).dataset_kind() == kind]
+    if not roots:
+        return {}
+    out: dict[str, list[RunMetrics]] = {}
+    for p in d.profiles:
+        mine = [r for r in d.groups.get(p.label, []) if any(Path(r.run_dir).resolve().is_relative_to(x) for x in roots)]
+        if mine:
+            out[p.label] = mine
+    return out
+
+
+def verdict_of(run: RunMetrics) -> dict[str, Any] | None:
+    """The verdict a run is counted by (``judgement.json``'s primary verdict)."""
+    return verdict_entry(read_judgement(Path(run.run_dir)))
+
+
+def meta_of(d: ReportData, run: RunMetrics) -> dict[str, Any]:
+    """The dataset meta of a run's question (``questions.jsonl``), {} when unknown."""
+    return dict((d.questions.get(run.qid) or {}).get("meta") or {})
+
+
+def accuracy_tables(d: ReportData, kind: str, dims: Sequence[tuple[str, Callable[[dict[str, Any]], Sequence[str]]]]
+                    ) -> tuple[list[Table], dict[str, Any]]:
+    """Accuracy per group of each dimension (``(name, groups of a question's meta)``) for each row of the
+    runs of ``kind``: one table per dimension with a row per (profile, group); and the same numbers as a
+    metrics.json value ``{dimension: {profile: {group: {judged, correct, accuracy}}}}``."""
+    rows = rows_of(d, kind)
+    tables: list[Table] = []
+    metrics: dict[str, Any] = {}
+    for name, groups in dims:
+        per = {label: accuracy_by(runs, lambda r, g=groups: list(g(meta_of(d, r)))) for label, runs in rows.items()}
+        per = {k: v for k, v in per.items() if v}
+        if not per:
+            continue
+        metrics[name] = per
+        body = [[label, g, str(x["judged"]), str(x["correct"]), pct(x["accuracy"])]
+                for label, by in per.items() for g, x in by.items()]
+        tables.append((["Profile", name, "Judged runs", "Correct", "Accuracy"], body))
+    return tables, metrics

@@ -161,6 +161,9 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
     # [judge]: grading (judge; bench's model-free pass at the end)
     ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"})),
+    # [benchmark]: dataset plugin options
+    ConfigFlag("benchmark.gaia_text_only", ("--gaia-text-only",), commands=frozenset({"bench"})),
+    ConfigFlag("benchmark.frames_closed", ("--frames-closed",), commands=frozenset({"bench"})),
 )
 """Every config flag of the CLI, in ``--help`` order."""
 

@@ -9,6 +9,7 @@ A TOML file mirrors these models table for table::
     [search]                # SearchConfig      (config/search.py)
     [snapshot]              # SnapshotConfig    (config/search.py)
     [judge]                 # JudgeOptions      (config/judge.py)
+    [benchmark]             # BenchmarkOptions  (config/benchmark.py)
 
 Unknown keys are an error that names the key. Flags and environment variables override the file
 (see :func:`load_config`, config/load.py); :func:`reference_toml` (config/reference.py) prints every option.
@@ -17,6 +18,7 @@ Unknown keys are an error that names the key. Flags and environment variables ov
 from __future__ import annotations
 
 from .agent import AgentConfig
+from .benchmark import BenchmarkOptions
 from .judge import JudgeOptions
 from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
@@ -28,6 +30,7 @@ from .search import SearchConfig, SnapshotConfig
 __all__ = [
     "ENV_VARS",
     "AgentConfig",
+    "BenchmarkOptions",
     "FetchPolicy",
     "JudgeOptions",
     "ModelConfig",

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from .agent import AgentConfig
 from .base import StrictModel
+from .benchmark import BenchmarkOptions
 from .judge import JudgeOptions
 from .model import ModelConfig
 from .sandbox import SandboxConfig
@@ -32,3 +33,6 @@ class RunConfig(StrictModel):
 
     judge: JudgeOptions = Field(default_factory=JudgeOptions)
     """How runs are graded (``fte-shell judge``; not part of a run's config digest)."""
+
+    benchmark: BenchmarkOptions = Field(default_factory=BenchmarkOptions)
+    """Options of the dataset plugins (``fte-shell bench``: GAIA's text-only subset, FRAMES's closed world)."""

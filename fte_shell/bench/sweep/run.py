@@ -58,7 +58,8 @@ def run_sweep(
     t0 = time.monotonic()
     _validate(bench)
     say = log or (lambda _m: None)
-    dataset = load_dataset(bench.dataset, split=bench.split, limit=bench.limit, sample=bench.sample, seed=bench.seed)
+    dataset = load_dataset(bench.dataset, split=bench.split, limit=bench.limit, sample=bench.sample, seed=bench.seed,
+                           options=config.benchmark, log=say)
     out = Path(bench.out)
     check_compatible(out, dataset)
     out.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ def sweep_config(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: C
     (:meth:`fte_shell.benchmarks.base.Benchmark.world`: a local corpus, built once; a closed world) and,
     for every dataset, the sweep's shared search-result cache."""
     cfg = config.model_copy(deep=True)
-    plan = get(dataset.kind).world(Path(dataset.source), bench.corpus_dir, log)
+    plan = get(dataset.kind).world(Path(dataset.source), bench.corpus_dir, log, cfg)
     if plan.corpus is not None:
         cfg.search.backend = "local"
         cfg.search.corpus = plan.corpus

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..base import Question, QuestionAnswer, ScriptedTask
+from ...config import BenchmarkOptions
+from ..base import Log, Question, QuestionAnswer, ScriptedTask
 from ..grading import JudgeRequest, JudgeSummary
 from ..presets import Preset
 from ..sections import Placed
@@ -37,7 +38,7 @@ class WideSearch(QuestionAnswer):
     def claims(self, path: Path) -> bool:
         return path.is_dir() and (path / TASKS_FILE).exists()
 
-    def load(self, source: Path, split: str) -> list[Question]:
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_widesearch(source)
 
     def scripted_task(self, text: str) -> ScriptedTask | None:
