@@ -420,3 +420,69 @@ def test_xbench_and_browsecomp_zh_end_to_end(tmp_path: Path) -> None:
     judge_llm(out2, {"铜": ("no", 100)})
     metrics, _ = report(out2, tmp_path / "rep2")
     assert metrics["profiles"][0]["accuracy"] == 0.0
+
+
+def test_frames_closed_world_over_the_linked_pages_from_a_snapshot(tmp_path: Path) -> None:
+    """--frames-closed: the linked pages, read from the snapshot, are the only world — a local corpus that
+    search and fetch reach; an unlinked URL is refused without any request."""
+    from fte_shell.benchmarks.frames import BENCHMARK as FRAMES
+    from fte_shell.config import FetchPolicy, RunConfig
+    from fte_shell.errors import FetchRefused
+    from fte_shell.fetch import FetchService
+    from fte_shell.fetch.pages import ClosedWorld
+    from fte_shell.search import LocalCorpus
+    from fte_shell.snapshot import Snapshot, open_store
+    from fte_shell.workspace import Workspace
+    from tests.servers import LoopbackServer
+
+    web = LoopbackServer().start()
+    web.route("/wiki/Tern_Quay", body="<html><head><title>Tern Quay</title></head><body><main><p>The Tern Quay "
+                                      "harbour was dredged in 1887 by Lio Brand.</p></main></body></html>")
+    web.route("/wiki/Lio_Brand", body="<html><head><title>Lio Brand</title></head><body><main><p>Lio Brand was an "
+                                      "engineer born in 1851.</p></main></body></html>")
+    web.route("/wiki/Elsewhere", body="<html><body><p>not linked</p></body></html>")
+    a, b, other = web.url("/wiki/Tern_Quay"), web.url("/wiki/Lio_Brand"), web.url("/wiki/Elsewhere")
+    never = web.url("/wiki/Never_recorded")
+    snap = tmp_path / "snap"
+    policy = FetchPolicy(allow_private=[web.host_port])
+    try:  # record the linked pages once (the snapshot a closed FRAMES sweep reads)
+        rec = Snapshot(open_store(snap), "record")
+        for u in (a, b):
+            FetchService(Workspace(tmp_path / "rec"), policy, page_cache=rec).get_document(u)
+    finally:
+        web.stop()
+    t = tmp_path / "test.tsv"
+    t.write_text("Prompt\tAnswer\twikipedia_link_1\twikipedia_link_2\twikipedia_link_3\treasoning_types\n"
+                 f"How old was the engineer who dredged Tern Quay?\t36\t{a}\t{b}\t\tNumerical reasoning\n"
+                 f"Who dredged Tern Quay?\tLio Brand\t{a}\t\t\tMultiple constraints\n"
+                 f"Where is it?\tnowhere\t{never}\t\t\tTemporal reasoning\n")
+    cfg = RunConfig.model_validate({"benchmark": {"frames_closed": True}, "snapshot": {"dir": str(snap), "mode": "replay"}})
+    said: list[str] = []
+    plan = FRAMES.world(t, tmp_path / "idx", said.append, cfg)
+    assert plan.closed and plan.corpus is not None
+    assert any("2 of 3 linked page(s) found in the snapshot" in s and "1 missing" in s for s in said)
+    corpus = LocalCorpus(plan.corpus)
+    try:
+        hits = corpus.search("engineer born 1851", 5)
+        assert hits and hits[0].url == b
+        closed = FetchService(Workspace(tmp_path / "ws"), policy, local=ClosedWorld(corpus))
+        assert "dredged in 1887" in closed.get_document(a).text
+        with pytest.raises(FetchRefused, match="not in the local corpus"):
+            closed.fetch(other)
+    finally:
+        corpus.close()
+    # open web unless asked; asked without a snapshot: a one-line error naming --snapshot
+    assert FRAMES.world(t, None, None, RunConfig()).corpus is None
+    with pytest.raises(ConfigError, match="--frames-closed reads the linked pages from a snapshot: give --snapshot DIR"):
+        FRAMES.world(t, None, None, RunConfig.model_validate({"benchmark": {"frames_closed": True}}))
+    # through bench: the flag reaches the plugin and the sweep searches the closed corpus
+    out = tmp_path / "sweep"
+    with ScriptedServer(policy=answering({"engineer": "<answer>36</answer>", "Who": "<answer>Lio Brand</answer>",
+                                          "Where": "<answer>?</answer>"})) as srv:
+        r = runner.invoke(app, ["bench", f"frames:{t}", "--out", str(out), "--profiles", "fte", "--frames-closed",
+                                "--snapshot", str(snap), "--snapshot-mode", "replay", "--corpus-dir", str(tmp_path / "idx2"),
+                                "--base-url", srv.base_url, "--model", "m", "--api-key", "k", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["config"]["search"]["backend"] == "local"
+    assert Path(manifest["config"]["search"]["corpus"]).resolve() == (tmp_path / "idx2").resolve()
