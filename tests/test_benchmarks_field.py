@@ -260,6 +260,10 @@ def test_simpleqa_frames_webwalker_loaders(tmp_path: Path) -> None:
     p.write_text("metadata,problem,answer\n{'topic': ,q,a\n")
     with pytest.raises(ConfigError, match=r"simple_qa_test_set.csv:2: 'metadata' is not a dict literal"):
         load_dataset(f"simpleqa:{p}")
+    # a quoted cell spanning lines 2-3: the bad row after it starts on line 4
+    p.write_text("metadata,problem,answer\n{},\"two\nlines\",a\n{},,a\n")
+    with pytest.raises(ConfigError, match=r"simple_qa_test_set.csv:4: empty 'problem'"):
+        load_dataset(f"simpleqa:{p}")
 
     t = tmp_path / "test.tsv"
     t.write_text("\tPrompt\tAnswer\twikipedia_link_1\twikipedia_link_2\twikipedia_link_11+\treasoning_types\n"

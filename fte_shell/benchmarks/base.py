@@ -12,9 +12,12 @@ SHA-256 of the question text. Ids are made safe for use as a directory name.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,15 +194,28 @@ class QuestionAnswer:
 
 
 # --- reading ------------------------------------------------------------------------------------------
-def read_text(path: Path, what: str) -> str:
-    """The text of a dataset file (UTF-8, a byte-order mark dropped); ConfigError naming ``what`` (the
+def read_csv(path: Path, what: str, delimiter: str = ",") -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """A dataset's CSV (or TSV) file: its column names and its rows, each with the file line it starts on
+    (a quoted cell may span lines). UTF-8, a byte-order mark dropped; ConfigError naming ``what`` (the
     benchmark) when it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8-sig")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as e:
         raise ConfigError(f"{what}: cannot read {path}: {e.strerror or e}") from e
     except UnicodeDecodeError as e:
         raise ConfigError(f"{what}: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    csv.field_size_limit(min(sys.maxsize, 1 << 30))
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    names = list(reader.fieldnames or [])
+    rows: list[tuple[int, dict[str, str]]] = []
+    end = reader.line_num
+    try:
+        for row in reader:
+            rows.append((end + 1, row))
+            end = reader.line_num
+    except csv.Error as e:
+        raise ConfigError(f"{path}:{reader.line_num}: not a readable {what} file ({e})") from e
+    return names, rows
 
 
 # --- ids and selection ---------------------------------------------------------------------------------

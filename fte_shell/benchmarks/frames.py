@@ -7,20 +7,21 @@ the report adds accuracy per reasoning type."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, WorldPlan, question_id, read_text
+from .base import Log, Question, QuestionAnswer, WorldPlan, question_id, read_csv
 from .corpora import default_cache_root, file_lock
 from .sections import Placed, ReportData, Section, accuracy_tables
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..search.corpus import CorpusDoc
 
 LINK_PREFIX = "wikipedia_link_"
 REQUIRED = ("Prompt", "Answer", "reasoning_types")
@@ -30,10 +31,7 @@ _lock = threading.Lock()
 def load_frames(path: Path) -> list[Question]:
     """Read FRAMES's TSV; meta: ``reasoning_types`` (a list) and ``links`` (the linked pages, in order)."""
     out: list[Question] = []
-    csv.field_size_limit(min(sys.maxsize, 1 << 30))
-    text = read_text(path, "frames")
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t")
-    names = reader.fieldnames or []
+    names, rows = read_csv(path, "frames", "\t")
     missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise ConfigError(f"{path}:1: not FRAMES's TSV (missing columns: {', '.join(missing)})")
@@ -41,7 +39,7 @@ def load_frames(path: Path) -> list[Question]:
                        key=lambda c: int(c[len(LINK_PREFIX):]))
     if not link_cols:
         raise ConfigError(f"{path}:1: not FRAMES's TSV (no {LINK_PREFIX}N columns)")
-    for i, row in enumerate(reader, start=2):
+    for i, row in rows:
         prompt = (row.get("Prompt") or "").strip()
         if not prompt:
             raise ConfigError(f"{path}:{i}: empty 'Prompt'")
@@ -60,7 +58,7 @@ def _title(url: str) -> str:
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]).replace("_", " ") or url
 
 
-def linked_docs(urls: Sequence[str], snapshot_dir: Path, log: Log | None) -> Iterator[object]:
+def linked_docs(urls: Sequence[str], snapshot_dir: Path, log: Log | None) -> Iterator[CorpusDoc]:
     """The linked pages as corpus documents, each the snapshot's latest good capture of it (its converted
     text); pages the snapshot lacks are left out and counted in one log line."""
     from ..search.corpus import CorpusDoc, docid_for_title, url_key
@@ -108,7 +106,7 @@ def ensure_closed_corpus(source: Path, snapshot_dir: Path, corpus_dir: Path | No
             return out
         if log:
             log(f"building the FRAMES closed-world corpus in {out} (once)")
-        return build_corpus(linked_docs(urls, snapshot_dir, log), out, name=name, source=str(source))  # type: ignore[arg-type]
+        return build_corpus(linked_docs(urls, snapshot_dir, log), out, name=name, source=str(source))
 
 
 def reasoning_section(d: ReportData) -> Section | None:

@@ -7,8 +7,6 @@ attempted and their F-score."""
 from __future__ import annotations
 
 import ast
-import csv
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..metrics.scores import GRADES, grade_summary
-from .base import Log, Question, QuestionAnswer, question_id, read_text
+from .base import Log, Question, QuestionAnswer, question_id, read_csv
 from .sections import Placed, ReportData, Section, pct, rows_of, verdict_of
 
 REQUIRED = ("metadata", "problem", "answer")
@@ -37,12 +35,11 @@ def _metadata(text: str, where: str) -> dict[str, Any]:
 def load_simpleqa(path: Path) -> list[Question]:
     """Read SimpleQA's CSV; ids are hashes of the problem text (the file has none)."""
     out: list[Question] = []
-    text = read_text(path, "simpleqa")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    names, rows = read_csv(path, "simpleqa")
+    missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise ConfigError(f"{path}:1: not SimpleQA's CSV (missing columns: {', '.join(missing)})")
-    for i, row in enumerate(reader, start=2):
+    for i, row in rows:
         if not (row.get("problem") or "").strip():
             raise ConfigError(f"{path}:{i}: empty 'problem'")
         out.append(Question(id=question_id(row["problem"]), question=row["problem"], answer=row["answer"],

@@ -5,13 +5,11 @@ graded by an LLM judge (the Chinese grader, preset ``browsecomp-zh``: the questi
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, question_id, read_text, safe_id
+from .base import Log, Question, QuestionAnswer, question_id, read_csv, safe_id
 from .cipher import canary_key, decrypt
 
 REQUIRED = ("prompt", "answer", "canary")
@@ -21,12 +19,11 @@ def load_xbench(path: Path) -> list[Question]:
     """Read and decrypt xbench-DeepSearch's CSV; ``id`` (when present) is the question id, other plain
     columns (e.g. ``type``) go to meta."""
     out: list[Question] = []
-    text = read_text(path, "xbench")
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    names, rows = read_csv(path, "xbench")
+    missing = [c for c in REQUIRED if c not in names]
     if missing:
         raise ConfigError(f"{path}:1: not an xbench-DeepSearch CSV (missing columns: {', '.join(missing)})")
-    for i, row in enumerate(reader, start=2):
+    for i, row in rows:
         if not row.get("canary"):
             raise ConfigError(f"{path}:{i}: empty 'canary' (the row's decryption key)")
         try:
