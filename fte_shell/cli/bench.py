@@ -13,10 +13,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..benchmarks.registry import BENCHMARKS, PRESETS
 from ..errors import FteError
 from ..record.jsonio import DiskFull
 from ..record.sweepdir import SweepDir
 from .options import config_flags
+
+DATASET_HELP = " | ".join(b.summary.split(" — ")[0] for b in BENCHMARKS.values()) + " | a path."
+MODEL_PRESETS = ", ".join(name for name, p in PRESETS.items() if p.prompt)
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -47,7 +51,7 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     @config_flags("bench")
     def bench_cmd(
-        dataset: Annotated[str, typer.Argument(help="hotpotqa | hotpotqa:DIR | browsecomp:FILE.csv | jsonl:FILE | widesearch:DIR | a path.")],
+        dataset: Annotated[str, typer.Argument(help=DATASET_HELP)],
         out: Annotated[Path, typer.Option("--out", "-o", help="Sweep directory; rerun with the same --out to resume.")],
         profiles: Annotated[str, typer.Option("--profiles", "-p", help="Comma-separated profiles to compare.")] = "shell,fte",
         runs: Annotated[int, typer.Option("--runs", "-k", help="Repetitions per question and profile.")] = 1,
@@ -141,7 +145,7 @@ def register(app: typer.Typer) -> None:
     @config_flags("judge")
     def judge_cmd(
         run_dirs: Annotated[list[Path], typer.Argument(help="Sweep directories or single run directories.")],
-        judge_model: Annotated[str | None, typer.Option("--judge-model", help="Grading model (a model preset: browsecomp, browsecomp-zh, simpleqa, hle).")] = None,
+        judge_model: Annotated[str | None, typer.Option("--judge-model", help=f"Grading model (for a model preset: {MODEL_PRESETS}).")] = None,
         base_url: Annotated[str | None, typer.Option("--base-url", help="Grader endpoint (default OPENAI_BASE_URL).")] = None,
         api_key: Annotated[str | None, typer.Option("--api-key", help="Grader API key (prefer OPENAI_API_KEY).")] = None,
         force: Annotated[bool, typer.Option("--force", help="Judge again even when judgement.json has this judge's verdict.")] = False,

@@ -22,8 +22,8 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     dataset: str
-    """Dataset spec: ``hotpotqa``, ``hotpotqa:DIR``, ``browsecomp:FILE.csv``, ``jsonl:FILE``,
-    ``browsecomp-plus:DIR``, ``widesearch:DIR`` or a path."""
+    """Dataset spec: ``KIND``, ``KIND:PATH`` or a bare path, one of the benchmarks of
+    :data:`fte_shell.benchmarks.registry.BENCHMARKS` (``fte-shell bench --help`` lists them; docs/bench.md)."""
 
     split: str = "dev"
     """HotpotQA split (``dev`` or ``test``)."""
