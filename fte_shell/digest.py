@@ -7,17 +7,19 @@ change the agent's behaviour:
 * secrets: ``model.api_key``, ``search.serper_api_key`` (also inside ``agent.summary_model``);
 * where things are, not what they are: ``model.base_url`` (the same model moved to another host),
   ``search.cache_dir``, ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
-* transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``,
-  ``search.timeout_s``, ``search.max_retries``.
+* transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``, ``model.rpm``,
+  ``model.tpm``, ``search.timeout_s``, ``search.max_retries``;
+* what things cost: ``model.price``.
 
 Files that are inputs are replaced by their content: ``agent.system_prompt_file`` and
 ``agent.tool_descriptions_file`` become ``sha256:<hex of the file>``, and a local ``search.corpus``
 becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
-unless listed here. The ``[judge]`` table (how runs are graded afterwards) and the ``[benchmark]`` table
+unless listed here. The ``[judge]`` table (how runs are graded afterwards), the ``[benchmark]`` table
 (dataset plugin options: what they change shows in the dataset, ``questions.jsonl``, and in the search
-settings the sweep fills in) are out as a whole. docs/bench.md "Config digest".
+settings the sweep fills in) and the ``[budget]`` table (what a sweep may spend) are out as a whole.
+docs/bench.md "Config digest".
 """
 
 from __future__ import annotations
@@ -29,18 +31,19 @@ from pathlib import Path
 from typing import Any
 
 DROPPED: dict[str, tuple[str, ...]] = {
-    "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s"),
+    "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s", "price", "rpm", "tpm"),
     "search": ("serper_api_key", "cache_dir", "timeout_s", "max_retries"),
     "sandbox": ("workspace_dir", "keep_workspace", "auto_build"),
 }
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
-DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}}
+DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}, "agent": {"max_total_tokens": None}}
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
 
-OUT_TABLES: tuple[str, ...] = ("judge", "benchmark")
-"""Tables left out of the digest as a whole."""
+OUT_TABLES: tuple[str, ...] = ("judge", "benchmark", "budget")
+"""Tables left out of the digest as a whole (how runs are graded; dataset plugin options; what a sweep may
+spend: a higher budget resumes the same sweep)."""
 
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""

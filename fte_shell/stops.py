@@ -44,6 +44,7 @@ STOPS: tuple[Stop, ...] = (
     Stop("too_many_nudges", False, None, "agent.max_nudges replies in a row with neither a tool call nor an answer"),
     Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
     Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
+    Stop("token_budget", False, None, "agent.max_total_tokens spent (the run's prompt + completion tokens)"),
     # --- infrastructure ---------------------------------------------------------------------------------
     Stop("endpoint_unavailable", True, "endpoint", "connection errors, timeouts, 429/5xx after the retries"),
     Stop("auth", True, None, "HTTP 401/403 from the model endpoint"),
@@ -62,7 +63,7 @@ BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
 
 StopReason = Literal[
     "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
-    "reply_cut", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
+    "reply_cut", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
     "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "crashed", "failed",
 ]
 """Every name of :data:`STOPS` (checked against the table on import)."""

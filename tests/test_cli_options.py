@@ -40,8 +40,11 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
     run, bench = table_opts("run"), table_opts("bench")
     dataset_opts = {"--gaia-text-only", "--no-gaia-text-only", "--frames-closed", "--no-frames-closed"}
     assert dataset_opts <= bench and not dataset_opts & run  # the [benchmark] options are bench's only
-    # bench sweeps its own --profiles; it also judges
-    assert run - {"--profile", "-p"} == bench - dataset_opts - {"--judge-preset"}
+    # bench sweeps its own --profiles; it also judges; a sweep's budget is bench's alone
+    assert run - {"--profile", "-p"} == bench - dataset_opts - {"--judge-preset", "--max-cost", "--max-tokens-total"}
+    assert {"--max-cost", "--max-tokens-total"} <= bench
+    for flag in ("--rpm", "--tpm", "--max-total-tokens"):
+        assert flag in run and flag in bench, flag
     for flag in ("--temperature", "--max-tokens", "--context-window", "--first-tool-choice",
                  "--parse-text-tool-calls", "--no-parse-text-tool-calls", "--time-budget", "--date", "--max-turns",
                  "--base-url", "--model", "--api-key", "--corpus", "--search", "--snapshot", "--snapshot-mode",

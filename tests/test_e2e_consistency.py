@@ -98,7 +98,7 @@ def test_reader_model_tokens_are_counted_apart_and_reach_metrics_and_report(tmp_
     assert summed([e["meta"]["summary_usage"] for e in events if e["type"] == "tool_call"]) == reader_usage
     # documented order of result.json
     assert list(saved) == ["question", "answer", "profile", "model", "turns", "stop_reason", "tool_calls", "usage",
-                           "summary_usage", "wall_s", "run_id", "started_at", "meta", "config_digest"]
+                           "summary_usage", "cost_usd", "wall_s", "run_id", "started_at", "meta", "config_digest"]
 
     m = run_metrics(run_dir)
     assert (m.total_tokens, m.summary_tokens) == (agent_usage["total_tokens"], reader_usage["total_tokens"])

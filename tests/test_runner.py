@@ -23,7 +23,7 @@ from fte_shell.scripted import ScriptedServer, ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 RESULT_KEYS = {
-    "question", "answer", "profile", "model", "turns", "stop_reason", "tool_calls", "usage", "summary_usage",
+    "question", "answer", "profile", "model", "turns", "stop_reason", "tool_calls", "usage", "summary_usage", "cost_usd",
     "wall_s", "run_id", "started_at", "meta", "config_digest",
 }
 

@@ -26,6 +26,7 @@ from ..config import RunConfig
 from ..errors import ModelError, ToolError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
+from ..model.prices import price_for, usage_cost
 from ..profiles import Profile, ToolResult, parse_arguments
 from ..prompts import system_prompt
 from ..record.rundir import RunWriter
@@ -67,6 +68,9 @@ class Agent:
         self.state = LoopState()
         self.info: ServerInfo | None = None
         self.deadline: float | None = None
+        self.price = price_for(config.model)
+        """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
+        self.state.cost_usd = 0.0 if self.price is not None else None
 
     def system_prompt(self) -> str:
         """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
@@ -115,6 +119,9 @@ class Agent:
             raise Stop("max_turns")
         if self.over_budget():
             raise Stop("time_budget")
+        if cfg.max_total_tokens is not None and s.tokens_spent() >= cfg.max_total_tokens:
+            raise Stop("token_budget", error=f"{s.tokens_spent():,} tokens spent of agent.max_total_tokens "
+                                             f"{cfg.max_total_tokens:,}")
         s.turns += 1
         turn, names = s.turns, {n for t in tools if (n := t.get("function", {}).get("name"))}
         try:
@@ -202,8 +209,14 @@ class Agent:
         return kept
 
     def record_reply(self, c: Completion, msg: dict[str, Any], changes: list[str]) -> None:
-        add_usage(self.state.usage, c.usage)
-        self.recorder.event("model_call", **model_call_fields(self.state.turns, c, changes))
+        s = self.state
+        add_usage(s.usage, c.usage)
+        fields = model_call_fields(s.turns, c, changes)
+        if self.price is not None and s.cost_usd is not None:
+            cost = usage_cost(c.usage_details or c.usage, self.price)
+            s.cost_usd += cost
+            fields["cost_usd"] = cost
+        self.recorder.event("model_call", **fields)
         self.messages.append(msg)
 
     def nudge(self, kind: str, text: str) -> None:

@@ -71,6 +71,11 @@ class RunResult(BaseModel):
     tool calls' ``meta.summary_usage``; same keys as :attr:`usage`, NOT included in it (so ``usage``
     stays comparable across profiles). All zero for the other profiles."""
 
+    cost_usd: float | None = None
+    """What the agent model's calls cost in USD at the run's price (the sum of the ``model_call``
+    events' ``cost_usd``; docs/run.md "Cost"); None when the model's price is unknown. The reader model's
+    tokens (:attr:`summary_usage`) are not in it."""
+
     wall_s: float
     """Wall-clock seconds of the loop."""
 
@@ -104,11 +109,17 @@ class LoopState:
     tool_counts: dict[str, int] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=_zero_usage)
     summary_usage: dict[str, int] = field(default_factory=_zero_usage)
+    cost_usd: float | None = None
+    """USD spent so far (None: the price is unknown)."""
     reasoning_fields: list[str] = field(default_factory=list)
     """The reasoning fields the server used last (sent back per ``model.reasoning_passback``)."""
     last_prompt: int | None = None
     """``usage.prompt_tokens`` of the last successful request, and how many messages it had."""
     last_len: int = 0
+
+    def tokens_spent(self) -> int:
+        """Tokens of the run so far: the agent model's and a reader model's (``agent.max_total_tokens``)."""
+        return self.usage["total_tokens"] + self.summary_usage["total_tokens"]
 
     def reply(self, signature: str, cut: bool) -> None:
         """Count one reply: identical to the last one? cut at ``max_tokens``?"""
@@ -120,7 +131,8 @@ class LoopState:
         """The :class:`RunResult` of the run that stopped so (``run``: profile, model, wall_s, run_id, run_dir)."""
         return RunResult(question=question, answer=answer, answer_unclosed=self.answer_unclosed and answer is not None,
                          turns=self.turns, stop_reason=stop_reason, tool_calls=dict(self.tool_counts),
-                         usage=dict(self.usage), summary_usage=dict(self.summary_usage), **run)
+                         usage=dict(self.usage), summary_usage=dict(self.summary_usage),
+                         cost_usd=None if self.cost_usd is None else round(self.cost_usd, 8), **run)
 
 
 def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, system: str,
@@ -140,6 +152,8 @@ def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[
                            "wall_s": result.wall_s}
     if result.answer_unclosed:
         end["answer_unclosed"] = True
+    if result.cost_usd is not None:
+        end["cost_usd"] = result.cost_usd
     rec.event("end", **end)
     hidden = {"run_dir"} if result.answer_unclosed else {"run_dir", "answer_unclosed"}
     rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,

@@ -120,6 +120,18 @@ def register(app: typer.Typer) -> None:
                        f"{stats.pending} run(s) still without a result (rerunning the same command redoes them)[/yellow]", soft_wrap=True)
         if stats.outages:
             _out.print(f"paused {stats.outages} time(s) for unavailable infrastructure, {stats.outage_s:.0f} s in all")
+        from ..model.prices import unknown_price_note
+        from .run import usd
+
+        spent = (f"spent now: {stats.tokens:,} tokens" + (f", {usd(stats.cost_usd)}" if stats.cost_usd is not None
+                                                          else f" ({unknown_price_note(cfg.model)})")
+                 + (f"; budget: {stats.budget}" if stats.budget else "")
+                 + (f"; HTTP 429s lowered the concurrency {stats.throttled} time(s), to {stats.concurrency_lowest} "
+                    f"at the lowest, {stats.concurrency} at the end" if stats.throttled else ""))
+        _out.print(escape(spent), soft_wrap=True)
+        if stats.budget_reached:
+            _err.print(f"[yellow]budget reached[/yellow] ({stats.budget_reached}): {stats.pending} run(s) not started; "
+                       f"rerun with a higher --max-cost / --max-tokens-total to resume", soft_wrap=True)
         if stats.interrupted:
             _err.print(f"[yellow]interrupted[/yellow]: {stats.lost} run(s) in flight were discarded; rerun to resume")
             raise typer.Exit(130)
@@ -138,6 +150,8 @@ def register(app: typer.Typer) -> None:
                            + (f" ({js.infra_failed} infrastructure failure(s) not judged)" if js.infra_failed else ""))
         if stats.gave_up:
             raise typer.Exit(3)
+        if stats.budget_reached:
+            raise typer.Exit(4)
         if stats.pending:
             raise typer.Exit(1)
 
@@ -273,15 +287,20 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
     columns = [
         TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
         TextColumn("done {task.fields[done]} · infra-failed {task.fields[failed]} · answered {task.fields[answered]}"),
+        TextColumn("· {task.fields[spent]} · concurrency {task.fields[concurrency]}"),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
     ]
     with Progress(*columns, console=_err, transient=False) as prog:
-        task_id = prog.add_task("bench", total=None, done=0, failed=0, answered=0)
+        task_id = prog.add_task("bench", total=None, done=0, failed=0, answered=0, spent="0 tokens",
+                                concurrency=bench.concurrency)
 
         def on_event(kind: str, task: Any, stats: Any) -> None:
+            from .run import usd
+
             todo = stats.total - stats.skipped
+            spent = f"{stats.tokens:,} tokens" + (f" {usd(stats.cost_usd)}" if stats.cost_usd is not None else "")
             prog.update(task_id, total=todo, completed=stats.done, done=stats.done, failed=stats.failed,
-                        answered=stats.answered)
+                        answered=stats.answered, spent=spent, concurrency=stats.concurrency or bench.concurrency)
 
         try:
             return run_sweep(bench, cfg, on_event=on_event, log=log, remote=executor)

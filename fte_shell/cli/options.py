@@ -143,12 +143,18 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("model.max_tokens", ("--max-tokens",)),
     ConfigFlag("model.context_window", ("--context-window",)),
     ConfigFlag("model.parse_text_tool_calls", ("--parse-text-tool-calls",)),
+    ConfigFlag("model.rpm", ("--rpm",)),
+    ConfigFlag("model.tpm", ("--tpm",)),
     # [agent]; bench sweeps its own --profiles
     ConfigFlag("agent.profile", ("--profile", "-p"), commands=frozenset({"run", "demo"})),
     ConfigFlag("agent.max_turns", ("--max-turns",)),
     ConfigFlag("agent.time_budget_s", ("--time-budget",)),
     ConfigFlag("agent.current_date", ("--date",)),
     ConfigFlag("agent.first_tool_choice", ("--first-tool-choice",)),
+    ConfigFlag("agent.max_total_tokens", ("--max-total-tokens",)),
+    # [budget]: what a whole sweep may spend
+    ConfigFlag("budget.max_cost", ("--max-cost",), commands=frozenset({"bench"})),
+    ConfigFlag("budget.max_tokens_total", ("--max-tokens-total",), commands=frozenset({"bench"})),
     # [search]
     ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
     ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),

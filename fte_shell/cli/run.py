@@ -38,6 +38,13 @@ def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -
     return shown
 
 
+def usd(x: float | None) -> str:
+    """Dollars as the live log and the progress bar show them (4 decimals below a cent)."""
+    if x is None:
+        return "–"
+    return f"${x:.4f}" if abs(x) < 0.01 else f"${x:,.2f}"
+
+
 def _meta_facts(meta: dict[str, Any]) -> list[str]:
     """Short notes from a tool call's meta (exit status, timeout, truncation) for the log line."""
     facts = []
@@ -65,6 +72,12 @@ class EventPrinter:
 
     def __init__(self, console: Console | None = None):
         self.console = console or _out
+        self.tokens = 0
+        """Tokens of the run's model calls so far."""
+        self.cost_usd: float | None = None
+        """USD so far (None: no call had a price)."""
+        self._model: str | None = None
+        self._said_no_price = False
 
     def __call__(self, ev: dict[str, Any]) -> None:
         c = self.console
@@ -72,12 +85,23 @@ class EventPrinter:
         if kind == "start":
             c.print(f"[bold]Question:[/bold] {escape(str(ev.get('question')))}")
             c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')} · {len(ev.get('tools') or [])} tool(s)[/dim]")
+            self.tokens, self.cost_usd, self._model, self._said_no_price = 0, None, ev.get("model"), False
         elif kind == "model_call":
             u = ev.get("usage") or {}
+            self.tokens += int(u.get("total_tokens") or 0)
+            cost = ev.get("cost_usd")
+            if isinstance(cost, (int, float)):
+                self.cost_usd = (self.cost_usd or 0.0) + cost
+            so_far = f"so far {self.tokens:,} tokens" + (f", {usd(self.cost_usd)}" if self.cost_usd is not None else "")
             c.print(
                 f"[bold cyan]turn {ev.get('turn')}[/bold cyan] [dim]{ev.get('latency_s', 0):.2f} s · "
-                f"tokens {u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out[/dim]"
+                f"tokens {u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out"
+                f"{f' · {usd(cost)}' if isinstance(cost, (int, float)) else ''} · {so_far}[/dim]"
             )
+            if cost is None and not self._said_no_price:
+                self._said_no_price = True
+                note = f"no price known for model {self._model}: tokens only (set [model.price] in USD per million tokens)"
+                c.print(f"  [dim]{escape(note)}[/dim]")
             content = (ev.get("message") or {}).get("content")
             if content and content.strip():
                 c.print(f"[italic]{escape(_indent(preview(content.strip(), 4, 400), '  '))}[/italic]")
@@ -160,7 +184,7 @@ def _print_result(result: Any, run_dir: Path) -> None:
     _out.print(
         f"[dim]{result.turns} turn(s) · tool calls: {calls} · tokens {u.get('total_tokens', 0):,} "
         f"({u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out){reader_note} · "
-        f"{result.wall_s:.1f} s[/dim]"
+        f"{'' if result.cost_usd is None else usd(result.cost_usd) + ' · '}{result.wall_s:.1f} s[/dim]"
     )
     ws = run_dir / "workspace"
     n = len(list(ws.glob("*.txt"))) if ws.is_dir() else 0

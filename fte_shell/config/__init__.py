@@ -10,6 +10,8 @@ A TOML file mirrors these models table for table::
     [snapshot]              # SnapshotConfig    (config/search.py)
     [judge]                 # JudgeOptions      (config/judge.py)
     [benchmark]             # BenchmarkOptions  (config/benchmark.py)
+    [model.price]           # ModelPrice        (config/budget.py)
+    [budget]                # BudgetConfig      (config/budget.py)
 
 Unknown keys are an error that names the key. Flags and environment variables override the file
 (see :func:`load_config`, config/load.py); :func:`reference_toml` (config/reference.py) prints every option.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from .agent import AgentConfig
 from .benchmark import BenchmarkOptions
+from .budget import BudgetConfig, ModelPrice
 from .judge import JudgeOptions
 from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
@@ -31,9 +34,11 @@ __all__ = [
     "ENV_VARS",
     "AgentConfig",
     "BenchmarkOptions",
+    "BudgetConfig",
     "FetchPolicy",
     "JudgeOptions",
     "ModelConfig",
+    "ModelPrice",
     "RunConfig",
     "SandboxConfig",
     "SandboxProviderName",

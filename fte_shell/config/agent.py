@@ -24,6 +24,10 @@ class AgentConfig(StrictModel):
     time_budget_s: float | None = None
     """Wall-clock budget for one question; None = unlimited."""
 
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    """Token budget of one run (prompt + completion of all its model calls, a reader model's included):
+    no model call starts once it is spent (stop reason ``token_budget``, a result). None = unlimited."""
+
     max_consecutive_errors: int = 10
     """Stop after this many consecutive turns whose tool calls all failed or were malformed."""
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from .base import StrictModel
+from .budget import ModelPrice
 
 
 class ModelConfig(StrictModel):
@@ -75,3 +76,15 @@ class ModelConfig(StrictModel):
     min_reply_tokens: int = Field(default=512, ge=1)
     """When the window leaves fewer tokens than this for the reply, the run stops with
     ``context_overflow`` (or asks for a final answer, see ``agent.on_context_overflow``)."""
+
+    price: ModelPrice | None = None
+    """``[model.price]``: USD per million tokens (``input``, ``cached_input``, ``output``). None = the
+    built-in table's price of ``model`` (fte_shell/model/prices.py), else unknown (tokens only)."""
+
+    rpm: int | None = Field(default=None, gt=0)
+    """Requests per minute this process may send to the endpoint (a client-side limiter shared by all
+    threads; on a Ray cluster each run gets its share, docs/run.md "Rate limits"). None = no limit."""
+
+    tpm: int | None = Field(default=None, gt=0)
+    """Tokens per minute (prompt + completion) this process may spend at the endpoint; the prompt is
+    estimated before a call and corrected by the reported usage after it. None = no limit."""

@@ -7,6 +7,7 @@ from pydantic import Field
 from .agent import AgentConfig
 from .base import StrictModel
 from .benchmark import BenchmarkOptions
+from .budget import BudgetConfig
 from .judge import JudgeOptions
 from .model import ModelConfig
 from .sandbox import SandboxConfig
@@ -36,3 +37,6 @@ class RunConfig(StrictModel):
 
     benchmark: BenchmarkOptions = Field(default_factory=BenchmarkOptions)
     """Options of the dataset plugins (``fte-shell bench``: GAIA's text-only subset, FRAMES's closed world)."""
+
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    """What a ``bench`` sweep may spend in all (``--max-cost``, ``--max-tokens-total``)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..digest import config_digest
 from ..errors import ConfigError
+from ..model.ratelimit import share
 from ..record.sweepdir import SweepDir
 from .caches import CacheService
 from .nodes import SLOT, check_nodes, gc_nodes
@@ -85,6 +86,7 @@ class RayExecutor:
         self._connected = False
         self._actor: Any = None
         self._runtime_env: dict[str, Any] | None = None
+        self._slots = 1
 
     def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[Any, int]:
         """Join the cluster, check its slot nodes, start the cache actor; return the run function and the
@@ -102,6 +104,12 @@ class RayExecutor:
         slots = sum(n.slots for n in nodes)
         say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
             + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
+        self._slots = max(1, slots)
+        mc = shared.config.model
+        if mc.rpm is not None or mc.tpm is not None:  # each run is its own process with its own limiter
+            say(f"ray: model.rpm/tpm split over the {self._slots} {SLOT}(s): each run may send "
+                f"{share(mc.rpm, self._slots) or 'unlimited'} requests and {share(mc.tpm, self._slots) or 'unlimited'} "
+                f"tokens per minute (a node: its slots' shares)")
         here = ray.get_runtime_context().get_node_id()
         self._actor = (ray.remote(num_cpus=0, max_concurrency=64, max_restarts=0)(CacheService)
                        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
@@ -123,6 +131,7 @@ class RayExecutor:
         import ray
 
         cfg, _env = strip_secrets(config)
+        cfg.model.rpm, cfg.model.tpm = share(cfg.model.rpm, self._slots), share(cfg.model.tpm, self._slots)
         spec = RunSpec(question=question, config=cfg, qid=qid or "", meta=dict(meta or {}),
                        config_digest=config_digest(config), **self._spec_base)
         ref = self._remote.remote(spec, self._actor)

@@ -10,6 +10,8 @@ Retries (each one reported to ``on_retry``): connection errors, 408/409/429 and 
 backoff and jitter (a ``Retry-After`` header wins), up to ``model.max_retries``; a read timeout at most
 ``model.timeout_retries`` times (a runaway generation is not restarted blindly); all attempts of one call
 within ``model.call_time_cap_s``. The same 500 body twice is a deterministic refusal (no more retries).
+Each attempt first waits for ``model.rpm``/``model.tpm`` and any ``Retry-After`` another thread was given
+(:mod:`.ratelimit`, shared by the process's clients of the endpoint).
 Failures are typed (:mod:`fte_shell.model.errors`): :class:`ContextOverflow`, :class:`AuthFailed` and
 :class:`BadRequest` are never retried; :class:`EndpointUnavailable` is what is left after the retries.
 """
@@ -27,6 +29,7 @@ from ..errors import ModelError
 from .base import RetryListener
 from .completion import Completion, to_completion
 from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
+from .ratelimit import estimate_request_tokens, pacer_for
 from .window import ServerInfo, discover
 
 ENDPOINT_HELP = (
@@ -110,6 +113,9 @@ class ModelClient:
             base_url=self.base_url, api_key=self._api_key, timeout=cfg.timeout_s, max_retries=0
         )
         self._info: ServerInfo | None = None
+        self.pacer = pacer_for(self.endpoint, self.model, cfg.rpm, cfg.tpm)
+        """``model.rpm``/``model.tpm`` and the 429 signal, shared with this process's other clients of the
+        endpoint (:mod:`.ratelimit`)."""
         self.calls = 0
         """Successful completions so far."""
         self.retries = 0
@@ -210,7 +216,14 @@ class ModelClient:
         if deadline is not None:
             limit = deadline if limit is None else min(limit, deadline)
         attempt, timeouts, last_body = 0, 0, None
+        tokens = estimate_request_tokens(messages, tools)
         while True:
+            slot = self.pacer.wait(tokens, limit)
+            if slot is None:
+                raise (ModelError("model call not made: the time budget is spent waiting for model.rpm/tpm")
+                       if budget_first else EndpointUnavailable(
+                           f"model call to {self.endpoint} not made: model.call_time_cap_s passes while waiting "
+                           f"for model.rpm/model.tpm", attempts=attempt))
             t0 = time.monotonic()
             if limit is not None:
                 left = limit - t0
@@ -224,6 +237,10 @@ class ModelClient:
             try:
                 resp = self._post(kwargs)
             except oa.OpenAIError as err:
+                self.pacer.settle(slot, 0)
+                status = getattr(err, "status_code", None)
+                if isinstance(status, int):
+                    self.pacer.record(status, retry_after_s(getattr(getattr(err, "response", None), "headers", None)))
                 what = describe_error(err)
                 if isinstance(err, oa.APITimeoutError):
                     timeouts += 1
@@ -269,6 +286,9 @@ class ModelClient:
                 self._sleep(delay)
                 continue
             latency = time.monotonic() - t0
+            usage = getattr(resp, "usage", None)
+            self.pacer.settle(slot, int(getattr(usage, "total_tokens", 0) or 0) or tokens)
+            self.pacer.record(200)
             self.calls += 1
             params = {k: v for k, v in kwargs.items() if k not in ("messages", "tools", "timeout")}
             if tools:

@@ -133,6 +133,9 @@ class ModelCallEvent(_Event):
     """The message fields the reasoning came from."""
     kept_changes: list[str] | None = None
     """How the kept copy of the message differs from the one sent."""
+    cost_usd: float | None = None
+    """What this call cost in USD at the run's price (``fte_shell.model.prices.usage_cost``); absent
+    when the price is unknown."""
 
 
 class RetryEvent(_Event):
@@ -255,6 +258,8 @@ class EndEvent(_Event):
     """Wall-clock seconds."""
     answer_unclosed: bool | None = None
     """True when the answer tag was not closed (only then present)."""
+    cost_usd: float | None = None
+    """What the run's model calls cost in USD (only when the price is known)."""
 
 
 class OtherEvent(_Event):

@@ -143,6 +143,29 @@ class SweepStats(BaseModel):
     wall_s: float = 0.0
     """Seconds this invocation took."""
 
+    tokens: int = 0
+    """Tokens the runs of this invocation spent (prompt + completion, a reader model's included;
+    infrastructure-failed attempts included)."""
+
+    cost_usd: float | None = None
+    """What the runs of this invocation cost in USD (None: the model's price is unknown)."""
+
+    budget_reached: str | None = None
+    """``max_cost`` or ``max_tokens_total`` when the sweep stopped starting runs at its budget
+    (``[budget]``, ``--max-cost``/``--max-tokens-total``): a later ``bench`` with a higher one resumes."""
+
+    budget: str | None = None
+    """What was spent of the budget, in one line (when one was set)."""
+
+    concurrency: int = 0
+    """Runs allowed in flight at the end (lowered on repeated HTTP 429s, raised again after them)."""
+
+    concurrency_lowest: int = 0
+    """The lowest concurrency of this invocation (the slots, unless 429s lowered it)."""
+
+    throttled: int = 0
+    """Times repeated HTTP 429s lowered the concurrency."""
+
 
 class RunFn(Protocol):
     """What the sweep calls for one run: :func:`fte_shell.runner.run_question`'s signature."""

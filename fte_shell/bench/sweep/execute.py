@@ -91,6 +91,8 @@ class Outcome:
     error: str | None
     raised: bool = False
     """The harness raised instead of finishing the run: its ``result.json`` is the sweep's to write."""
+    spent: tuple[int, float | None] | None = None
+    """``(tokens, USD)`` the attempt spent, from its ``result.json`` (:func:`.pace.run_spend`)."""
 
 
 class Attempt:

@@ -87,6 +87,10 @@ class Ledger:
             else:
                 self.stats.done += 1
                 self.stats.answered += o.answer is not None
+            if o.spent is not None:
+                self.stats.tokens += o.spent[0]
+                if o.spent[1] is not None:
+                    self.stats.cost_usd = (self.stats.cost_usd or 0.0) + o.spent[1]
             self._checkpoint()
         if resource is not None:
             self.outages.report(resource, o.error)
@@ -120,7 +124,7 @@ class Ledger:
         s.gave_up = GIVE_UP_STATUS.get(self.outages.gave_up or "")
         s.outages, s.outage_s = self.outages.count, round(self.outages.paused_s, 3)
         s.pending = sum(1 for t in self.tasks if run_state(t.run_dir) != "done")
-        self.write("interrupted" if s.interrupted else s.gave_up or "finished")
+        self.write("interrupted" if s.interrupted else s.gave_up or ("budget_reached" if s.budget_reached else "finished"))
         return s
 
     def _checkpoint(self) -> None:

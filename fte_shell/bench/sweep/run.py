@@ -29,11 +29,13 @@ from ...benchmarks.registry import load_dataset
 from ...config import RunConfig
 from ...errors import ConfigError, FteError
 from ...record.jsonio import DiskFull, is_disk_full
+from ...record.rundir import read_result
 from ...runner import sigterm_as_interrupt
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Attempt, LocalRuns, RemoteRuns, WorkQueue, drain
 from .ledger import Ledger, OnEvent
 from .outage import Outages, default_probes
+from .pace import Budget, Gates, Throttle, run_spend
 from .shared import prepare_shared, sweep_config
 from .state import check_compatible, check_config, plan, write_questions
 
@@ -66,7 +68,11 @@ def run_sweep(
     runs = remote if remote is not None else LocalRuns(run_fn)
 
     from ...model import ModelClient, resolve_endpoint
+    from ...model.prices import price_for, unknown_price_note
 
+    price = price_for(config.model)
+    if price is None and config.budget.max_cost is not None:
+        raise ConfigError(f"--max-cost needs a price: {unknown_price_note(config.model)}")
     model = ModelClient(config.model)  # fails fast without an endpoint; shared connection pool
     try:
         # 1. plan
@@ -96,15 +102,31 @@ def run_sweep(
         run, slots = runs.open(bench, dataset, shared, log)
         books.write("running")
         todo = books.to_do()
-        work = WorkQueue(todo, may_start=outages.wait_open)
+        if price is not None:  # else the runs record tokens only (the command's closing line says so)
+            books.stats.cost_usd = 0.0
+        # the budget counts the runs of this sweep on disk; the throttle listens to the endpoint's 429s
+        budget = Budget(config.budget.max_cost, config.budget.max_tokens_total, stop=stop)
+        if budget.limited:
+            waiting = set(map(id, todo))
+            for t in books.tasks:
+                if id(t) not in waiting:
+                    budget.add(*run_spend(read_result(t.run_dir), price))
+        workers = min(slots, max(1, len(todo)))
+        throttle = Throttle(workers, log=say, stop=stop)
+        books.stats.concurrency = books.stats.concurrency_lowest = workers
+        unlisten = model.pacer.listen(throttle.on_status)
+        gates = Gates(outages.wait_open, throttle, budget)
+        work = WorkQueue(todo, may_start=gates.may_start)
         attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say)
 
         def run_one(t: Task) -> None:  # on a worker thread
             books.started(t)
+            spent = None
             try:
                 o = attempt(t)
                 if o is None or stop.is_set():  # in flight when the sweep was interrupted: not trusted
                     return
+                spent = o.spent = run_spend(read_result(t.run_dir), price)
                 if o.stop_reason == "disk_full":  # a full disk: nothing can be recorded; redone on resume
                     books.forget(t)
                     disk_full(t.run_dir)
@@ -118,6 +140,10 @@ def run_sweep(
                     disk_full(getattr(e, "path", out))
                     return
                 say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
+            finally:
+                gates.ended(spent)
+                books.stats.concurrency = throttle.allowed
+                books.stats.concurrency_lowest = throttle.lowest
 
         # --- a full disk: the first write that finds the device full stops
         # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
@@ -130,7 +156,7 @@ def run_sweep(
 
         try:
             with sigterm_as_interrupt():  # SIGINT raises KeyboardInterrupt by itself
-                drain(work, run_one, min(slots, max(1, len(todo))))
+                drain(work, run_one, workers)
         except KeyboardInterrupt:
             stop.set()
             work.close()
@@ -139,6 +165,14 @@ def run_sweep(
             work.wait_idle(GRACE_S)
             books.discard_in_flight()
         stop.set()  # ends the probe watchers
+        unlisten()
+        books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
+        books.stats.throttled = throttle.lowered
+        if budget.limited:
+            books.stats.budget = budget.describe()
+        if budget.reached and not books.stats.interrupted:
+            books.stats.budget_reached = budget.reached
+            say(f"budget reached: {budget.describe()}; no more runs started, the runs in flight finished")
         if full:  # a full disk: the status if there is room, then the one line
             with contextlib.suppress(OSError, FteError):
                 books.write("disk_full")
