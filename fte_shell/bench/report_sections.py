@@ -25,15 +25,29 @@ def has_reader_tokens(ps: Sequence[ProfileSummary]) -> bool:
     return any(p.summary_tokens for p in ps)
 
 
+def has_cost(ps: Sequence[ProfileSummary]) -> bool:
+    """Whether any profile's runs have a cost (a known price): only then are the cost columns shown."""
+    return any(p.cost_usd is not None for p in ps)
+
+
+def usd(x: float | None) -> str:
+    """A cost cell: ``$0.0123`` below a dollar, ``$12.34`` above, ``–`` when unknown."""
+    return "–" if x is None else f"${x:.4f}" if abs(x) < 1 else f"${x:,.2f}"
+
+
+COST_COLUMNS = ["Cost", "Cost/run", "Cost/correct"]
+
+
 # --- tables -------------------------------------------------------------------------------------------
 def main_table(ps: Sequence[ProfileSummary]) -> Table:
-    reader = has_reader_tokens(ps)
+    reader, cost = has_reader_tokens(ps), has_cost(ps)
     head = ["Profile", "Model", "Runs", "Failed (infra)", "Judged", "Accuracy", "95% CI (Wilson)", "F1", "Answered",
             "#Search", "#Select", "#Extract", "Calls", "Refused", "Tokens", *(["Reader tokens"] if reader else []),
-            "Wall s"]
+            *(COST_COLUMNS if cost else []), "Wall s"]
     rows = [[display_name(p), p.model or "–", str(p.runs), str(p.failed), str(p.judged), pct(p.accuracy),
              ci(p.accuracy_ci95), num(p.f1), pct(p.answered), num(p.search), num(p.select), num(p.extract),
              num(p.calls), num(p.refused), integer(p.tokens), *([integer(p.summary_tokens)] if reader else []),
+             *([usd(p.cost_usd), usd(p.cost_per_run), usd(p.cost_per_correct)] if cost else []),
              num(p.wall_s, 1)] for p in ps]
     return head, rows
 

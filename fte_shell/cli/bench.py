@@ -215,8 +215,8 @@ def register(app: typer.Typer) -> None:
 
         head, rows = main_table(r.profiles)
         shown = ("Profile", "Model", "Runs", "Failed (infra)", "Accuracy", "95% CI (Wilson)", "#Search", "#Select",
-                 "#Extract", "Tokens", "Reader tokens")
-        keep = [head.index(c) for c in shown if c in head]  # Reader tokens: only when some run spent them
+                 "#Extract", "Tokens", "Reader tokens", "Cost", "Cost/correct")
+        keep = [head.index(c) for c in shown if c in head]  # Reader tokens, Cost: only when some run has them
         t = Table(*[head[i] for i in keep])
         for row in rows:
             t.add_row(*[row[i] for i in keep])

@@ -127,6 +127,10 @@ class RunMetrics(_M):
     wall_s: float = 0.0
     """Wall-clock seconds of the run."""
 
+    cost_usd: float | None = None
+    """What the run's agent-model calls cost in USD (``result.json``'s ``cost_usd``); None when the
+    price was unknown or the run was written before costs were recorded."""
+
     n_refused: int = 0
     """Tool calls the profile refused (a tool it lacks; fte-single-grep's grep without one fetched file)."""
 
@@ -191,6 +195,10 @@ def _summed(usages: Iterable[Any]) -> dict[str, int]:
     return total
 
 
+def _cost(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
 def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
@@ -251,6 +259,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         total_tokens=int(usage.get("total_tokens") or 0),
         summary_tokens=int(summary_usage.get("total_tokens") or 0),
         wall_s=float(wall),
+        cost_usd=_cost((result or {}).get("cost_usd")),
         n_refused=len({a.call for a in actions if a.refused}),
         n_unique_fetch=len({d for a in actions if a.op == "fetch" for d in a.docs}),
         grep_scopes=dict(Counter(a.scope for a in actions if a.op == "grep" and a.scope)),

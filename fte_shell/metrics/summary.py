@@ -114,6 +114,15 @@ class ProfileSummary(_M):
     wall_s: float | None
     """Mean wall-clock seconds per question."""
 
+    cost_usd: float | None = None
+    """USD the profile's runs (results only) cost in all; None unless every one of them has a cost."""
+
+    cost_per_run: float | None = None
+    """``cost_usd`` / runs (results only): the mean cost of one run."""
+
+    cost_per_correct: float | None = None
+    """USD of the judged runs / the judged runs judged correct; None without a correct run or a cost."""
+
     fetch: float | None = None
     """Mean fetch actions per question (Table 3)."""
 
@@ -226,6 +235,11 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
         return _mean([float(getattr(r, attr)) for r in ok])
 
     first = runs[0] if runs else None
+    costs = [r.cost_usd for r in ok]
+    priced = bool(ok) and all(c is not None for c in costs)
+    cost = sum(c for c in costs if c is not None) if priced else None
+    n_correct = sum(1 for r in judged_runs if r.correct)
+    judged_cost = sum(r.cost_usd or 0.0 for r in judged_runs)
     return ProfileSummary(
         profile=first.profile if first else profile,
         model=first.model if first else None,
@@ -256,6 +270,9 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
         completion_tokens=m("completion_tokens"),
         summary_tokens=m("summary_tokens"),
         wall_s=m("wall_s"),
+        cost_usd=cost,
+        cost_per_run=cost / len(ok) if cost is not None else None,
+        cost_per_correct=judged_cost / n_correct if cost is not None and n_correct else None,
         fetch=m("n_fetch"),
         unique_fetches=m("n_unique_fetch"),
         repeated_fetches=m("n_fetch_repeat"),
