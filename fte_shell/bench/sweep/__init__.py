@@ -14,7 +14,8 @@ Layout of ``OUT`` (docs/bench.md)::
 :func:`run_sweep` (:mod:`.run`) is one seam: **plan** (:mod:`.state`: the runs, resume checks, the
 manifest; :mod:`.outage`: probes and the gate) → **attempt** (:mod:`.execute`: the work queue, worker
 threads and where a run happens, :class:`RemoteRuns` — this process or e.g. a Ray cluster) →
-**bookkeeping** (:mod:`.ledger`: counts, :mod:`.failures`, ``sweep.json``). :mod:`.config` holds
+**bookkeeping** (:mod:`.ledger`: counts, :mod:`.failures`, ``sweep.json``); :mod:`.pace` gates the starts
+(the budget, the concurrency under 429s). :mod:`.config` holds
 BenchConfig, Task, SweepStats; :mod:`.shared` the search, corpus and caches every run shares.
 """
 

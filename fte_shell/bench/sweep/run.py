@@ -5,7 +5,8 @@ directory ``OUT/runs/<profile>/<qid>/r<k>/`` — in three steps:
    the infrastructure probed (:mod:`.outage`);
 2. **attempt** (:mod:`.execute`): worker threads take the runs still to do from a work queue and carry
    each out through a :class:`~.execute.RemoteRuns` — :class:`~.execute.LocalRuns` (this process) or
-   e.g. a Ray cluster;
+   e.g. a Ray cluster; a run starts only through the gates of :mod:`.pace` (the outage gate, the
+   concurrency the endpoint's 429s allow, the sweep's budget);
 3. **bookkeeping** (:mod:`.ledger`): counts, ``failures.jsonl``, the outage gate, ``sweep.json``.
 
 Resume: a run whose ``result.json`` holds a result stop reason is done and skipped; one that ended for
@@ -74,6 +75,7 @@ def run_sweep(
     if price is None and config.budget.max_cost is not None:
         raise ConfigError(f"--max-cost needs a price: {unknown_price_note(config.model)}")
     model = ModelClient(config.model)  # fails fast without an endpoint; shared connection pool
+    unlisten: Callable[[], None] = lambda: None
     try:
         # 1. plan
         filled = sweep_config(bench, dataset, config, log)
@@ -132,6 +134,7 @@ def run_sweep(
                     disk_full(t.run_dir)
                     return
                 # 3. bookkeeping
+                books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
                 if books.ended(t, o):
                     work.put(t)
             except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
@@ -142,8 +145,6 @@ def run_sweep(
                 say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
             finally:
                 gates.ended(spent)
-                books.stats.concurrency = throttle.allowed
-                books.stats.concurrency_lowest = throttle.lowest
 
         # --- a full disk: the first write that finds the device full stops
         # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
@@ -165,7 +166,6 @@ def run_sweep(
             work.wait_idle(GRACE_S)
             books.discard_in_flight()
         stop.set()  # ends the probe watchers
-        unlisten()
         books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
         books.stats.throttled = throttle.lowered
         if budget.limited:
@@ -183,6 +183,7 @@ def run_sweep(
             raise DiskFull(getattr(e, "filename", None) or out) from e
         raise
     finally:
+        unlisten()
         runs.close()
         model.close()
 
