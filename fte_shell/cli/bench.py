@@ -287,7 +287,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
     columns = [
         TextColumn("[bold]bench[/bold]"), BarColumn(), MofNCompleteColumn(),
         TextColumn("done {task.fields[done]} · infra-failed {task.fields[failed]} · answered {task.fields[answered]}"),
-        TextColumn("· {task.fields[spent]} · concurrency {task.fields[concurrency]}"),
+        TextColumn("· {task.fields[spent]} · -j {task.fields[concurrency]}"),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
     ]
     with Progress(*columns, console=_err, transient=False) as prog:
@@ -298,7 +298,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
             from .run import usd
 
             todo = stats.total - stats.skipped
-            spent = f"{stats.tokens:,} tokens" + (f" {usd(stats.cost_usd)}" if stats.cost_usd is not None else "")
+            spent = f"{stats.tokens:,} tok" + (f" {usd(stats.cost_usd)}" if stats.cost_usd is not None else "")
             prog.update(task_id, total=todo, completed=stats.done, done=stats.done, failed=stats.failed,
                         answered=stats.answered, spent=spent, concurrency=stats.concurrency or bench.concurrency)
 
