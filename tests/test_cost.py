@@ -163,3 +163,32 @@ def test_cost_per_profile_and_per_correct_answer(tmp_path: Path) -> None:
     assert "| Cost | Cost/run | Cost/correct |" in head
     fte_row = next(line for line in md.splitlines() if line.startswith("| fte "))
     assert "| $0.6000 | $0.2000 | $0.3000 |" in fte_row
+
+
+def test_price_limits_and_budget_stay_out_of_the_config_digest() -> None:
+    from fte_shell.config import BudgetConfig
+    from fte_shell.digest import canonical_config, config_digest
+
+    base = RunConfig(model=ModelConfig(model="m"))
+    priced = RunConfig(model=ModelConfig(model="m", price=PRICE, rpm=10, tpm=1000),
+                       budget=BudgetConfig(max_cost=5.0, max_tokens_total=10))
+    assert config_digest(base) == config_digest(priced)  # a higher budget or a fixed price resumes
+    canon = canonical_config(base)
+    assert "budget" not in canon and "max_total_tokens" not in canon["agent"]  # older runs' digests hold
+    capped = RunConfig(model=ModelConfig(model="m"))
+    capped.agent.max_total_tokens = 5000
+    assert config_digest(capped) != config_digest(base)  # a per-run budget changes what a run does
+
+
+def test_max_cost_without_a_price_is_refused_before_any_run(tmp_path: Path) -> None:
+    from fte_shell.bench.sweep import BenchConfig, run_sweep
+    from fte_shell.config import BudgetConfig
+    from fte_shell.errors import ConfigError
+
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "q?", "answer": "a"}) + "\n")
+    cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:9/v1", model="unpriced", api_key="x"),
+                    budget=BudgetConfig(max_cost=1.0))
+    with pytest.raises(ConfigError, match="--max-cost needs a price: no price known for model 'unpriced'"):
+        run_sweep(BenchConfig(dataset=f"jsonl:{data}", profiles=["snippet-only"], out=tmp_path / "sw"), cfg)
+    assert not (tmp_path / "sw" / "runs").exists()
