@@ -192,3 +192,38 @@ def test_max_cost_without_a_price_is_refused_before_any_run(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="--max-cost needs a price: no price known for model 'unpriced'"):
         run_sweep(BenchConfig(dataset=f"jsonl:{data}", profiles=["snippet-only"], out=tmp_path / "sw"), cfg)
     assert not (tmp_path / "sw" / "runs").exists()
+
+
+class ReaderProfile(NotesProfile):
+    """``note`` as a tool that calls a reader model of its own, spending 500 + 100 tokens (reported in
+    its result's ``meta.summary_usage``, as visit-summary's ``visit`` does)."""
+
+    def execute(self, name: str, args: dict[str, Any]) -> Any:
+        res = super().execute(name, args)
+        res.meta["summary_usage"] = {"prompt_tokens": 500, "completion_tokens": 100, "total_tokens": 600}
+        return res
+
+
+def run_reader(tmp_path: Path, script: list[Any], reader: ModelConfig | None, **agent: Any) -> Any:
+    with FixedUsage(script) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", price=PRICE))
+        cfg.agent.summary_model = reader
+        for k, v in agent.items():
+            setattr(cfg.agent, k, v)
+        with RunWriter(tmp_path / "run") as rec:
+            return Agent(cfg, ModelClient(cfg.model), ReaderProfile(), rec).run("q")
+
+
+def test_a_reader_models_tokens_are_in_the_cost_and_the_token_budget(tmp_path: Path) -> None:
+    script = [ScriptTurn(tool_calls=[call("note", {"text": "a"})]), "<answer>a</answer>"]
+    # the agent's price for the reader: 2 × 0.003 + (500 × 2 + 100 × 8) / 10⁶ = 0.006 + 0.0018 = 0.0078
+    assert run_reader(tmp_path / "a", script, None).cost_usd == pytest.approx(0.0078)
+    # a reader with its own price (1 and 1): 0.006 + 600 / 10⁶ = 0.0066
+    own = ModelConfig(model="small", price=ModelPrice(input=1.0, output=1.0))
+    assert run_reader(tmp_path / "b", script, own).cost_usd == pytest.approx(0.0066)
+    # a reader whose price is unknown: the agent's calls only, 0.006
+    assert run_reader(tmp_path / "c", script, ModelConfig(model="small")).cost_usd == pytest.approx(0.006)
+    # token budget 1500: after turn 1, 1200 (agent) + 600 (reader) = 1800 >= 1500 → no turn 2
+    long = [ScriptTurn(tool_calls=[call("note", {"text": str(i)})]) for i in range(3)]
+    r = run_reader(tmp_path / "d", long, None, max_total_tokens=1500)
+    assert (r.stop_reason, r.turns, r.usage["total_tokens"], r.summary_usage["total_tokens"]) == ("token_budget", 1, 1200, 600)

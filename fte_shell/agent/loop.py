@@ -71,6 +71,10 @@ class Agent:
         self.price = price_for(config.model)
         """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
         self.state.cost_usd = 0.0 if self.price is not None else None
+        reader = config.agent.summary_model
+        self.reader_price = self.price if reader is None else price_for(
+            reader if reader.model else reader.model_copy(update={"model": config.model.model}))
+        """visit-summary's reader model's price (its tokens are in the run's cost when known)."""
 
     def system_prompt(self) -> str:
         """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
@@ -240,6 +244,8 @@ class Agent:
         call_id, res = execute_call(self.profile, names, call, s.turns, self.recorder, salvaged=salvaged)
         if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
             add_usage(s.summary_usage, spent)
+            if self.reader_price is not None and s.cost_usd is not None and isinstance(spent, dict):
+                s.cost_usd += usage_cost(spent, self.reader_price)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
         return bool(res.error)
 

@@ -72,9 +72,9 @@ class RunResult(BaseModel):
     stays comparable across profiles). All zero for the other profiles."""
 
     cost_usd: float | None = None
-    """What the agent model's calls cost in USD at the run's price (the sum of the ``model_call``
-    events' ``cost_usd``; docs/run.md "Cost"); None when the model's price is unknown. The reader model's
-    tokens (:attr:`summary_usage`) are not in it."""
+    """What the run's model calls cost in USD (docs/run.md "Cost"): the sum of the ``model_call`` events'
+    ``cost_usd``, plus visit-summary's reader-model tokens (:attr:`summary_usage`) at the reader's price
+    when it is known; None when the agent model's price is unknown."""
 
     wall_s: float
     """Wall-clock seconds of the loop."""

@@ -130,8 +130,8 @@ NOTES = [
     "out of every mean."),
     ("Tokens are the agent model's (prompt + completion); visit-summary's reader-model tokens are counted apart "
     "(Reader tokens, shown when any run spent some)."),
-    ("Cost (shown when the model's price is known) is what the profile's result runs cost in USD at the price "
-    "recorded with each run; Cost/run its mean; Cost/correct the cost of the judged runs over the judged-correct "
+    ("Cost (shown when the model's price is known) is what the profile's result runs cost in USD (the reader "
+    "model's tokens included) at the price of each run; Cost/run its mean; Cost/correct the cost of the judged runs over the judged-correct "
     "ones. Infrastructure failures cost money too but are not in it."),
     ("#Select = fetch/visit/open; #Extract = grep/read/find (shell: grep-like and read-like commands with document "
     "operands, also inside bash -c scripts). Refused: calls the profile refused (ablation arms). Every number is "

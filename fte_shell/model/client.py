@@ -216,7 +216,7 @@ class ModelClient:
         if deadline is not None:
             limit = deadline if limit is None else min(limit, deadline)
         attempt, timeouts, last_body = 0, 0, None
-        tokens = estimate_request_tokens(messages, tools)
+        tokens = estimate_request_tokens(messages, tools) if self.pacer.tpm is not None else 0
         while True:
             slot = self.pacer.wait(tokens, limit)
             if slot is None:
