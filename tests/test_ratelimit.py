@@ -199,3 +199,13 @@ def test_run_spend_from_result_json() -> None:
     r.pop("cost_usd")  # a run written before costs: its usage at the price, 1000 × 1 + 500 × 2 = 2000 → 0.002
     assert run_spend(r, price) == (1600, 0.002)
     assert run_spend(r, None) == (1600, None) and run_spend(None, price) == (0, None)
+
+
+def test_the_thread_that_got_the_retry_after_is_not_held_twice() -> None:
+    p, clock = pacer()
+    cool = p.record(429, 7.0)
+    assert cool == 1007.0
+    p.wait(1, honoured=cool)  # it slept its own Retry-After (the client's backoff): no second wait
+    assert clock.slept == []
+    p.wait(1)  # another thread: held until 1007
+    assert sum(clock.slept) == 7.0

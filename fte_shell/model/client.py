@@ -215,10 +215,10 @@ class ModelClient:
         budget_first = deadline is not None and (limit is None or deadline <= limit)
         if deadline is not None:
             limit = deadline if limit is None else min(limit, deadline)
-        attempt, timeouts, last_body = 0, 0, None
+        attempt, timeouts, last_body, cooled = 0, 0, None, 0.0
         tokens = estimate_request_tokens(messages, tools) if self.pacer.tpm is not None else 0
         while True:
-            slot = self.pacer.wait(tokens, limit)
+            slot = self.pacer.wait(tokens, limit, cooled)
             if slot is None:
                 raise (ModelError("model call not made: the time budget is spent waiting for model.rpm/tpm")
                        if budget_first else EndpointUnavailable(
@@ -239,8 +239,8 @@ class ModelClient:
             except oa.OpenAIError as err:
                 self.pacer.settle(slot, 0)
                 status = getattr(err, "status_code", None)
-                if isinstance(status, int):
-                    self.pacer.record(status, retry_after_s(getattr(getattr(err, "response", None), "headers", None)))
+                if isinstance(status, int):  # this thread sleeps its Retry-After below: the rest wait in the pacer
+                    cooled = self.pacer.record(status, retry_after_s(getattr(getattr(err, "response", None), "headers", None)))
                 what = describe_error(err)
                 if isinstance(err, oa.APITimeoutError):
                     timeouts += 1

@@ -69,9 +69,9 @@ class Pacer:
         while self._window and self._window[0].t <= now - WINDOW_S:
             self._window.popleft()
 
-    def _delay(self, now: float, tokens: int) -> float:
+    def _delay(self, now: float, tokens: int, honoured: float) -> float:
         """Seconds until a request of ``tokens`` may go (0: now). Called with the lock held."""
-        wait = max(0.0, self._cool_until - now)
+        wait = max(0.0, self._cool_until - now) if self._cool_until > honoured else 0.0
         if self.rpm is not None and len(self._window) >= self.rpm:
             wait = max(wait, self._window[len(self._window) - self.rpm].t + WINDOW_S - now)
         if self.tpm is not None and self._window:
@@ -84,16 +84,18 @@ class Pacer:
                 wait = max(wait, s.t + WINDOW_S - now)
         return wait
 
-    def wait(self, tokens: int, until: float | None = None) -> Slot | None:
+    def wait(self, tokens: int, until: float | None = None, honoured: float = 0.0) -> Slot | None:
         """Block until a request of about ``tokens`` prompt tokens may be sent, then count it; returns its
-        :class:`Slot` (for :meth:`settle`), or None when the wait would pass ``until`` (a clock instant)."""
+        :class:`Slot` (for :meth:`settle`), or None when the wait would pass ``until`` (a clock instant).
+        ``honoured``: the cool-down instant (from :meth:`record`) the caller already slept out itself —
+        the thread that got the ``Retry-After`` retries after its own backoff."""
         tokens = max(0, int(tokens))
         waited = 0.0
         while True:
             with self._lock:
                 now = self._clock()
                 self._purge(now)
-                delay = self._delay(now, tokens)
+                delay = self._delay(now, tokens, honoured)
                 if delay <= 0:
                     slot = Slot(now, tokens)
                     if self.rpm is not None or self.tpm is not None:
@@ -113,15 +115,18 @@ class Pacer:
             with self._lock:
                 slot.tokens = max(0, int(tokens))
 
-    def record(self, status: int, retry_after_s: float | None = None) -> None:
+    def record(self, status: int, retry_after_s: float | None = None) -> float:
         """An attempt ended with HTTP ``status``; a ``Retry-After`` holds every caller of :meth:`wait` that
-        long. The listeners hear of it (their errors are not the caller's)."""
-        if retry_after_s is not None and retry_after_s > 0:
-            with self._lock:
+        long. The listeners hear of it (their errors are not the caller's). Returns the cool-down instant
+        now in force (0.0: none)."""
+        with self._lock:
+            if retry_after_s is not None and retry_after_s > 0:
                 self._cool_until = max(self._cool_until, self._clock() + retry_after_s)
+            cool = self._cool_until
         for fn in list(self._listeners):
             with contextlib.suppress(Exception):  # a listener (a display) never breaks a model call
                 fn(status)
+        return cool
 
     def listen(self, fn: StatusListener) -> Callable[[], None]:
         """Call ``fn(status)`` after every attempt; returns the function that stops it."""
