@@ -43,7 +43,7 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
     # bench sweeps its own --profiles; it also judges; a sweep's budget is bench's alone
     assert run - {"--profile", "-p"} == bench - dataset_opts - {"--judge-preset", "--max-cost", "--max-tokens-total"}
     assert {"--max-cost", "--max-tokens-total"} <= bench
-    for flag in ("--rpm", "--tpm", "--max-total-tokens"):
+    for flag in ("--rpm", "--tpm", "--max-run-tokens"):
         assert flag in run and flag in bench, flag
     for flag in ("--temperature", "--max-tokens", "--context-window", "--first-tool-choice",
                  "--parse-text-tool-calls", "--no-parse-text-tool-calls", "--time-budget", "--date", "--max-turns",

@@ -151,7 +151,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("agent.time_budget_s", ("--time-budget",)),
     ConfigFlag("agent.current_date", ("--date",)),
     ConfigFlag("agent.first_tool_choice", ("--first-tool-choice",)),
-    ConfigFlag("agent.max_total_tokens", ("--max-total-tokens",)),
+    ConfigFlag("agent.max_total_tokens", ("--max-run-tokens",)),
     # [budget]: what a whole sweep may spend
     ConfigFlag("budget.max_cost", ("--max-cost",), commands=frozenset({"bench"})),
     ConfigFlag("budget.max_tokens_total", ("--max-tokens-total",), commands=frozenset({"bench"})),
