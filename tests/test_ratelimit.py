@@ -209,3 +209,21 @@ def test_the_thread_that_got_the_retry_after_is_not_held_twice() -> None:
     assert clock.slept == []
     p.wait(1)  # another thread: held until 1007
     assert sum(clock.slept) == 7.0
+
+
+def test_a_place_the_gate_gave_is_given_back_when_the_queue_closed_meanwhile(tmp_path: Any) -> None:
+    from fte_shell.bench.sweep import Task
+    from fte_shell.bench.sweep.execute import WorkQueue
+    from fte_shell.benchmarks.base import Question
+
+    t = Task(question=Question(id="q1", question="q?"), profile="fte", rep=0, run_dir=tmp_path / "r0")
+    throttle = Throttle(1, log=lambda m: None)
+    gates = Gates(lambda: True, throttle, Budget(None, None))
+
+    def gate() -> bool:  # the sweep closes the queue (a full disk) while this worker passes the gate
+        ok = gates.may_start()
+        q.close()
+        return ok
+
+    q = WorkQueue([t], may_start=gate, not_started=lambda: gates.ended(None))
+    assert q.get() is None and throttle.running == 0  # else the next start would wait forever

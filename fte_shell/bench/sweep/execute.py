@@ -157,9 +157,12 @@ class WorkQueue:
     """The runs still to do. :meth:`get` hands one out only while the gate (``may_start``) lets runs
     start, and keeps workers waiting while runs in flight may still put one back."""
 
-    def __init__(self, tasks: Iterable[Task], *, may_start: Callable[[], bool] = lambda: True):
+    def __init__(self, tasks: Iterable[Task], *, may_start: Callable[[], bool] = lambda: True,
+                 not_started: Callable[[], None] = lambda: None):
         self._tasks: deque[Task] = deque(tasks)
         self._may_start = may_start
+        self._not_started = not_started
+        """Called when the gate let a task through but the queue closed meanwhile (it stays undone)."""
         self._in_flight = 0
         self._closed = False
         self._cond = threading.Condition()
@@ -179,6 +182,7 @@ class WorkQueue:
                 with self._cond:
                     if not self._closed:
                         return t
+                self._not_started()  # the gate's place is given back
             with self._cond:  # the gate said stop, or the queue closed meanwhile: the task stays undone
                 self._tasks.appendleft(t)
                 self._in_flight -= 1

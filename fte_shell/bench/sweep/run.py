@@ -118,7 +118,7 @@ def run_sweep(
         books.stats.concurrency = books.stats.concurrency_lowest = workers
         unlisten = model.pacer.listen(throttle.on_status)
         gates = Gates(outages.wait_open, throttle, budget)
-        work = WorkQueue(todo, may_start=gates.may_start)
+        work = WorkQueue(todo, may_start=gates.may_start, not_started=lambda: gates.ended(None))
         attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say)
 
         def run_one(t: Task) -> None:  # on a worker thread
