@@ -13,7 +13,11 @@ compute a window that overflows at a known turn.
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import hmac
+import html
 import json
 import shlex
 import threading
@@ -85,6 +89,47 @@ class Personality:
 
     def fingerprint(self) -> str | None:
         return None
+
+    def think(self, body: dict[str, Any], turn: ScriptTurn, n: int) -> str | None:
+        """The reasoning of reply ``n``: the brain's own, else a line when thinking, else None."""
+        reasoning = getattr(turn, "reasoning", None)
+        if reasoning is None and self.thinking:
+            reasoning = f"Thinking about step {n} of the question."
+        return reasoning
+
+    def put_reasoning(self, message: dict[str, Any], reasoning: str | None, body: dict[str, Any], n: int) -> None:
+        """Put the reasoning into the reply (under :attr:`reasoning_field`)."""
+        if self.reasoning_field and reasoning is not None:
+            message[self.reasoning_field] = reasoning
+
+
+class TextCalls:
+    """Tool calls a server leaves as text, and the brain's own ids given back for them (the harness names
+    salvaged calls anew: ``text_<turn>_<i>``)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, str] = {}
+
+    def remember(self, call: dict[str, Any]) -> dict[str, Any]:
+        """Remember a brain call written as text; returns ``{name, arguments}`` (arguments parsed)."""
+        c = call["function"]
+        args = json.loads(c["arguments"]) if c["arguments"] else {}
+        self._ids[_canon(c["name"], json.dumps(args))] = call["id"]
+        return {"name": c["name"], "arguments": args}
+
+    def restore(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = copy.deepcopy(body)
+        remap: dict[str, str] = {}
+        for m in body.get("messages") or []:
+            for tc in m.get("tool_calls") or []:
+                fn = tc.get("function") or {}
+                key = _canon(fn.get("name"), fn.get("arguments"))
+                if key in self._ids and tc.get("id") != self._ids[key]:
+                    remap[tc["id"]] = self._ids[key]
+                    tc["id"] = self._ids[key]
+            if m.get("role") == "tool" and m.get("tool_call_id") in remap:
+                m["tool_call_id"] = remap[m["tool_call_id"]]
+        return body
 
 
 class VLLM(Personality):
@@ -236,15 +281,21 @@ class LlamaCpp(Personality):
 
 
 class LlamaCppPython(Personality):
-    """llama-cpp-python's stock ``python -m llama_cpp.server`` (measured here; DESIGN.md)."""
+    """llama-cpp-python's stock ``python -m llama_cpp.server`` (measured here; DESIGN.md). With ``escaping``,
+    its ``chatml-function-calling`` format as the model lives it: every message is rendered HTML-escaped
+    (jinja2 ``select_autoescape``), so the model writes its answer tags escaped, ``&lt;answer&gt;…``
+    (measured with the real 1.5B model: 9 of 10 runs)."""
 
     name = "llama-cpp-python"
-    owned_by = "me"
+    owned_by = "me"  # GET /v1/models entries (llama_cpp/server/app.py)
 
-    def __init__(self, window: int = 1_000_000):
+    def __init__(self, window: int = 1_000_000, escaping: bool = False):
         super().__init__(window)
-        self._ids: dict[str, str] = {}
-        """Canonical (name, arguments) of a brain call rendered as text -> the brain's id."""
+        self.escaping = escaping
+        self.text = TextCalls()
+
+    def models_entry(self, model: str) -> dict[str, Any]:
+        return {"id": model, "object": "model", "owned_by": self.owned_by, "permissions": []}
 
     def check(self, body: dict[str, Any]) -> Reply | None:
         for i, m in enumerate(body.get("messages") or []):
@@ -262,18 +313,7 @@ class LlamaCppPython(Personality):
 
     def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
         """Give the brain back its own call ids for calls it wrote as text (the harness names them anew)."""
-        body = copy.deepcopy(body)
-        remap: dict[str, str] = {}
-        for m in body.get("messages") or []:
-            for tc in m.get("tool_calls") or []:
-                fn = tc.get("function") or {}
-                key = _canon(fn.get("name"), fn.get("arguments"))
-                if key in self._ids and tc.get("id") != self._ids[key]:
-                    remap[tc["id"]] = self._ids[key]
-                    tc["id"] = self._ids[key]
-            if m.get("role") == "tool" and m.get("tool_call_id") in remap:
-                m["tool_call_id"] = remap[m["tool_call_id"]]
-        return body
+        return self.text.restore(body)
 
     def shape(self, message: dict[str, Any], body: dict[str, Any], turn: ScriptTurn) -> str | None:
         choice = body.get("tool_choice")
@@ -291,13 +331,10 @@ class LlamaCppPython(Personality):
         if calls:
             # auto/required are not parsed: the model's call stays as a fenced JSON object in content
             # (Qwen2.5-Coder-1.5B, measured here)
-            blocks = []
-            for call in calls:
-                c = call["function"]
-                args = json.loads(c["arguments"]) if c["arguments"] else {}
-                self._ids[_canon(c["name"], json.dumps(args))] = call["id"]
-                blocks.append("```json\n" + json.dumps({"name": c["name"], "arguments": args}) + "\n```")
+            blocks = ["```json\n" + json.dumps(self.text.remember(call)) + "\n```" for call in calls]
             message["content"] = "\n".join([message.get("content") or "", *blocks]).lstrip()
+        elif self.escaping and "<answer>" in (message.get("content") or ""):
+            message["content"] = html.escape(message["content"], quote=False)  # as the model saw the prompt
         return "stop"
 
 
@@ -340,6 +377,190 @@ class Ollama(Personality):
         return {**body, "messages": msgs[:head] + msgs[head + dropped:]}
 
 
+class SGLang(Personality):
+    """SGLang (``python -m sglang.launch_server --reasoning-parser … --tool-call-parser …``).
+
+    ``template``: the model's chat template, which reads the thinking switch from ``chat_template_kwargs``:
+    ``qwen3`` reads ``enable_thinking`` (default on), ``deepseek-v3`` reads ``thinking`` (default off); a key the
+    template does not read is ignored (SGLang docs, "Reasoning Parser"; DeepSeek-V3.1 model card).
+    ``separate_reasoning`` (request, default true) puts the reasoning in ``reasoning_content``; false leaves
+    it in the content as ``<think>…</think>``. ``parser_fails_every``: every k-th reply with tool calls comes
+    back with the calls as ``<tool_call>`` text in the content (a wrong or missing ``--tool-call-parser``)."""
+
+    name = "sglang"
+    reasoning_field = "reasoning_content"
+    owned_by = "sglang"
+
+    def __init__(self, window: int = 1_000_000, template: str = "qwen3", parser_fails_every: int = 3):
+        super().__init__(window)
+        self.template = template
+        self.parser_fails_every = parser_fails_every
+        self.thinking_seen: list[bool] = []
+        """Per reply: was the model thinking (the switch as the template read it)."""
+        self.text = TextCalls()
+        self.replies_with_calls = 0
+
+    def get(self, path: str, model: str) -> Reply | None:
+        if path == "/get_model_info":  # SGLang's native route (sglang/srt/entrypoints/http_server.py)
+            return 200, {"model_path": f"/models/{model}", "tokenizer_path": f"/models/{model}", "is_generation": True}
+        return super().get(path, model)
+
+    def models_entry(self, model: str) -> dict[str, Any]:
+        return {**super().models_entry(model), "root": model, "max_model_len": self.window}
+
+    def thinking_on(self, body: dict[str, Any]) -> bool:
+        kwargs = body.get("chat_template_kwargs") or {}
+        key, default = ("enable_thinking", True) if self.template == "qwen3" else ("thinking", False)
+        return bool(kwargs.get(key, default))
+
+    def check(self, body: dict[str, Any]) -> Reply | None:
+        prompt, want = tokens_for(body.get("messages") or []), int(body.get("max_tokens") or 0)
+        if prompt + want > self.window:  # sglang serving_chat / tokenizer_manager
+            return _err(400, f"Requested token count exceeds the model's maximum context length of {self.window} "
+                        f"tokens. You requested a total of {prompt + want} tokens: {prompt} tokens from the input "
+                        f"messages and {want} tokens for the completion. Please reduce the number of tokens in the "
+                        "input messages or the completion to fit within the limit.", "BadRequestError", 400)
+        return None
+
+    def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.text.restore(body)
+
+    def shape(self, message: dict[str, Any], body: dict[str, Any], turn: ScriptTurn) -> str | None:
+        self.thinking_seen.append(self.thinking_on(body))
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return None
+        self.replies_with_calls += 1
+        if self.parser_fails_every and self.replies_with_calls % self.parser_fails_every == 0:
+            # the parser did not recognise the model's format: the Hermes/Qwen tags stay in the content
+            text = "".join("<tool_call>\n" + json.dumps(self.text.remember(c)) + "\n</tool_call>" for c in message.pop("tool_calls"))
+            message["content"] = ((message.get("content") or "") + "\n" + text).lstrip()
+            return "stop"
+        return None
+
+    def think(self, body: dict[str, Any], turn: ScriptTurn, n: int) -> str | None:
+        if not self.thinking_seen[-1]:
+            return None
+        return getattr(turn, "reasoning", None) or f"Thinking about step {n} of the question."
+
+    def put_reasoning(self, message: dict[str, Any], reasoning: str | None, body: dict[str, Any], n: int) -> None:
+        if reasoning is None:
+            return
+        if body.get("separate_reasoning", True) is False:
+            message["content"] = f"<think>\n{reasoning}\n</think>\n\n" + (message.get("content") or "")
+        else:
+            message["reasoning_content"] = reasoning
+
+
+PRESERVE = "reasoning details must be preserved"
+"""OpenRouter's refusal (Gemini through OpenRouter: 400 when a tool loop drops or alters reasoning_details)."""
+
+
+class OpenRouter(Personality):
+    """OpenRouter's chat completions with a reasoning model (OpenRouter docs, "Reasoning Tokens").
+
+    Replies carry ``reasoning`` and ``reasoning_details``: in turn, a signed ``reasoning.text`` (Anthropic), a
+    ``reasoning.summary`` with a ``reasoning.encrypted`` blob (OpenAI), an encrypted blob alone (Gemini). A
+    request whose assistant message of an earlier reply drops, reorders or alters its details — or whose
+    ``reasoning.text`` signature does not match its text — is refused with 400."""
+
+    name = "openrouter"
+    reasoning_field = "reasoning"
+    thinking = True
+    owned_by = "openrouter"
+
+    def __init__(self, window: int = 1_000_000):
+        super().__init__(window)
+        self.issued: dict[str, list[Any]] = {}
+        """Canonical assistant message -> the reasoning_details sent with it."""
+        self.reasoning_requests: list[Any] = []
+        """Per request: its ``reasoning`` parameter (None when absent)."""
+        self.preserved: list[int] = []
+        """Per accepted request: assistant messages whose details came back intact."""
+
+    def models_entry(self, model: str) -> dict[str, Any]:
+        # GET /api/v1/models: context_length, supported_parameters, top_provider (API reference, "List models")
+        return {"id": model, "name": model, "created": 1_700_000_000, "context_length": self.window,
+                "supported_parameters": ["tools", "tool_choice", "reasoning", "include_reasoning", "max_tokens"],
+                "top_provider": {"context_length": self.window, "is_moderated": False}}
+
+    @staticmethod
+    def signature(text: str) -> str:
+        return base64.b64encode(hmac.new(b"emulator", text.encode(), hashlib.sha256).digest()).decode()
+
+    def details(self, n: int, reasoning: str) -> list[dict[str, Any]]:
+        blob = base64.b64encode(hashlib.sha256(f"{n}:{reasoning}".encode()).digest() * 3).decode()
+        if n % 3 == 1:
+            return [{"type": "reasoning.text", "text": reasoning, "signature": self.signature(reasoning),
+                     "id": None, "format": "anthropic-claude-v1", "index": 0}]
+        if n % 3 == 2:
+            return [{"type": "reasoning.summary", "summary": reasoning, "id": f"rs_{n}", "format": "openai-responses-v1",
+                     "index": 0},
+                    {"type": "reasoning.encrypted", "data": blob, "id": f"rs_{n}", "format": "openai-responses-v1", "index": 1}]
+        return [{"type": "reasoning.encrypted", "data": blob, "id": None, "format": "google-gemini-v1", "index": 0}]
+
+    def check(self, body: dict[str, Any]) -> Reply | None:
+        self.reasoning_requests.append(body.get("reasoning"))
+        intact = 0
+        for i, m in enumerate(body.get("messages") or []):
+            if m.get("role") != "assistant" or (key := _message_key(m)) not in self.issued:
+                continue
+            got = m.get("reasoning_details")
+            for d in got if isinstance(got, list) else []:
+                if isinstance(d, dict) and d.get("type") == "reasoning.text" and d.get("signature") != self.signature(str(d.get("text"))):
+                    return _err(400, f"messages.{i}: Invalid signature in thinking block", "invalid_request_error", 400)
+            if got not in self.issued[key]:
+                what = "missing" if got is None else "altered"
+                return _err(400, f"messages.{i}.reasoning_details {what}: {PRESERVE} and passed back unchanged in a "
+                            "tool-calling conversation", "invalid_request_error", 400)
+            intact += 1
+        self.preserved.append(intact)
+        return None
+
+    def put_reasoning(self, message: dict[str, Any], reasoning: str | None, body: dict[str, Any], n: int) -> None:
+        if reasoning is None:
+            return
+        details = self.details(n, reasoning)
+        message["reasoning"] = reasoning
+        message["reasoning_details"] = details
+        self.issued.setdefault(_message_key(message), []).append(copy.deepcopy(details))
+
+    def usage(self, prompt: int, completion: int, reasoning: int) -> dict[str, Any]:
+        return {**super().usage(prompt, completion, reasoning), "prompt_tokens_details": {"cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}
+
+
+DECOY = "DECOY"
+"""What the inline-think personality writes inside ``<think>`` as a call or an answer: never to be used."""
+
+
+class InlineThink(Personality):
+    """A host serving DeepSeek-R1 without a reasoning parser: the thinking comes inline in ``content`` as
+    ``<think>…</think>`` before the reply (no reasoning field), tool calls parsed natively. Inside the thinking
+    the model drafts: an ``<answer>`` it does not give (never closed on answer turns) and a ``<tool_call>`` it
+    does not make. A request with an assistant call holding :data:`DECOY` is refused with 400 (an emulator
+    check: the harness executed a call from inside the thinking)."""
+
+    name = "inline-think"
+    thinking = True
+    owned_by = "deepseek"
+
+    def check(self, body: dict[str, Any]) -> Reply | None:
+        for i, m in enumerate(body.get("messages") or []):
+            for tc in m.get("tool_calls") or []:
+                if DECOY in json.dumps(tc):
+                    return _err(400, f"emulator: messages.{i} calls a tool drafted inside <think>", "emulator_check", 400)
+        return None
+
+    def put_reasoning(self, message: dict[str, Any], reasoning: str | None, body: dict[str, Any], n: int) -> None:
+        draft = f'<tool_call>\n{{"name": "search", "arguments": {{"query": "{DECOY}"}}}}\n</tool_call>\n'
+        if not message.get("tool_calls"):
+            draft += f"Perhaps <answer>{DECOY}, though I should check that first.\n"  # never closed
+        else:
+            draft += f"If it were easy I would say <answer>{DECOY}</answer>, but let me look.\n"
+        message["content"] = f"<think>\n{reasoning or ''}\n{draft}</think>\n\n" + (message.get("content") or "")
+
+
 class ChatOnly(Personality):
     """A server (or proxy in front of one) that implements only ``POST /v1/chat/completions``: every GET,
     ``/v1/models`` included, gets 501 Not Implemented (measured: such a server made ``bench`` wait 15
@@ -366,6 +587,13 @@ def _canon(name: Any, arguments: Any) -> str:
     except ValueError:
         args = arguments
     return json.dumps([name, args], sort_keys=True)
+
+
+def _message_key(m: dict[str, Any]) -> str:
+    """An assistant message as the harness keeps it: content ("" for null) and its calls' names and arguments."""
+    calls = [_canon((tc.get("function") or {}).get("name"), (tc.get("function") or {}).get("arguments"))
+             for tc in m.get("tool_calls") or []]
+    return json.dumps([m.get("content") or "", calls])
 
 
 def _forced_args(name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -444,11 +672,8 @@ class Emulator:
                 for i, tc in enumerate(turn.tool_calls)
             ]
         finish = p.shape(message, body, turn)
-        reasoning = getattr(turn, "reasoning", None)
-        if reasoning is None and p.thinking:
-            reasoning = f"Thinking about step {n} of the question."
-        if p.reasoning_field and reasoning is not None:
-            message[p.reasoning_field] = reasoning
+        reasoning = p.think(body, turn, n)
+        p.put_reasoning(message, reasoning, body, n)
         prompt = tokens_for(seen.get("messages") or [])
         completion = tokens_for(message)
         payload = {
@@ -514,13 +739,46 @@ PERSONALITIES: dict[str, Callable[[], Personality]] = {
     "llama.cpp": LlamaCpp,
     "llama-cpp-python": LlamaCppPython,
     "ollama": Ollama,
+    "sglang": SGLang,
+    "sglang-deepseek": lambda: SGLang(template="deepseek-v3"),
+    "openrouter": OpenRouter,
+    "inline-think": InlineThink,
 }
+
+
+MODEL_NAMES = {"sglang-deepseek": "deepseek-ai/DeepSeek-V3.1"}
+"""The served model name per personality when it matters (the thinking switch follows the model's template)."""
+
+
+def model_for(name: str) -> str:
+    return MODEL_NAMES.get(name, "emu-model")
+
+
+def toml_value(v: Any) -> str:
+    """``v`` as a TOML value (inline tables for dicts; JSON's strings, numbers and booleans are TOML's)."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(v)
+
+
+def settings_lines(name: str, extra: dict[str, dict[str, Any]] | None = None) -> dict[str, list[str]]:
+    """:func:`settings_for` (plus ``extra``) as TOML lines per table."""
+    st = settings_for(name)
+    for table, values in (extra or {}).items():
+        st.setdefault(table, {}).update(values)
+    return {table: [f"{k} = {toml_value(v)}" for k, v in values.items()] for table, values in st.items()}
 
 
 def settings_for(name: str) -> dict[str, Any]:
     """``[model]``/``[agent]`` settings docs/run.md gives for each server kind (what a user would set)."""
     if name == "llama-cpp-python":
         return {"model": {"parse_text_tool_calls": True}, "agent": {"first_tool_choice": "first"}}
+    if name in ("sglang", "sglang-deepseek"):  # thinking switched on; calls the parser missed are executed
+        return {"model": {"parse_text_tool_calls": True, "thinking": True}, "agent": {}}
+    if name == "openrouter":
+        return {"model": {"thinking": True, "extra_body": {"reasoning": {"effort": "high"}}}, "agent": {}}
+    if name == "inline-think":  # on: a call drafted inside <think> would be executed if it counted
+        return {"model": {"parse_text_tool_calls": True}, "agent": {}}
     return {"model": {}, "agent": {}}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulators import PERSONALITIES, Emulator, settings_for
+from emulators import PERSONALITIES, Emulator, model_for, settings_lines
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -28,14 +28,12 @@ def pydoc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_pydoc_corpus(tmp_path_factory.mktemp("pydoc") / "index")
 
 
-def toml_for(path: Path, name: str, base_url: str, corpus: Path, extra: dict[str, dict[str, Any]] | None = None) -> Path:
+def toml_for(path: Path, name: str, base_url: str, corpus: Path, extra: dict[str, dict[str, Any]] | None = None,
+             model: str = "emu-model") -> Path:
     """A config file with what docs/run.md says to set for this server kind (plus ``extra``)."""
-    st = settings_for(name)
-    for table, values in (extra or {}).items():
-        st.setdefault(table, {}).update(values)
-    lines = [f'[model]\nbase_url = "{base_url}"\nmodel = "emu-model"\nbackoff_s = 0.01']
-    lines += [f"{k} = {json.dumps(v)}" for k, v in st["model"].items()]
-    lines += ["[agent]", *[f"{k} = {json.dumps(v)}" for k, v in st["agent"].items()]]
+    st = settings_lines(name, extra)
+    lines = [f'[model]\nbase_url = "{base_url}"\nmodel = "{model}"\nbackoff_s = 0.01', *st["model"]]
+    lines += ["[agent]", *st["agent"]]
     lines += [f'[search]\nbackend = "local"\ncorpus = "{corpus}"']
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -44,7 +42,7 @@ def toml_for(path: Path, name: str, base_url: str, corpus: Path, extra: dict[str
 def cli_run(tmp_path: Path, emu: Emulator, name: str, corpus: Path, profile: str, *more: str,
             extra: dict[str, dict[str, Any]] | None = None) -> tuple[Any, Path]:
     out = tmp_path / "run"
-    cfg = toml_for(tmp_path / "c.toml", name, emu.base_url, corpus, extra)
+    cfg = toml_for(tmp_path / "c.toml", name, emu.base_url, corpus, extra, emu.model)
     args = ["run", Q, "-p", profile, "-c", str(cfg), "-o", str(out), "--max-turns", "20", *more]
     res = CliRunner().invoke(app, args, env=CLEAN_ENV)
     return res, out
@@ -82,7 +80,7 @@ def check_run(name: str, emu: Emulator, out: Path, res: Any) -> list[dict[str, A
     for sent, ev, (status, payload) in zip(emu.requests, calls, emu.replies, strict=True):
         assert status == 200
         req = ev["request"]  # what was really sent, not the messages again
-        assert "messages" not in req and req["model"] == sent["model"] == "emu-model"
+        assert "messages" not in req and req["model"] == sent["model"] == emu.model
         for k in ("temperature", "top_p", "max_tokens", "presence_penalty"):
             assert req[k] == sent[k]
         assert req.get("tool_choice") == sent.get("tool_choice")
@@ -110,7 +108,7 @@ def test_run_answers_through_every_server(name: str, profile: str, tmp_path: Pat
     if profile == "shell":
         request.getfixturevalue("docker_ready")
     personality = PERSONALITIES[name]()
-    with Emulator(personality, ResearchPolicy()) as emu:
+    with Emulator(personality, ResearchPolicy(), model=model_for(name)) as emu:
         res, out = cli_run(tmp_path, emu, name, pydoc_corpus, profile)
     events = check_run(name, emu, out, res)
     start = events[0]
@@ -148,6 +146,37 @@ def test_run_answers_through_every_server(name: str, profile: str, tmp_path: Pat
         assert text and all(e["executed"] and e["source"] == "content" for e in text)
         salvaged = [e for e in events if e["type"] == "tool_call" and e.get("salvaged")]
         assert len(salvaged) >= 3 and not any(e["error"] for e in salvaged)
+    elif name in ("sglang", "sglang-deepseek"):
+        # found by /get_model_info (before the vLLM probe its /v1/models would also satisfy), window from /v1/models
+        assert start["server"] == {"context_window": personality.window, "source": "/v1/models max_model_len",
+                                   "server": "sglang", "warnings": []}
+        key = "thinking" if name == "sglang-deepseek" else "enable_thinking"  # what the model's template reads
+        assert all(b["chat_template_kwargs"] == {key: True} and b["separate_reasoning"] is True for b in emu.requests)
+        assert personality.thinking_seen == [True] * len(calls)  # the template read the switch (deepseek: default off)
+        assert calls[0]["reasoning_fields"] == ["reasoning_content"] and calls[0]["reasoning"].startswith("Thinking")
+        text = [e for e in events if e["type"] == "text_tool_call"]  # the replies the parser missed
+        assert text and all(e["executed"] and e["calls"][0]["format"] == "tool_call_tag" for e in text)
+    elif name == "openrouter":
+        assert start["server"] == {"context_window": personality.window, "source": "/v1/models context_length",
+                                   "server": "openrouter", "warnings": []}
+        # the thinking switch merged with model.extra_body's reasoning object
+        assert personality.reasoning_requests == [{"enabled": True, "effort": "high"}] * len(calls)
+        for i, ev in enumerate(calls):  # the details kept byte for byte in the trajectory ...
+            sent = emu.replies[i][1]["choices"][0]["message"]["reasoning_details"]
+            assert json.dumps(ev["message"]["reasoning_details"]) == json.dumps(sent)
+        assistants = [m for m in emu.requests[-1]["messages"] if m["role"] == "assistant"]
+        for m, (_, payload) in zip(assistants, emu.replies, strict=False):  # ... and sent back unchanged
+            assert m["reasoning_details"] == payload["choices"][0]["message"]["reasoning_details"]
+        assert personality.preserved == list(range(len(calls)))  # every earlier turn's details came back intact
+        kinds = {d["type"] for ev in calls for d in ev["message"]["reasoning_details"]}
+        assert kinds == {"reasoning.text", "reasoning.summary", "reasoning.encrypted"}
+    elif name == "inline-think":
+        # the thinking is split out as reasoning; the content goes back whole; nothing drafted in it counted
+        assert all(c["reasoning"].startswith("Thinking") and "DECOY" in c["reasoning"] for c in calls)
+        assert all(c["message"]["content"].startswith("<think>") for c in calls)
+        assert not [e for e in events if e["type"] == "text_tool_call"]
+        assistants = [m for m in emu.requests[-1]["messages"] if m["role"] == "assistant"]
+        assert assistants and all(m["content"].startswith("<think>") for m in assistants)
     elif name == "ollama":
         warnings = [e for e in events if e["type"] == "warning"]
         assert len(warnings) == 1 and "num_ctx" in warnings[0]["message"] and "ollama#2722" in warnings[0]["message"]

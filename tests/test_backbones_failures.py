@@ -216,11 +216,27 @@ def test_reasoning_that_ate_the_budget_gets_the_cut_notice_then_the_run_goes_on(
 
 # --- llama-cpp-python ----------------------------------------------------------------------------------
 def test_llama_cpp_python_refuses_a_string_tool_choice_deterministically(tmp_path: Path, corpus: Path) -> None:
+    # named as another kind (model.server), the string is sent as asked: the same 500 twice, no 7 retries
     with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
-        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "required"})
-    assert r["stop_reason"] == "bad_request" and len(emu.requests) == 2  # the same 500 twice: no 7 retries
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"server": "vllm"},
+                           agent={"first_tool_choice": "required"})
+    assert events[0]["server"]["server"] == "vllm" and emu.requests[0]["tool_choice"] == "required"
+    assert r["stop_reason"] == "bad_request" and len(emu.requests) == 2
     assert "same HTTP 500 body twice" in of(events, "error")[-1]["message"]
     assert len(of(events, "retry")) == 1 and of(events, "retry")[0]["endpoint"] == emu.base_url
+
+
+def test_llama_cpp_python_is_forced_by_name_when_required_is_asked(tmp_path: Path, corpus: Path) -> None:
+    # discovered (owned_by "me"), the kind sends only named choices: "required" names the profile's first tool
+    with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True},
+                           agent={"first_tool_choice": "required"})
+    first_tool = events[0]["tools"][0]["function"]["name"]
+    assert events[0]["server"]["server"] == "llama-cpp-python"
+    assert emu.requests[0]["tool_choice"] == {"type": "function", "function": {"name": first_tool}}
+    assert of(events, "model_call")[0]["request"]["tool_choice"] == emu.requests[0]["tool_choice"]
+    assert r["stop_reason"] == "answer" and 500 not in [s for s, _ in emu.replies]
+    assert of(events, "tool_call")[0]["name"] == first_tool and of(events, "tool_call")[0]["turn"] == 1
 
 
 def test_llama_cpp_python_content_null_would_be_refused(tmp_path: Path, corpus: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulators import PERSONALITIES, Emulator, Steady, settings_for
+from emulators import PERSONALITIES, Emulator, Steady, model_for, settings_for, settings_lines
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -32,9 +32,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, list[dict[str, Any]], Emulator]:
     st = settings_for(name)
-    with Emulator(PERSONALITIES[name](), Steady()) as emu:
+    with Emulator(PERSONALITIES[name](), Steady(), model=model_for(name)) as emu:
         cfg = RunConfig(
-            model=ModelConfig(base_url=emu.base_url, model="emu-model", **st["model"]),
+            model=ModelConfig(base_url=emu.base_url, model=emu.model, **st["model"]),
             agent=AgentConfig(profile=profile, max_turns=TURNS, **st["agent"]),
             search=SearchConfig(backend="local", corpus=str(corpus)),
         )
@@ -76,12 +76,11 @@ def hotpot_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) 
 @pytest.mark.parametrize("name", list(PERSONALITIES))
 def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Path, hotpot_corpus: Path,
                                     docker_ready: None) -> None:
-    st = settings_for(name)
-    with Emulator(PERSONALITIES[name](), ResearchPolicy()) as emu:
+    st = settings_lines(name)
+    with Emulator(PERSONALITIES[name](), ResearchPolicy(), model=model_for(name)) as emu:
         toml = tmp_path / "c.toml"
-        lines = ["[model]", f'base_url = "{emu.base_url}"', 'model = "emu-model"']
-        lines += [f"{k} = {json.dumps(v)}" for k, v in st["model"].items()]
-        lines += ["[agent]", *[f"{k} = {json.dumps(v)}" for k, v in st["agent"].items()]]
+        lines = ["[model]", f'base_url = "{emu.base_url}"', f'model = "{emu.model}"', *st["model"]]
+        lines += ["[agent]", *st["agent"]]
         toml.write_text("\n".join(lines) + "\n")
         out = tmp_path / "sweep"
         args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte", "--limit", "1", "--out", str(out),

@@ -27,6 +27,7 @@ from ..errors import ModelError, ToolError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
 from ..model.prices import price_for, usage_cost
+from ..model.window import kind_named
 from ..profiles import Profile, ToolResult, parse_arguments
 from ..prompts import system_prompt
 from ..record.rundir import RunWriter
@@ -40,6 +41,7 @@ from .replies import (
     fit_max_tokens,
     kept_message,
     model_call_fields,
+    reply_answer,
     reply_signature,
     salvaged_calls,
     text_tool_calls,
@@ -139,7 +141,8 @@ class Agent:
             reason = self.model_failed(e)
             raise Stop("time_budget" if self.over_budget() else reason) from None  # type: ignore[arg-type]
         msg, changes = self.keep(c)
-        found = text_tool_calls(c, names)
+        escapes = kind_named(self.info.server if self.info is not None else None).escapes
+        found = text_tool_calls(c, names, escapes)
         if found:
             run = self.config.model.parse_text_tool_calls
             rec.event("text_tool_call", turn=turn, source=found[0], calls=found[1], executed=run)
@@ -155,7 +158,7 @@ class Agent:
         if s.cuts and not calls:
             return self.nudge("reply_cut", CUT_NOTICE)
         if not calls:
-            answer, s.answer_unclosed = find_answer(msg.get("content"))
+            answer, s.answer_unclosed, s.answer_unescaped = reply_answer(c, escapes)
             if answer is not None:
                 raise Stop("answer", answer)
             s.nudges += 1
@@ -189,7 +192,7 @@ class Agent:
             return
         msg, changes = self.keep(c)
         self.record_reply(c, msg, changes)
-        answer, unclosed = find_answer(msg.get("content")) if c.finish_reason != "length" else (None, False)
+        answer, unclosed = find_answer(c.text) if c.finish_reason != "length" else (None, False)
         if answer is not None:
             s.answer_unclosed = unclosed
             raise Stop("answer", answer)

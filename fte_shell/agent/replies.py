@@ -4,6 +4,7 @@ the first turn's ``tool_choice``, and ``max_tokens`` fitted to the context windo
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..model import Completion, ServerInfo
+from ..model.completion import OPAQUE_FIELDS
 from ..model.errors import BadRequest, ContextOverflow
 from ..model.textcalls import find_text_tool_calls
 from ..profiles import parse_arguments
@@ -57,6 +59,31 @@ def find_answer(text: str | None) -> tuple[str | None, bool]:
     return (found[-1], False) if found else (None, False)
 
 
+ESCAPED_ANSWER_RE = re.compile(r"&(?:amp;)*lt;answer&(?:amp;)*gt;", re.IGNORECASE)
+
+
+def unescape_all(text: str) -> str:
+    """``text`` HTML-unescaped until nothing changes (a model nudged on an escaping server escapes one level
+    more each turn: ``&amp;lt;answer&amp;gt;``)."""
+    for _ in range(8):
+        once = html.unescape(text)
+        if once == text:
+            break
+        text = once
+    return text
+
+
+def reply_answer(c: Completion, escapes: bool) -> tuple[str | None, bool, bool]:
+    """``(answer, unclosed, unescaped)`` of a reply's text after its inline thinking (see :func:`find_answer`).
+    On a server that escapes what the model sees (``escapes``), answer tags written HTML-escaped count too:
+    the answer is then unescaped and ``unescaped`` is True."""
+    answer, unclosed = find_answer(c.text)
+    if answer is not None or not escapes or not ESCAPED_ANSWER_RE.search(c.text):
+        return answer, unclosed, False
+    answer, unclosed = find_answer(unescape_all(c.text))
+    return answer, unclosed, answer is not None
+
+
 def extract_answer(text: str | None) -> str | None:
     """The answer of a reply (see :func:`find_answer`), or None."""
     return find_answer(text)[0]
@@ -91,6 +118,8 @@ def kept_message(
         calls.append({"id": call.get("id"), "type": "function", "function": {"name": fn.get("name"), "arguments": args}})
     if calls:
         msg["tool_calls"] = calls
+    if passback != "never":  # opaque reasoning blobs go back exactly as they came
+        msg.update({f: raw[f] for f in OPAQUE_FIELDS if f in raw})
     if passback == "auto" and c.reasoning is not None:
         for f in c.reasoning_fields:
             msg[f] = c.reasoning
@@ -116,12 +145,17 @@ def estimate_tokens(messages: list[dict[str, Any]], extra: Any = None) -> int:
     return math.ceil(n / ESTIMATE_CHARS_PER_TOKEN)
 
 
-def text_tool_calls(c: Completion, names: set[str]) -> tuple[str, list[dict[str, Any]]] | None:
+def text_tool_calls(c: Completion, names: set[str], escapes: bool = False) -> tuple[str, list[dict[str, Any]]] | None:
     """Tool calls the server left as text, looked for only when the reply has no native one:
-    ``(source, calls)`` with source ``content`` or ``reasoning``, or None."""
+    ``(source, calls)`` with source ``content`` or ``reasoning``, or None. Inline ``<think>`` is not looked
+    in (what the model thought of calling is not a call); on a server that ``escapes`` what the model sees,
+    the text is unescaped first."""
     if c.message.get("tool_calls"):
         return None
-    for source, text in (("content", c.message.get("content")), ("reasoning", c.reasoning)):
+    sources = [("content", c.text)] + ([] if c.reasoning_inline else [("reasoning", c.reasoning)])
+    for source, text in sources:
+        if escapes and isinstance(text, str):
+            text = unescape_all(text)
         found = find_text_tool_calls(text if isinstance(text, str) else None, names)
         if found:
             return source, found

@@ -47,6 +47,10 @@ class RunResult(BaseModel):
     """True when the answer is the text after an ``<answer>`` the model never closed (in a reply that
     finished normally). In ``result.json`` only when true."""
 
+    answer_unescaped: bool = False
+    """True when the answer tags were written HTML-escaped (``&lt;answer&gt;``, on a server that escapes what
+    the model sees) and the answer was unescaped. In ``result.json`` only when true."""
+
     profile: str = ""
     """Profile name."""
 
@@ -106,6 +110,7 @@ class LoopState:
     """Identical replies in a row, this one included (``agent.max_repeated_replies``)."""
     last_signature: str | None = None
     answer_unclosed: bool = False
+    answer_unescaped: bool = False
     tool_counts: dict[str, int] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=_zero_usage)
     summary_usage: dict[str, int] = field(default_factory=_zero_usage)
@@ -130,6 +135,7 @@ class LoopState:
     def result(self, question: str, stop_reason: StopReason, answer: str | None, **run: Any) -> RunResult:
         """The :class:`RunResult` of the run that stopped so (``run``: profile, model, wall_s, run_id, run_dir)."""
         return RunResult(question=question, answer=answer, answer_unclosed=self.answer_unclosed and answer is not None,
+                         answer_unescaped=self.answer_unescaped and answer is not None,
                          turns=self.turns, stop_reason=stop_reason, tool_calls=dict(self.tool_counts),
                          usage=dict(self.usage), summary_usage=dict(self.summary_usage),
                          cost_usd=None if self.cost_usd is None else round(self.cost_usd, 8), **run)
@@ -147,14 +153,15 @@ def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, 
 
 
 def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:
-    """Record the ``end`` event and write ``result.json`` (``answer_unclosed`` only when true)."""
+    """Record the ``end`` event and write ``result.json`` (``answer_unclosed``, ``answer_unescaped`` only when
+    true)."""
     end: dict[str, Any] = {"stop_reason": result.stop_reason, "answer": result.answer, "turns": result.turns,
                            "wall_s": result.wall_s}
-    if result.answer_unclosed:
-        end["answer_unclosed"] = True
+    flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
+    end.update(dict.fromkeys(flags, True))
     if result.cost_usd is not None:
         end["cost_usd"] = result.cost_usd
     rec.event("end", **end)
-    hidden = {"run_dir"} if result.answer_unclosed else {"run_dir", "answer_unclosed"}
+    hidden = {"run_dir", "answer_unclosed", "answer_unescaped"} - set(flags)
     rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,
                       "config_digest": config_digest(config)})  # fte_shell/digest.py: which config this run used

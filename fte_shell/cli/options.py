@@ -145,6 +145,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("model.parse_text_tool_calls", ("--parse-text-tool-calls",)),
     ConfigFlag("model.rpm", ("--rpm",)),
     ConfigFlag("model.tpm", ("--tpm",)),
+    ConfigFlag("model.server", ("--server",)),
+    ConfigFlag("model.thinking", ("--thinking",)),
     # [agent]; bench sweeps its own --profiles
     ConfigFlag("agent.profile", ("--profile", "-p"), commands=frozenset({"run", "demo"})),
     ConfigFlag("agent.max_turns", ("--max-turns",)),

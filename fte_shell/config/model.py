@@ -60,6 +60,16 @@ class ModelConfig(StrictModel):
     ``reasoning`` for vLLM ≥ 0.16) — what DeepSeek and Kimi require on tool-call turns; ``always`` = on every
     assistant message, ``""`` when there was none (Kimi K2 thinking); ``never`` = not sent back."""
 
+    server: str | None = None
+    """The server kind, when discovery cannot tell (a proxy in front of it): a name of the table of server
+    kinds (``sglang``, ``vllm``, ``openrouter``, ``llama-cpp-python``, ``llama.cpp``, ``ollama``; docs/run.md).
+    None = found by probing the endpoint."""
+
+    thinking: bool | None = None
+    """Switch the model's thinking on or off the way the server kind takes it (vLLM, SGLang, llama.cpp:
+    ``chat_template_kwargs`` ``enable_thinking``, or ``thinking`` for DeepSeek-V3.x models; SGLang also
+    ``separate_reasoning``; OpenRouter: ``reasoning.enabled``). None = the server's default, nothing sent."""
+
     parse_text_tool_calls: bool = False
     """Execute tool calls the server left as text in ``content`` or the reasoning (``<tool_call>{…}``,
     ``<function=…>``, a JSON object naming a tool). Off: they are only recorded (``text_tool_call``

@@ -30,7 +30,7 @@ from .base import RetryListener
 from .completion import Completion, to_completion
 from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
 from .ratelimit import estimate_request_tokens, pacer_for
-from .window import ServerInfo, discover
+from .window import ServerInfo, discover, forcing, kind_named, thinking_fields
 
 ENDPOINT_HELP = (
     "no model endpoint configured: give one with --base-url URL --model NAME (and --api-key if the server "
@@ -138,7 +138,11 @@ class ModelClient:
     def server_info(self) -> ServerInfo:
         """The context window and server kind (probed once, then cached; see :mod:`.window`)."""
         if self._info is None:
-            self._info = discover(self.base_url, self._api_key, self.model, self.cfg.context_window)
+            self._info = discover(self.base_url, self._api_key, self.model, self.cfg.context_window, self.cfg.server)
+            if self.cfg.thinking is not None and kind_named(self._info.server).thinking is None:
+                self._info.warnings.append(
+                    f"model.thinking is set but the server kind ({self._info.server or 'unknown'}) has no thinking "
+                    "switch: nothing is sent (give the server's own field in model.extra_body)")
         return self._info
 
     def _request(
@@ -160,10 +164,11 @@ class ModelClient:
         }
         if tools:
             kwargs["tools"] = tools
-            if tool_choice is not None:
-                kwargs["tool_choice"] = tool_choice
-        if cfg.extra_body:
-            kwargs["extra_body"] = dict(cfg.extra_body)
+            if tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
+                kwargs.update(forcing(kind_named(self.server_info().server), tool_choice, tools))
+        extra = thinking_fields(kind_named(self.server_info().server), cfg.thinking, self.model) if cfg.thinking is not None else {}
+        if cfg.extra_body or extra:
+            kwargs["extra_body"] = merge_body(extra, cfg.extra_body)
         return kwargs
 
     def _post(self, kwargs: dict[str, Any]) -> Any:
@@ -319,6 +324,15 @@ class ModelClient:
             messages = prompt
         return self.complete(messages, None, deadline=deadline, max_tokens=max_tokens, temperature=temperature,
                              on_retry=on_retry)
+
+
+def merge_body(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``, objects merged key by key (``model.extra_body`` wins over the kind's
+    thinking switch: ``reasoning = {effort = "high"}`` keeps OpenRouter's ``enabled``)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge_body(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def _body(err: Any) -> str:

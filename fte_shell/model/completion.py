@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,6 +14,26 @@ from .errors import EndpointUnavailable
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Wire names of reasoning text beside the content: DeepSeek, Kimi, llama.cpp and older vLLM send
 ``reasoning_content``; vLLM ≥ 0.16 sends (and on input reads only) ``reasoning`` (vllm#38488)."""
+
+
+OPAQUE_FIELDS = ("reasoning_details",)
+"""Fields of the server's assistant message kept byte for byte in the trajectory and sent back unchanged on
+the kept message: OpenRouter's ``reasoning_details`` (``reasoning.text`` with a ``signature``,
+``reasoning.summary``, ``reasoning.encrypted`` with ``data``), refused when dropped or altered (Gemini: 400
+"reasoning details must be preserved"; signed Anthropic reasoning)."""
+
+_THINK = re.compile(r"\A\s*(?:<think>)?(.*?)</think>", re.DOTALL)
+
+
+def split_think(content: str | None) -> tuple[str | None, str]:
+    """``(reasoning, rest)`` of a content that holds its thinking inline: ``<think>…</think>`` at its start, or
+    text closed by ``</think>`` without an opening tag (DeepSeek-R1's template opens it in the prompt);
+    ``(None, content)`` when there is none."""
+    text = content if isinstance(content, str) else ""
+    m = _THINK.match(text)
+    if m is None or "<think>" in m.group(1):
+        return None, text
+    return m.group(1).strip(), text[m.end():]
 
 
 class Completion(BaseModel):
@@ -43,6 +64,10 @@ class Completion(BaseModel):
     reasoning_fields: list[str] = Field(default_factory=list)
     """The wire names the reasoning came under (``reasoning_content`` and/or ``reasoning``)."""
 
+    reasoning_inline: bool = False
+    """The reasoning came inside ``content`` as ``<think>…</think>`` (no reasoning field): the content is
+    kept and sent back whole; :attr:`text` (answers, tool calls written as text) is what follows it."""
+
     attempts: int = 1
     """HTTP attempts this completion took (1 = no retry)."""
 
@@ -55,9 +80,11 @@ class Completion(BaseModel):
 
     @property
     def text(self) -> str:
-        """The reply's content text (``""`` when the server sent none)."""
+        """The reply's content text (``""`` when the server sent none), after its inline thinking."""
         content = self.message.get("content")
-        return content if isinstance(content, str) else ""
+        if not isinstance(content, str):
+            return ""
+        return split_think(content)[1] if self.reasoning_inline else content
 
 
 def _dump(obj: Any) -> dict[str, Any]:
@@ -90,9 +117,16 @@ def to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict
     if calls:
         message["tool_calls"] = calls
     extra = getattr(msg, "model_extra", None) or {}
+    for f in OPAQUE_FIELDS:
+        if extra.get(f) is not None:
+            message[f] = extra[f]
     fields = [f for f in REASONING_FIELDS if isinstance(extra.get(f), str)]
     texts = [extra[f] for f in fields if extra[f]]
     reasoning = texts[-1] if texts else ("" if fields else None)  # vLLM's ``reasoning`` wins when both
+    inline = False
+    if reasoning is None:
+        reasoning, _ = split_think(msg.content)
+        inline = reasoning is not None
     details = _dump(resp.usage)
     usage = {k: int(details.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
     response = {
@@ -108,6 +142,7 @@ def to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict
         finish_reason=choice.finish_reason,
         reasoning=reasoning,
         reasoning_fields=fields,
+        reasoning_inline=inline,
         attempts=attempts,
         params=params,
         response=response,

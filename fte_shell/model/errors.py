@@ -64,6 +64,9 @@ OVERFLOW_PATTERNS: tuple[tuple[str, str], ...] = (
     # DeepSeek: 400 invalid_request_error "This model's maximum context length is 131072 tokens. However,
     # you requested … tokens" (same wording as OpenAI's legacy text; DeepSeek API error docs)
     (r"model's maximum context length", "DeepSeek / OpenAI legacy wording"),
+    # SGLang: "Requested token count exceeds the model's maximum context length of N tokens…" (matched above) and
+    # "The input (N tokens) is longer than the model's context length (M tokens)." (sglang tokenizer_manager)
+    (r"is longer than the model's context length", "SGLang tokenizer_manager"),
     # Anthropic-compatible and other gateways: "prompt is too long", "input is too long for requested model"
     (r"prompt is too long|input is too long|context window exceeded|too many tokens", "gateways (LiteLLM, OpenRouter)"),
 )

@@ -7,7 +7,9 @@ Formats found (each with where it comes from):
 - ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` — Qwen3-Coder/Qwen3.5 XML (qwen3_coder
   parser), left in ``content`` with thinking on (vllm#42021);
 - a fenced or bare JSON object ``{"name": TOOL, "arguments"|"parameters": {…}}`` — small models on
-  llama.cpp whose template the server cannot parse (measured with Qwen2.5-Coder-1.5B; DESIGN.md).
+  llama.cpp whose template the server cannot parse (measured with Qwen2.5-Coder-1.5B; DESIGN.md);
+- an "answer" whose whole text is such an object, ``<answer>{"name": TOOL, …}</answer>`` — the same model on
+  llama.cpp's server asked for a named ``tool_choice`` (measured; DESIGN.md).
 
 :func:`find_text_tool_calls` only finds them; the loop records them as a ``text_tool_call`` event and
 executes them when ``model.parse_text_tool_calls`` is on.
@@ -22,6 +24,7 @@ from typing import Any
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _PARAM = re.compile(r"<parameter=([^>\s]+)>\s*(.*?)\s*(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
+_ANSWER = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL | re.IGNORECASE)
 _FENCED = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(\{.*?\})\s*```", re.DOTALL)
 
 
@@ -68,12 +71,17 @@ def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[st
             found.append({"name": call[0], "arguments": call[1], "format": "tool_call_tag", "raw": m.group(0)})
     if found:
         return found
-    candidates = [(m.group(1), m.group(0)) for m in _FENCED.finditer(text)]
+    candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
     stripped = text.strip()
     if not candidates and stripped.startswith("{") and stripped.endswith("}"):
-        candidates = [(stripped, stripped)]
-    for body, raw in candidates:
+        candidates = [(stripped, stripped, "json")]
+    if not candidates:  # an answer that is wholly a call object (fenced or bare)
+        for m in _ANSWER.finditer(text):
+            inner = m.group(1)
+            fenced = _FENCED.fullmatch(inner)
+            candidates.append((fenced.group(1) if fenced else inner, m.group(0), "answer_tag"))
+    for body, raw, fmt in candidates:
         call = _json_call(body)
         if call is not None and call[0] in tool_names:
-            found.append({"name": call[0], "arguments": call[1], "format": "json", "raw": raw})
+            found.append({"name": call[0], "arguments": call[1], "format": fmt, "raw": raw})
     return found

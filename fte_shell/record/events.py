@@ -260,6 +260,8 @@ class EndEvent(_Event):
     """True when the answer tag was not closed (only then present)."""
     cost_usd: float | None = None
     """What the run's model calls cost in USD (only when the price is known)."""
+    answer_unescaped: bool | None = None
+    """True when the answer tags were written HTML-escaped and the answer unescaped (only then present)."""
 
 
 class OtherEvent(_Event):
