@@ -246,10 +246,15 @@ class LlamaCpp(Personality):
     reasoning_field = "reasoning_content"  # with --reasoning-format (tools/server/README.md)
     owned_by = "llamacpp"
 
-    def __init__(self, window: int = 1_000_000, slots: int = 1, thinking: bool = False):
+    def __init__(self, window: int = 1_000_000, slots: int = 1, thinking: bool = False, parses_tools: bool = True):
         super().__init__(window)
         self.slots = slots
         self.thinking = thinking
+        self.parses_tools = parses_tools
+        """False: the model's template is one whose tool calls the server cannot parse (Qwen2.5-Coder-1.5B,
+        measured here): a named ``tool_choice`` gives ``<answer>{call}</answer>``, others a fenced call, and
+        only a ``response_format`` JSON schema is enforced (the call as bare JSON in the content)."""
+        self.text = TextCalls()
 
     @property
     def slot_ctx(self) -> int:
@@ -273,11 +278,32 @@ class LlamaCpp(Personality):
                         n_prompt_tokens=prompt, n_ctx=self.slot_ctx)
         return None
 
+    def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.text.restore(body)
+
     def shape(self, message: dict[str, Any], body: dict[str, Any], turn: ScriptTurn) -> str | None:
+        if not self.parses_tools:
+            self._as_text(message, body)
         prompt = tokens_for(body.get("messages") or [])
         if prompt + tokens_for(message) > self.slot_ctx:  # generation stops when the slot is full
             return "length"
         return None
+
+    def _as_text(self, message: dict[str, Any], body: dict[str, Any]) -> None:
+        calls = message.pop("tool_calls", None) or []
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        choice = body.get("tool_choice")
+        if schema is not None:  # enforced by grammar: the reply IS a call object of the schema
+            names = [o["properties"]["name"]["const"] for o in schema.get("anyOf", [schema])]
+            mine = [c for c in calls if c["function"]["name"] in names] or [
+                {"id": "call_forced", "type": "function",
+                 "function": {"name": names[0], "arguments": json.dumps(_forced_args(names[0], body))}}]
+            message["content"] = json.dumps(self.text.remember(mine[0]), indent=2)
+        elif calls and isinstance(choice, dict):  # a named choice is not enforced: the call as the "answer"
+            message["content"] = "<answer>" + json.dumps(self.text.remember(calls[0])) + "</answer>"
+        elif calls:
+            blocks = ["```json\n" + json.dumps(self.text.remember(c)) + "\n```" for c in calls]
+            message["content"] = "\n".join([message.get("content") or "", *blocks]).lstrip()
 
 
 class LlamaCppPython(Personality):

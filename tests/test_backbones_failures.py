@@ -9,7 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulators import VLLM, DeepSeek, Emulator, EmuTurn, LlamaCpp, LlamaCppPython, OpenAI
+from emulators import (
+    PRESERVE,
+    VLLM,
+    DeepSeek,
+    Emulator,
+    EmuTurn,
+    InlineThink,
+    LlamaCpp,
+    LlamaCppPython,
+    Ollama,
+    OpenAI,
+    OpenRouter,
+    SGLang,
+)
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -256,6 +269,135 @@ def test_first_tool_choice_naming_a_missing_tool_says_so(tmp_path: Path, corpus:
         _, events, r = run(tmp_path, emu.base_url, corpus, agent={"first_tool_choice": "bash"})
     assert r["stop_reason"] == "bad_request" and not emu.requests
     assert "'bash', which the profile 'fte' does not have" in of(events, "error")[-1]["message"]
+
+
+# --- server kinds: what each needs (fte_shell/model/window.py SERVER_KINDS) ------------------------------
+def test_llama_cpp_forced_first_call_goes_as_a_json_schema_and_is_executed(tmp_path: Path, corpus: Path) -> None:
+    # llama.cpp's server does not enforce tool_choice for this template, it does enforce response_format
+    with Emulator(LlamaCpp(parses_tools=False), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True},
+                           agent={"first_tool_choice": "first"})
+    first, later = emu.requests[0], emu.requests[1:]
+    tool = events[0]["tools"][0]["function"]
+    assert "tool_choice" not in first and first["response_format"]["type"] == "json_schema"
+    schema = first["response_format"]["json_schema"]["schema"]
+    assert schema["properties"] == {"name": {"const": tool["name"]}, "arguments": tool["parameters"]}
+    assert of(events, "model_call")[0]["request"]["response_format"] == first["response_format"]
+    assert all("response_format" not in b and "tool_choice" not in b for b in later)
+    call = of(events, "tool_call")[0]
+    assert call["turn"] == 1 and call["name"] == tool["name"] and call["salvaged"] and not call["error"]
+    assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps"
+
+
+@pytest.mark.parametrize("parse", [True, False])
+def test_an_answer_that_is_wholly_a_tool_call_is_a_call_when_text_calls_are_on(parse: bool, tmp_path: Path,
+                                                                                corpus: Path) -> None:
+    # named as another kind, the named tool_choice is sent as asked: llama.cpp answers <answer>{call}</answer>
+    with Emulator(LlamaCpp(parses_tools=False), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": parse, "server": "vllm"},
+                           agent={"first_tool_choice": "first"})
+    content = emu.replies[0][1]["choices"][0]["message"]["content"]
+    assert content.startswith("<answer>{") and content.endswith("}</answer>")
+    text = of(events, "text_tool_call")[0]
+    assert text["turn"] == 1 and text["calls"][0]["format"] == "answer_tag" and text["executed"] is parse
+    if parse:
+        assert of(events, "tool_call")[0]["turn"] == 1 and r["stop_reason"] == "answer" and r["answer"] == "json.dumps"
+    else:  # only recorded: the run takes the object as its answer, as it did before
+        assert r["stop_reason"] == "answer" and r["turns"] == 1 and json.loads(r["answer"])["name"] == text["calls"][0]["name"]
+
+
+def test_escaped_answer_tags_on_llama_cpp_python_are_the_answer_unescaped_and_said(tmp_path: Path, corpus: Path) -> None:
+    with Emulator(LlamaCppPython(escaping=True), ResearchPolicy()) as emu:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[model]\nbase_url = "{emu.base_url}"\nmodel = "emu-model"\nparse_text_tool_calls = true\n'
+                       f'[agent]\nfirst_tool_choice = "first"\n[search]\nbackend = "local"\ncorpus = "{corpus}"\n')
+        res = CliRunner().invoke(app, ["run", Q, "-p", "fte", "-c", str(cfg), "-o", str(tmp_path / "r")], env=CLEAN_ENV)
+    last = emu.replies[-1][1]["choices"][0]["message"]["content"]
+    assert last.endswith("&lt;answer&gt;json.dumps&lt;/answer&gt;") and "<answer>" not in last  # as the model wrote it
+    assert res.exit_code == 0, res.output
+    r = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps" and r["answer_unescaped"] is True
+    events = read_trajectory(tmp_path / "r")
+    assert events[-1]["answer_unescaped"] is True and events[0]["server"]["server"] == "llama-cpp-python"
+    warnings = of(events, "warning")
+    assert len(warnings) == 1 and "HTML-escapes" in warnings[0]["message"]
+    assert res.output.count("HTML-escapes") == 1  # the live log says it once
+
+
+def test_escaped_answer_tags_are_not_an_answer_where_the_server_does_not_escape(tmp_path: Path, corpus: Path) -> None:
+    escaped = ScriptTurn(content="&lt;answer&gt;json.loads&lt;/answer&gt;")
+    with Emulator(OpenAI(), Then(escaped)) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus)
+    assert of(events, "nudge")[0]["turn"] == 1 and r["answer"] == "json.dumps" and "answer_unescaped" not in r
+
+
+def test_sglang_thinking_off_and_reasoning_left_inline(tmp_path: Path, corpus: Path) -> None:
+    # --no-thinking: the Qwen3 template reads enable_thinking=false; no reasoning comes back
+    with Emulator(SGLang(parser_fails_every=0), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"thinking": False})
+    assert r["stop_reason"] == "answer" and emu.personality.thinking_seen == [False] * len(emu.requests)
+    assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in emu.requests)
+    assert all("reasoning" not in c for c in of(events, "model_call"))
+    # separate_reasoning=false in extra_body beats the kind's true: the thinking comes inline and is split out
+    with Emulator(SGLang(parser_fails_every=0), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path / "inline", emu.base_url, corpus,
+                           model={"thinking": True, "extra_body": {"separate_reasoning": False}})
+    assert r["stop_reason"] == "answer" and all(b["separate_reasoning"] is False for b in emu.requests)
+    calls = of(events, "model_call")
+    assert all(c["message"]["content"].startswith("<think>") and c["reasoning"].startswith("Thinking") for c in calls)
+
+
+def test_sglang_tool_calls_the_parser_missed_are_only_recorded_by_default(tmp_path: Path, corpus: Path) -> None:
+    with Emulator(SGLang(parser_fails_every=1), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, agent={"max_nudges": 1})
+    text = of(events, "text_tool_call")
+    assert text and not any(e["executed"] for e in text) and not of(events, "tool_call")
+    assert r["stop_reason"] == "too_many_nudges"
+
+
+def test_openrouter_refuses_dropped_and_altered_reasoning_details(tmp_path: Path, corpus: Path) -> None:
+    with Emulator(OpenRouter(), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"reasoning_passback": "never"})
+    assert r["stop_reason"] == "bad_request" and len(emu.requests) == 2
+    assert "reasoning_details missing" in of(events, "error")[-1]["body"] and PRESERVE in of(events, "error")[-1]["body"]
+    # the emulator's own checks, shown directly on a reply it issued
+    p = OpenRouter()
+    msg = {"role": "assistant", "content": "x", "tool_calls": []}
+    p.put_reasoning(msg, "I think.", {}, 1)
+    assert msg["reasoning_details"][0]["type"] == "reasoning.text" and p.check({"messages": [msg]}) is None
+    altered = {**msg, "reasoning_details": [{**msg["reasoning_details"][0], "text": "I think!"}]}
+    assert "Invalid signature" in p.check({"messages": [altered]})[1]["error"]["message"]
+    resigned = [{**altered["reasoning_details"][0], "signature": OpenRouter.signature("I think!")}]
+    assert "altered" in p.check({"messages": [{**msg, "reasoning_details": resigned}]})[1]["error"]["message"]
+
+
+def test_inline_think_answer_inside_the_thinking_is_not_the_answer(tmp_path: Path, corpus: Path) -> None:
+    # any server: a reply whose content opens with its thinking (or closes it without opening: R1's template)
+    for i, text in enumerate(["<think>It is surely <answer>json.loads</answer>.</think>\nLet me check first.",
+                              "It is surely <answer>json.loads</answer>.\n</think>\n\nLet me check first."]):
+        with Emulator(OpenAI(), Then(ScriptTurn(content=text))) as emu:
+            _, events, r = run(tmp_path / str(i), emu.base_url, corpus)
+        assert of(events, "nudge")[0]["turn"] == 1 and r["stop_reason"] == "answer" and r["answer"] == "json.dumps"
+        first = of(events, "model_call")[0]
+        assert first["reasoning"] == "It is surely <answer>json.loads</answer>." and first["message"]["content"] == text
+        assert emu.requests[1]["messages"][2]["content"] == text  # sent back whole
+
+    # a call drafted inside it is never made, though text calls are on (the answer turn also drafts one)
+    with Emulator(InlineThink(), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path / "drafts", emu.base_url, corpus, model={"parse_text_tool_calls": True})
+    last = emu.replies[-1][1]["choices"][0]["message"]["content"]
+    assert "<tool_call>" in last.split("</think>")[0] and "<answer>DECOY" in last.split("</think>")[0]
+    assert r["answer"] == "json.dumps" and not of(events, "text_tool_call") and {s for s, _ in emu.replies} == {200}
+
+
+def test_thinking_on_a_kind_without_a_switch_is_said_and_not_sent(tmp_path: Path, corpus: Path) -> None:
+    with Emulator(Ollama(window=64_000, num_ctx_set=True), ResearchPolicy()) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"thinking": True})
+    assert r["stop_reason"] == "answer"
+    said = ("model.thinking is set but the server kind (ollama) has no thinking switch: nothing is sent (give the "
+            "server's own field in model.extra_body)")
+    assert [w["message"] for w in of(events, "warning")] == [said]
+    assert not any(k in b for b in emu.requests for k in ("chat_template_kwargs", "reasoning"))
 
 
 # --- the endpoint itself ---------------------------------------------------------------------------------
