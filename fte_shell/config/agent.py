@@ -46,8 +46,8 @@ class AgentConfig(StrictModel):
 
     first_tool_choice: str | None = None
     """Force a tool call on the FIRST turn only: a tool name, ``first`` (the profile's first tool), or
-    ``required``. llama.cpp-family servers enforce only a named choice (llama-cpp-python refuses a string
-    ``tool_choice``). None = the server's default (``auto``)."""
+    ``required``. Sent the way the server kind's engine enforces it (llama-cpp-python: by name only; llama.cpp:
+    a ``response_format`` JSON schema of the call; docs/run.md). None = the server's default (``auto``)."""
 
     current_date: str | None = None
     """Date (YYYY-MM-DD) written into the system prompt; None = today."""
