@@ -57,12 +57,21 @@ def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Pa
     if profile == "shell":
         request.getfixturevalue("docker_ready")
     names = list(PERSONALITIES)
-    with ThreadPoolExecutor(max_workers=6) as pool:  # the runs wait on sockets and the container: overlap them
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # the runs wait on sockets and the container: overlap them
         done = list(pool.map(lambda n: long_run(n, profile, tmp_path / n, corpus), names))
     for name, (result, events, emu) in zip(names, done, strict=True):
         check_long(name, result, events, emu)
     ollama = done[names.index("ollama")][2].personality
     assert max(ollama.truncated) > 0  # Ollama really dropped history (silently, HTTP 200) and the run went on
+    # the reasoning chains stayed intact: OpenRouter refuses a dropped or altered detail, so every request
+    # carried every earlier reply's reasoning_details unchanged
+    assert done[names.index("openrouter")][2].personality.preserved == list(range(TURNS))
+    for name in ("sglang", "sglang-deepseek"):  # the template read the switch every turn; a third of the calls
+        _, events, emu = done[names.index(name)]   # came back as text (parser misses) and were executed
+        assert emu.personality.thinking_seen == [True] * TURNS
+        assert len([e for e in events if e["type"] == "tool_call" and e.get("salvaged")]) == TURNS // 3
+    _, events, _ = done[names.index("inline-think")]
+    assert all("DECOY" in e["reasoning"] for e in events if e["type"] == "model_call")
 
 
 @pytest.fixture(scope="module")
