@@ -32,7 +32,7 @@ from fte_shell.stops import RESULT_STOP_REASONS
 
 runner = CliRunner()
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-MAX_TURNS = 3
+MAX_TURNS = 4
 MAX_TOKENS = 192
 
 

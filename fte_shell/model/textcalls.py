@@ -72,7 +72,8 @@ def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[st
     if found:
         return found
     candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
-    stripped = text.strip()
+    # a bare object, also with half a fence left around it (``{…}\n```` measured on llama.cpp with this model)
+    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     if not candidates and stripped.startswith("{") and stripped.endswith("}"):
         candidates = [(stripped, stripped, "json")]
     if not candidates:  # an answer that is wholly a call object (fenced or bare)

@@ -1,0 +1,42 @@
+"""Tool calls left as text (fte_shell/model/textcalls.py) and inline thinking (fte_shell/model/completion.py):
+hand-made replies, each in the shape a real server sent it."""
+
+from __future__ import annotations
+
+from fte_shell.model.completion import split_think
+from fte_shell.model.textcalls import find_text_tool_calls
+
+NAMES = {"bash", "search"}
+
+
+def test_an_answer_that_is_wholly_a_call_object_is_a_call() -> None:
+    # llama.cpp's server with a named tool_choice and Qwen2.5-Coder-1.5B (measured; DESIGN.md)
+    text = '<answer>{"name": "bash", "arguments": {"command": "search peru"}}</answer>'
+    assert find_text_tool_calls(text, NAMES) == [
+        {"name": "bash", "arguments": {"command": "search peru"}, "format": "answer_tag", "raw": text}]
+    fenced = '<answer>```json\n{"name": "search", "arguments": {"query": "q"}}\n```</answer>'
+    assert find_text_tool_calls(fenced, NAMES)[0]["arguments"] == {"query": "q"}
+
+
+def test_an_answer_naming_no_tool_or_holding_more_than_a_call_is_not_a_call() -> None:
+    assert find_text_tool_calls('<answer>{"name": "Peru", "arguments": {}}</answer>', NAMES) == []
+    assert find_text_tool_calls('<answer>Peru. {"name": "bash", "arguments": {}}</answer>', NAMES) == []
+    assert find_text_tool_calls("<answer>Peru</answer>", NAMES) == []
+
+
+def test_a_bare_object_with_half_a_fence_is_a_call() -> None:
+    # llama.cpp, turn 2 of a measured run: the object, then a closing fence with no opening one
+    text = '{\n  "name": "search",\n  "arguments": {\n    "query": "province of San Juan",\n    "n": 1\n  }\n}\n```'
+    assert find_text_tool_calls(text, NAMES) == [
+        {"name": "search", "arguments": {"query": "province of San Juan", "n": 1}, "format": "json",
+         "raw": text.removesuffix("```").strip()}]
+
+
+def test_split_think() -> None:
+    assert split_think("<think>\nplan <answer>x</answer>\n</think>\n\n<answer>y</answer>") == (
+        "plan <answer>x</answer>", "\n\n<answer>y</answer>")
+    assert split_think("plan\n</think>\nreply") == ("plan", "\nreply")  # R1: the template opened it
+    assert split_think("no thinking <answer>y</answer>") == (None, "no thinking <answer>y</answer>")
+    assert split_think(None) == (None, "")
+    assert split_think("<think>a</think><think>b</think>c") == ("a", "<think>b</think>c")
+    assert split_think("a <think>b</think> c") == (None, "a <think>b</think> c")  # thinking starts a reply
