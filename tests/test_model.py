@@ -183,3 +183,49 @@ def test_window_discovery_stops_at_a_server_that_does_not_answer(monkeypatch: py
         paths = [r.path for r in srv.requests]
     assert info.server is None and info.context_window is None
     assert paths == ["/get_model_info", "/v1/models"] and elapsed < 2  # SGLang's 404, then the hang ends it
+
+
+def test_server_kinds_force_a_first_call_the_way_their_engine_enforces_it() -> None:
+    from fte_shell.model.window import forcing, kind_named
+
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "required": ["command"]}}},
+             {"type": "function", "function": {"name": "search"}}]
+    named = {"type": "function", "function": {"name": "bash"}}
+    assert forcing(kind_named("vllm"), "required", tools) == {"tool_choice": "required"}
+    assert forcing(kind_named(None), named, tools) == {"tool_choice": named}  # unknown: as asked
+    # llama-cpp-python: a named choice only ("required" names the first tool; a string would be an HTTP 500)
+    assert forcing(kind_named("llama-cpp-python"), "required", tools) == {"tool_choice": named}
+    assert forcing(kind_named("llama-cpp-python"), "auto", tools) == {}
+    # llama.cpp: a JSON schema of the call object, which its server enforces by grammar
+    bash = {"type": "object", "properties": {"name": {"const": "bash"}, "arguments": tools[0]["function"]["parameters"]},
+            "required": ["name", "arguments"]}
+    search = {"type": "object", "properties": {"name": {"const": "search"}, "arguments": {"type": "object"}},
+              "required": ["name", "arguments"]}
+    assert forcing(kind_named("llama.cpp"), named, tools) == {
+        "response_format": {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": bash}}}
+    assert forcing(kind_named("llama.cpp"), "required", tools)["response_format"]["json_schema"]["schema"] == {
+        "anyOf": [bash, search]}
+    assert forcing(kind_named("llama.cpp"), None, tools) == {} == forcing(kind_named("llama.cpp"), named, [])
+
+
+def test_thinking_switches_and_their_merge_with_extra_body() -> None:
+    from fte_shell.model.client import merge_body
+    from fte_shell.model.window import kind_named, thinking_fields
+
+    assert thinking_fields(kind_named("vllm"), False, "Qwen/Qwen3.5-32B") == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert thinking_fields(kind_named("sglang"), True, "deepseek-ai/DeepSeek-V3.1") == {
+        "chat_template_kwargs": {"thinking": True}, "separate_reasoning": True}
+    assert thinking_fields(kind_named("openrouter"), True, "google/gemini-2.5-pro") == {"reasoning": {"enabled": True}}
+    assert thinking_fields(kind_named("ollama"), True, "qwen3") == {} == thinking_fields(kind_named("vllm"), None, "m")
+    merged = merge_body({"reasoning": {"enabled": True}, "separate_reasoning": True},
+                        {"reasoning": {"effort": "high"}, "separate_reasoning": False, "top_k": 20})
+    assert merged == {"reasoning": {"enabled": True, "effort": "high"}, "separate_reasoning": False, "top_k": 20}
+
+
+def test_model_server_names_the_kind_and_refuses_an_unknown_one() -> None:
+    from fte_shell.errors import ModelError
+    from fte_shell.model.window import discover
+
+    assert discover(None, "k", "m", kind="openrouter").server == "openrouter"
+    with pytest.raises(ModelError, match="model.server = 'sglangg' is not a server kind; the kinds: sglang, vllm"):
+        discover(None, "k", "m", kind="sglangg")
