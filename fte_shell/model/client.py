@@ -36,7 +36,7 @@ ENDPOINT_HELP = (
     "no model endpoint configured: give one with --base-url URL --model NAME (and --api-key if the server "
     "needs one), or a [model] table (base_url, model, api_key) in the --config TOML file, or the "
     "environment variables OPENAI_BASE_URL, OPENAI_MODEL and OPENAI_API_KEY. Any OpenAI-compatible server "
-    "works (vLLM, llama.cpp, Ollama, DeepSeek, OpenAI); `fte-shell demo` runs without one."
+    "works (vLLM, SGLang, OpenRouter, llama.cpp, Ollama, DeepSeek, OpenAI); `fte-shell demo` runs without one."
 )
 
 PLACEHOLDER_API_KEY = "sk-no-key-required"
