@@ -131,6 +131,7 @@ def _check_run(run_dir: Path, engine: str, profile: str, tool_names: set[str]) -
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # a 1.5B model on two shared cores: minutes per call under load (600 s is the default)
 @pytest.mark.parametrize("engine", ["xllamacpp", "llama-cpp-python"])
 def test_bench_executes_a_call_and_answers_on_each_local_engine(engine: str, tmp_path: Path, hotpotqa_dir: Path,
                                                                  corpus_dir: Path, docker_ready: None,
