@@ -31,7 +31,7 @@ from ..record.events import (
     ToolCallEvent,
     event_dict,
 )
-from ..record.rundir import find_runs, is_run_dir, read_events, read_judgement, read_result
+from ..record.rundir import is_run_dir, read_events, read_judgement, read_result
 from ..record.sweepdir import SweepDir
 from ..stops import is_infra_failure
 
@@ -113,7 +113,7 @@ class Run:
 
 
 def _time(iso: str) -> _dt.datetime:
-    t = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    t = _dt.datetime.fromisoformat(iso)
     return t if t.tzinfo else t.replace(tzinfo=_dt.UTC)
 
 
@@ -142,7 +142,7 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
         if not p.exists():
             raise ExportError(f"{p}: no such file or directory")
         if is_run_dir(p):
-            out.append(_run(p, None, None, 0, p, None, {}))
+            out.append(read_run(p, None, None, 0, p, None, {}))
             continue
         sd = SweepDir(p)
         found = sd.runs()
@@ -150,12 +150,13 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
             raise ExportError(f"{p}: neither a run directory nor a sweep directory with runs")
         manifest, questions = sd.manifest(), sd.questions()
         for d, profile, qid, rep in found:
-            out.append(_run(d, profile, qid, rep, p, manifest, questions))
+            out.append(read_run(d, profile, qid, rep, p, manifest, questions))
     return out
 
 
-def _run(d: Path, profile: str | None, qid: str | None, rep: int, source: Path,
-         manifest: dict[str, Any] | None, questions: dict[str, dict[str, Any]]) -> Run:
+def read_run(d: Path, profile: str | None, qid: str | None, rep: int, source: Path,
+             manifest: dict[str, Any] | None, questions: dict[str, dict[str, Any]]) -> Run:
+    """One run directory ``d`` (of the sweep ``source`` with its manifest and questions, or on its own)."""
     result, events = read_result(d), read_events(d)
     st = next((e for e in events if isinstance(e, StartEvent)), None)
     meta = (result or {}).get("meta") or {}

@@ -59,14 +59,19 @@ def _results(samples: list[Any]) -> Any:
     return EvalResults(total_samples=len(samples), completed_samples=completed, scores=scores)
 
 
-def eval_log(key: tuple[str, str, str], runs: list[Run]) -> Any:
-    """One cell's ``EvalLog`` (ids and times from the record: the same runs give the same log)."""
+def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run], None] | None = None) -> Any:
+    """One cell's ``EvalLog`` (ids and times from the record: the same runs give the same log);
+    ``on_run`` is called after each run's sample is built."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalPlanStep, EvalSpec, EvalStats
     from inspect_ai.model import GenerateConfig
 
     spec, profile, model = key
     first = runs[0]
-    samples = [sample(r) for r in runs]
+    samples = []
+    for r in runs:
+        samples.append(sample(r))
+        if on_run is not None:
+            on_run(r)
     manifest = first.manifest or {}
     cfg = (first.start.config if first.start else {}) or {}
     mcfg = cfg.get("model") or {}
@@ -118,15 +123,9 @@ def log_name(key: tuple[str, str, str], taken: set[str], fmt: str) -> str:
     return f"{name}.{fmt}"
 
 
-def export_inspect(paths: Iterable[Path], out: Path, *, fmt: str | None = None,
-                   on_log: Callable[[Path, int], None] | None = None,
-                   runs: list[Run] | None = None) -> list[Path]:
-    """Write one eval log per cell of the runs under ``paths``. ``out`` is a ``.eval``/``.json`` file (one
-    cell only) or a directory (one file per cell, ``fmt``: ``eval`` by default). Returns the files."""
-    require_inspect()
-    from inspect_ai.log import write_eval_log
-
-    runs = read_runs(paths) if runs is None else runs
+def plan(runs: list[Run], out: Path, fmt: str | None = None) -> list[tuple[tuple[str, str, str], Path, str]]:
+    """(cell, file, format) of every log to write: ``out`` is a ``.eval``/``.json`` file (one cell only)
+    or a directory (one file per cell, ``fmt``: ``eval`` by default)."""
     groups = cells(runs)
     out = Path(out)
     suffix = out.suffix.lstrip(".")
@@ -134,19 +133,30 @@ def export_inspect(paths: Iterable[Path], out: Path, *, fmt: str | None = None,
         if len(groups) != 1:
             raise ExportError(f"{len(groups)} (dataset, profile, model) cells make {len(groups)} eval logs: "
                               f"give --out a directory, not the file {out}")
-        targets = [(next(iter(groups)), out, suffix)]
-    else:
-        fmt = fmt or "eval"
-        if fmt not in FORMATS:
-            raise ExportError(f"--format {fmt}: one of {', '.join(FORMATS)}")
-        taken: set[str] = set()
-        targets = [(k, out / log_name(k, taken, fmt), fmt) for k in groups]
-    written = []
-    for key, path, f in targets:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # the .eval writer would append to an old file
-        write_eval_log(eval_log(key, groups[key]), str(path), format=f)  # type: ignore[arg-type]
-        written.append(path)
-        if on_log is not None:
-            on_log(path, len(groups[key]))
-    return written
+        return [(next(iter(groups)), out, suffix)]
+    fmt = fmt or "eval"
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt}: one of {', '.join(FORMATS)}")
+    taken: set[str] = set()
+    return [(k, out / log_name(k, taken, fmt), fmt) for k in groups]
+
+
+def write_cell(key: tuple[str, str, str], runs: list[Run], path: Path, fmt: str,
+               on_run: Callable[[Run], None] | None = None) -> Path:
+    """Write one cell's eval log to ``path`` (replacing it) with inspect-ai's ``write_eval_log``."""
+    from inspect_ai.log import write_eval_log
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)  # the .eval writer would append to an old file
+    write_eval_log(eval_log(key, runs, on_run), str(path), format=fmt)  # type: ignore[arg-type]
+    return path
+
+
+def export_inspect(paths: Iterable[Path], out: Path, *, fmt: str | None = None,
+                   on_run: Callable[[Run], None] | None = None, runs: list[Run] | None = None) -> list[Path]:
+    """Write one eval log per cell of the runs under ``paths`` (or of ``runs``, read already), as
+    :func:`plan` names them; ``on_run`` is called once per run exported. Returns the files written."""
+    require_inspect()
+    runs = read_runs(paths) if runs is None else runs
+    groups = cells(runs)
+    return [write_cell(key, groups[key], path, f, on_run) for key, path, f in plan(runs, out, fmt)]

@@ -112,13 +112,16 @@ def _tool_event(run: Run, ev: ToolCallEvent, n: int) -> Any:
 
 def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
     """One ``ModelEvent`` per model call, one ``ToolEvent`` per tool call, an ``InfoEvent`` for every other
-    recorded event (retries, nudges, warnings, errors, the end), in the record's order."""
+    recorded event (retries, nudges, warnings, errors, the end), in the record's order. A model event's input
+    is the conversation before the call, given as Inspect's pooled form (``input_refs`` into the sample's
+    ``events_data`` messages, which are the conversation itself): the log grows with the conversation, not
+    with its square."""
     from inspect_ai.event import InfoEvent, ModelEvent
-    from inspect_ai.model import ChatCompletionChoice, GenerateConfig, ModelOutput
-    from inspect_ai.model._model_call import ModelCall
+    from inspect_ai.model import ChatCompletionChoice, GenerateConfig, ModelCall, ModelOutput
 
     tools = _tool_infos(run)
     t0 = clock(run)[1]
+    shown: list[str] | None = None  # the tool names whose definitions an earlier model event holds
     out: list[tuple[float, int, Any]] = []
     for n, turn in enumerate(conv.turns):
         ev = turn.call
@@ -132,23 +135,31 @@ def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
         cfg = GenerateConfig(temperature=req.get("temperature"), top_p=req.get("top_p"),
                              max_tokens=req.get("max_tokens"), presence_penalty=req.get("presence_penalty"))
         choice = req.get("tool_choice")
+        offered = req.get("tools") if isinstance(req.get("tools"), list) else [t.name for t in tools]
+        infos = [t for t in tools if t.name in offered]
+        where = None
+        if infos and shown == offered:  # the same definitions once a sample: Inspect's walk over them
+            infos, where = [], "as in the sample's first model event"  # would be half the export's time
+        elif infos:
+            shown = offered
         call = ModelCall(request={**req, "messages": f"conversation[:{turn.context}]"},
                          response={**resp, "usage": ev.usage_details or ev.usage, "finish_reason": ev.finish_reason},
                          time=ev.latency_s)
         extra = {"turn": ev.turn, "attempts": ev.attempts, "finish_reason": ev.finish_reason,
-                 "retries": [plain(r) for r in turn.retries] or None,
+                 "tools": {"offered": offered, "definitions": where} if where else None,
                  "text_tool_calls": [plain(x) for x in turn.text_calls] or None, **(ev.model_extra or {})}
         out.append((ev.t - lat, 0, ModelEvent(
             uuid=stable_id(run.run_id, "model", n), span_id=None, timestamp=at(run, ev.t - lat),
-            working_start=max(0.0, ev.t - lat - t0), model=run.model, input=msgs[:turn.context], tools=tools,
+            working_start=max(0.0, ev.t - lat - t0), model=run.model, input=[], input_refs=[(0, turn.context)],
+            tools=infos,
             tool_choice=choice if choice in ("auto", "none") else "auto", config=cfg, output=output,
             retries=(ev.attempts - 1) if ev.attempts else None, call=call, completed=at(run, ev.t),
             working_time=ev.latency_s, metadata={"fte_shell": {k: v for k, v in extra.items() if v is not None}})))
         out += [(te.t - (te.duration_s or 0.0), 1, _tool_event(run, te, 1000 * n + k))
                 for k, te in enumerate(turn.tools)]
-    infos = [*conv.others, *(r for t in conv.turns for r in t.retries),
-             *(m.event for m in conv.messages if m.event is not None and m.event.type in ("nudge", "final_answer_request"))]
-    for k, ev in enumerate(sorted(infos, key=lambda e: e.t)):
+    rest = [*conv.others, *(r for t in conv.turns for r in t.retries),  # retries: before their model event
+            *(m.event for m in conv.messages if m.event is not None and m.event.type in ("nudge", "final_answer_request"))]
+    for k, ev in enumerate(sorted(rest, key=lambda e: e.t)):
         out.append((ev.t, 2, InfoEvent(uuid=stable_id(run.run_id, "info", k), span_id=None, timestamp=at(run, ev.t),
                                        working_start=max(0.0, ev.t - t0), source=f"fte-shell:{ev.type}",
                                        data=plain(ev))))
@@ -157,8 +168,7 @@ def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
 
 def sample(run: Run) -> Any:
     """The run as one ``EvalSample``: id = question id, epoch = repetition + 1."""
-    from inspect_ai._util.error import EvalError
-    from inspect_ai.log import EvalSample, EvalSampleLimit
+    from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit
     from inspect_ai.model import ModelOutput
 
     conv = conversation(run)
@@ -209,5 +219,5 @@ def sample(run: Run) -> Any:
         scores=scores, metadata={"fte_shell": kept}, events=events(run, conv, msgs), model_usage=usage,
         role_usage=roles, started_at=started, completed_at=completed,
         total_time=round(end.t, 4) if end is not None else None,
-        working_time=float(wall) if isinstance(wall, int | float) else None, uuid=stable_id(run.run_id, run.run_dir),
-        error=error, limit=limit, turn_count=res.get("turns"))
+        working_time=float(wall) if isinstance(wall, int | float) else None, uuid=stable_id(run.run_id, run.run_dir.relative_to(run.source) if run.run_dir != run.source else ""),
+        error=error, limit=limit, turn_count=res.get("turns"), events_data={"messages": msgs, "calls": []})

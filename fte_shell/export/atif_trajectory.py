@@ -1,0 +1,167 @@
+"""Runs as ATIF trajectories (Agent Trajectory Interchange Format v1.8; docs/export.md, "ATIF"), built
+with and validated by the ``atif`` package's pydantic models (imported lazily: the ``atif`` extra).
+
+One trajectory per run: a system step (the system prompt), a user step (the question), then one agent
+step per model call (message, reasoning, the tool calls and their observations keyed by call id, the
+call's token metrics) and a user step for every turn the loop added (a nudge, the final-answer request);
+a ``warning`` or ``error`` event becomes a system step at its place. What ATIF has no field for is kept
+in the ``extra`` of the step, the tool call, the result or the trajectory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..record.events import ErrorEvent, FinalAnswerRequestEvent, ModelCallEvent, NudgeEvent, WarningEvent
+from ..version import __version__
+from .common import Run, at, conversation, missing_extra, plain, read_runs, safe_name, tool_calls_of
+
+SCHEMA = "ATIF-v1.8"
+AGENT = "fte-shell"
+NOTE = ("Exported by fte-shell from its run record: fields ATIF has no place for are in the `extra` of the "
+        "step, tool call, observation result or trajectory (docs/export.md).")
+
+
+def require_atif() -> None:
+    """Raise :class:`~.common.ExportError` naming the extra when atif is not installed."""
+    try:
+        import atif  # noqa: F401
+    except ImportError:
+        raise missing_extra("atif", "atif") from None
+
+
+def _iso(run: Run, t: float) -> str:
+    return at(run, t).isoformat().replace("+00:00", "Z")
+
+
+def _metrics(ev: ModelCallEvent) -> Any:
+    from atif import Metrics
+
+    u, d = ev.usage or {}, ev.usage_details or {}
+    cached = (d.get("prompt_tokens_details") or {}).get("cached_tokens")
+    extra = {k: v for k, v in {"total_tokens": u.get("total_tokens"), "usage_details": ev.usage_details,
+                               "latency_s": ev.latency_s}.items() if v is not None}
+    return Metrics(prompt_tokens=u.get("prompt_tokens"), completion_tokens=u.get("completion_tokens"),
+                   cached_tokens=cached if isinstance(cached, int) else None, extra=extra or None)
+
+
+def trajectory(run: Run) -> Any:
+    """The run as one ``atif.Trajectory`` (validated by its models on construction)."""
+    from atif import Agent, FinalMetrics, Observation, ObservationResult, Step, ToolCall, Trajectory
+
+    conv = conversation(run)
+    st, res = run.start, run.result or {}
+    steps: list[Any] = []
+    by_msg = {t.message: t for t in conv.turns}
+
+    def add(**kw: Any) -> None:
+        steps.append(Step(step_id=len(steps) + 1, **kw))
+
+    placed: list[tuple[float, int, dict[str, Any]]] = []  # (t, order, step fields)
+    for i, m in enumerate(conv.messages):
+        ev = m.event
+        t = ev.t if ev is not None else 0.0
+        if i in by_msg:
+            turn = by_msg[i]
+            call = turn.call
+            calls = tool_calls_of(turn)
+            tcs = [ToolCall(tool_call_id=c["id"], function_name=c["name"], arguments=c["arguments"],
+                            extra={k: v for k, v in {"raw_arguments": c["raw"], "parse_error": c["parse_error"]}.items()
+                                   if v is not None} or None) for c in calls]
+            results = [ObservationResult(
+                source_call_id=te.id or "", content=te.observation,
+                extra={k: v for k, v in {"name": te.name, "error": te.error, "duration_s": te.duration_s,
+                                         "salvaged": te.salvaged,
+                                         "meta": te.meta.model_dump(mode="json", exclude_none=True),
+                                         **(te.model_extra or {})}.items() if v is not None})
+                for te in turn.tools]
+            extra = {k: v for k, v in {
+                "turn": call.turn, "t": call.t, "finish_reason": call.finish_reason, "attempts": call.attempts,
+                "request": call.request, "response": call.response, "message": call.message,
+                "reasoning_fields": call.reasoning_fields, "kept_changes": call.kept_changes,
+                "retries": [plain(r) for r in turn.retries] or None,
+                "text_tool_calls": [plain(x) for x in turn.text_calls] or None,
+                "tool_events_t": [te.t for te in turn.tools] or None, **(call.model_extra or {})}.items()
+                if v is not None}
+            placed.append((t, 0, {
+                "source": "agent", "message": m.content, "timestamp": _iso(run, t),
+                "model_name": str((call.response or {}).get("model") or run.model), "reasoning_content": call.reasoning,
+                "tool_calls": tcs or None, "observation": Observation(results=results) if results else None,
+                "metrics": _metrics(call), "llm_call_count": 1, "extra": extra}))
+        elif m.role in ("system", "user") and (ev is None or ev.type == "start"):
+            placed.append((t, 0, {"source": m.role, "message": m.content, "timestamp": _iso(run, t)}))
+        elif isinstance(ev, NudgeEvent | FinalAnswerRequestEvent):
+            placed.append((t, 0, {"source": "user", "message": m.content, "timestamp": _iso(run, t),
+                                      "extra": {"event": ev.type, "turn": ev.turn, "t": ev.t,
+                                             **({"kind": ev.kind} if isinstance(ev, NudgeEvent) else {})}}))
+    for ev in conv.others:
+        if isinstance(ev, WarningEvent | ErrorEvent):
+            placed.append((ev.t, 1, {"source": "system", "message": ev.message, "timestamp": _iso(run, ev.t),
+                                         "extra": {"event": plain(ev)}}))
+    for _t, _o, kw in sorted(placed, key=lambda x: (x[0], x[1])):
+        add(**kw)
+    kept = [plain(ev) for ev in conv.others if not isinstance(ev, WarningEvent | ErrorEvent)]
+    usage = res.get("usage") or {}
+    cached = sum(s.metrics.cached_tokens or 0 for s in steps if s.metrics is not None)
+    has_cached = any(s.metrics is not None and s.metrics.cached_tokens is not None for s in steps)
+    final = FinalMetrics(total_prompt_tokens=usage.get("prompt_tokens"),
+                         total_completion_tokens=usage.get("completion_tokens"),
+                         total_cached_tokens=cached if has_cached else None, total_steps=len(steps),
+                         extra={k: v for k, v in {"total_tokens": usage.get("total_tokens"), "turns": res.get("turns"),
+                                                  "summary_usage": res.get("summary_usage"),
+                                                  "wall_s": res.get("wall_s")}.items() if v is not None} or None)
+    start = plain(st) if st is not None else {}
+    agent = Agent(name=AGENT, version=__version__, model_name=run.model,
+                  tool_definitions=(st.tools if st is not None else None) or None,
+                  extra={k: v for k, v in {"profile": run.profile, "config": start.get("config"),
+                                           "server": start.get("server"),
+                                           "reasoning_passback": start.get("reasoning_passback"),
+                                           "schema_version": start.get("schema_version")}.items() if v is not None})
+    extra = {k: v for k, v in {
+        "run_dir": str(run.run_dir), "dataset": run.dataset or None, "task": run.task, "qid": run.qid, "rep": run.rep,
+        "question": run.question, "target": run.target, "answer": res.get("answer"), "stop_reason": run.stop_reason,
+        "infrastructure_failure": run.infra_failure, "result": res or None, "judgement": run.judgement,
+        "question_row": run.question_row or None, "events": kept or None}.items() if v is not None}
+    return Trajectory(schema_version=SCHEMA, session_id=run.run_id, agent=agent, steps=steps, notes=NOTE,
+                      final_metrics=final, extra=extra)
+
+
+def dumps(traj: Any) -> str:
+    """A trajectory as its JSON file's text (atif's own serialisation, unset fields left out)."""
+    return str(traj.model_dump_json(exclude_none=True, indent=2)) + "\n"
+
+
+def loads(text: str) -> Any:
+    """An ATIF file's text as an ``atif.Trajectory`` (validated)."""
+    from atif import Trajectory
+
+    return Trajectory.model_validate_json(text)
+
+
+def file_name(run: Run, several: bool) -> Path:
+    """``<profile>/<qid>/r<k>.json`` (under the source's name when several sources are exported)."""
+    rel = Path(safe_name(run.profile)) / safe_name(run.qid) / f"r{run.rep}.json"
+    return Path(safe_name(run.source.name)) / rel if several else rel
+
+
+def export_atif(paths: Iterable[Path], out: Path, *, on_run: Callable[[Run], None] | None = None,
+                runs: list[Run] | None = None) -> list[Path]:
+    """One ATIF trajectory file per run under ``paths`` (or of ``runs``, read already), into the directory
+    ``out``; ``on_run`` is called once per run exported. Returns the files written."""
+    require_atif()
+    paths = list(paths)
+    runs = read_runs(paths) if runs is None else runs
+    several = len({r.source for r in runs}) > 1
+    written = []
+    for run in runs:
+        path = Path(out) / file_name(run, several)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = dumps(trajectory(run))
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        written.append(path)
+        if on_run is not None:
+            on_run(run)
+    return written
