@@ -92,7 +92,7 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
         status=status,
         eval=EvalSpec(
             eval_id=eval_id, run_id=stable_id("run", first.source), created=started, task=first.task,
-            task_id=stable_id("task", spec), task_version=0, task_args={k: v for k, v in ds.items() if v is not None},
+            task_id=stable_id("task", spec, profile, model), task_version=0, task_args={k: v for k, v in ds.items() if v is not None},
             task_attribs={"dataset": spec}, solver=profile,
             solver_args={"profile": profile, "config_digest": (first.result or {}).get("config_digest")},
             dataset=EvalDataset(name=first.task, location=str(ds.get("source") or spec), samples=len(qids),
