@@ -316,7 +316,7 @@ def test_missing_extra_is_named(sweeps: dict[str, Path], tmp_path: Path, kind: s
     """Without the library (its import blocked in a fresh interpreter) the command names the extra."""
     code = (f"import sys; sys.modules[{module!r}] = None; sys.argv = ['fte-shell', 'export', {kind!r}, "
             f"{str(sweeps['ws'])!r}, '--out', {str(tmp_path / 'out')!r}]; from fte_shell.cli import main; main()")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    p = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "COLUMNS": "200"})
     assert p.returncode == 2, p.stderr
     assert f"pip install 'fte-shell[{extra}]'" in p.stderr
@@ -363,7 +363,7 @@ def test_inspect_view_shows_a_conversation_with_tool_calls(inspect_view: str, sw
     except ImportError:
         _need("the playwright package", False)
     runs = _runs(sweeps["hotpot"])
-    (profile, qid, rep), d = next((k, v) for k, v in sorted(runs.items()) if k[0] == "shell")
+    (_profile, qid, rep), d = next((k, v) for k, v in sorted(runs.items()) if k[0] == "shell")
     calls = [e for e in _events(d) if e["type"] == "tool_call"]
     fetch = next(c for c in calls if c["arguments"]["command"].startswith("fetch "))
     with sync_playwright() as p:
@@ -386,3 +386,40 @@ def test_inspect_view_shows_a_conversation_with_tool_calls(inspect_view: str, sw
     if extra := os.environ.get("FTE_SCREENSHOT_DIR"):
         Path(extra).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(extra) / shot.name)
+
+
+def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_path: Path) -> None:
+    """A run the sweep recorded itself (its harness raised before the loop: result.json only, no model
+    name) stays in its cell as an error sample; a run directory on its own exports too."""
+    from inspect_ai.log import read_eval_log
+
+    from fte_shell.record.rundir import write_result
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(sweeps["hotpot"], sweep, ignore=shutil.ignore_patterns("shared"))
+    runs = _runs(sweep)
+    key = next(k for k in sorted(runs) if k[0] == "shell")
+    d = runs[key]
+    (d / "trajectory.jsonl").unlink()
+    (d / "judgement.json").unlink()
+    write_result(d, {"question": "q", "answer": None, "profile": "shell", "stop_reason": "sandbox_unavailable",
+                     "error": "the Docker daemon went away", "qid": key[1], "rep": key[2],
+                     "finished_at": "2026-12-01T12:00:00+00:00"})
+    r = runner.invoke(app, ["export", "inspect", str(sweep), "--out", str(tmp_path / "logs"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "hotpotqa_fte_scripted.eval", "hotpotqa_shell_scripted.eval"]
+    log = read_eval_log(str(tmp_path / "logs" / "hotpotqa_shell_scripted.eval"))
+    assert log.samples is not None and len(log.samples) == 4
+    s = next(x for x in log.samples if (x.id, x.epoch) == (key[1], key[2] + 1))
+    assert s.error is not None and s.error.message == "sandbox_unavailable: the Docker daemon went away"
+    assert s.scores is None and s.messages == [] and s.events == []
+    other = next(k for k in sorted(runs, key=lambda k: -k[2]) if k[0] == "fte")  # a repetition 1
+    r = runner.invoke(app, ["export", "inspect", str(runs[other]), "--out", str(tmp_path / "one.json")])
+    assert r.exit_code == 0, r.output
+    one = read_eval_log(str(tmp_path / "one.json"))
+    assert one.eval.task == "runs" and one.samples is not None and [x.id for x in one.samples] == [other[1]]
+    r = runner.invoke(app, ["export", "atif", str(runs[other]), "--out", str(tmp_path / "atif")])
+    assert r.exit_code == 0, r.output
+    assert [p.relative_to(tmp_path / "atif").as_posix() for p in (tmp_path / "atif").rglob("*.json")] == [
+        f"fte/{other[1]}/r{other[2]}.json"]

@@ -91,8 +91,11 @@ class Run:
 
     @property
     def model(self) -> str:
+        """The agent model: ``result.json``, else the start event, else the sweep's ``[model]`` (a run the
+        sweep wrote without a trajectory)."""
         res, st = self.result or {}, self.start
-        return str(res.get("model") or (st.model if st else None) or "unknown")
+        sweep = (((self.manifest or {}).get("config") or {}).get("model") or {}).get("model")
+        return str(res.get("model") or (st.model if st else None) or sweep or "unknown")
 
     @property
     def run_id(self) -> str:
@@ -142,7 +145,7 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
         if not p.exists():
             raise ExportError(f"{p}: no such file or directory")
         if is_run_dir(p):
-            out.append(read_run(p, None, None, 0, p, None, {}))
+            out.append(read_run(p, None, None, None, p, None, {}))
             continue
         sd = SweepDir(p)
         found = sd.runs()
@@ -154,13 +157,16 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
     return out
 
 
-def read_run(d: Path, profile: str | None, qid: str | None, rep: int, source: Path,
+def read_run(d: Path, profile: str | None, qid: str | None, rep: int | None, source: Path,
              manifest: dict[str, Any] | None, questions: dict[str, dict[str, Any]]) -> Run:
     """One run directory ``d`` (of the sweep ``source`` with its manifest and questions, or on its own)."""
     result, events = read_result(d), read_events(d)
     st = next((e for e in events if isinstance(e, StartEvent)), None)
     meta = (result or {}).get("meta") or {}
     qid = qid or str(meta.get("qid") or (result or {}).get("qid") or d.name)
+    if rep is None:  # a run directory on its own: the repetition it recorded
+        r = meta.get("rep", (result or {}).get("rep"))
+        rep = r if isinstance(r, int) and not isinstance(r, bool) else 0
     row = questions.get(qid, {})
     dataset = dict((manifest or {}).get("dataset") or {})
     question = str(row.get("question") or (result or {}).get("question") or (st.question if st else ""))
