@@ -423,3 +423,59 @@ def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_pa
     assert r.exit_code == 0, r.output
     assert [p.relative_to(tmp_path / "atif").as_posix() for p in (tmp_path / "atif").rglob("*.json")] == [
         f"fte/{other[1]}/r{other[2]}.json"]
+
+
+@pytest.fixture(scope="module")
+def think_sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, corpus_dir: Path) -> Path:
+    """One fte run against the vLLM emulator (reasoning in every reply), whose first reply has neither a
+    tool call nor an answer (the loop nudges it)."""
+    from tests.emulators import VLLM, Emulator
+
+    policy = ResearchPolicy()
+
+    def brain(body: dict[str, Any]) -> Any:
+        if not any(m["role"] == "assistant" for m in body["messages"]):
+            return "Let me think about where to start."
+        return policy(body)
+
+    out = tmp_path_factory.mktemp("think") / "sweep"
+    with Emulator(VLLM(), brain, model="emu-model") as emu:
+        cfg = RunConfig(model=ModelConfig(base_url=emu.base_url, model="emu-model", api_key="x"))
+        stats = run_sweep(BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
+                                      corpus_dir=corpus_dir), cfg)
+    assert (stats.done, stats.failed) == (1, 0)
+    return out
+
+
+def test_reasoning_and_nudges(think_sweep: Path, tmp_path: Path) -> None:
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.model import ContentReasoning
+
+    from fte_shell.export.atif_trajectory import loads
+
+    (d,) = _runs(think_sweep).values()
+    events = _events(d)
+    calls = [e for e in events if e["type"] == "model_call"]
+    nudges = [e for e in events if e["type"] == "nudge"]
+    assert len(nudges) == 1 and all(c.get("reasoning") for c in calls)
+    r = runner.invoke(app, ["export", "inspect", str(think_sweep), "--out", str(tmp_path / "log.eval")])
+    assert r.exit_code == 0, r.output
+    (s,) = read_eval_log(str(tmp_path / "log.eval"), resolve_attachments=True).samples or []
+    assistant = [m for m in s.messages if m.role == "assistant"]
+    assert [next(p.reasoning for p in m.content if isinstance(p, ContentReasoning)) for m in assistant] == [
+        c["reasoning"] for c in calls]
+    assert [m.text for m in assistant] == [c["message"]["content"] or "" for c in calls]
+    # the nudge is the user turn after the first reply, and an info event
+    i = s.messages.index(assistant[0])
+    assert s.messages[i + 1].role == "user" and s.messages[i + 1].text == nudges[0]["message"]
+    assert [e.data["message"] for e in s.events if e.event == "info" and e.source == "fte-shell:nudge"] == [
+        nudges[0]["message"]]
+    r = runner.invoke(app, ["export", "atif", str(think_sweep), "--out", str(tmp_path / "atif")])
+    assert r.exit_code == 0, r.output
+    (f,) = (tmp_path / "atif").rglob("*.json")
+    traj = loads(f.read_text())
+    agent = [st for st in traj.steps if st.source == "agent"]
+    assert [st.reasoning_content for st in agent] == [c["reasoning"] for c in calls]
+    assert [st.source for st in traj.steps[:4]] == ["system", "user", "agent", "user"]
+    assert traj.steps[3].message == nudges[0]["message"] and traj.steps[3].extra == {
+        "event": "nudge", "turn": 1, "t": nudges[0]["t"], "kind": "no_tool_call"}

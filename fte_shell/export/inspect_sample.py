@@ -89,6 +89,19 @@ def messages(run: Run, conv: Conversation) -> list[Any]:
     return out
 
 
+def _tool_choice(choice: Any) -> Any:
+    """The request's OpenAI ``tool_choice`` as Inspect's (``required`` → ``any``, a named function →
+    ``ToolFunction``; none sent → ``auto``, the server's default)."""
+    from inspect_ai.tool import ToolFunction
+
+    if choice in ("auto", "none"):
+        return choice
+    if choice == "required":
+        return "any"
+    name = ((choice or {}).get("function") or {}).get("name") if isinstance(choice, dict) else None
+    return ToolFunction(name=str(name)) if name else "auto"
+
+
 def _tool_event(run: Run, ev: ToolCallEvent, n: int) -> Any:
     from inspect_ai.event import ToolEvent
     from inspect_ai.tool import ToolCallError
@@ -152,7 +165,7 @@ def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
             uuid=stable_id(run.run_id, "model", n), span_id=None, timestamp=at(run, ev.t - lat),
             working_start=max(0.0, ev.t - lat - t0), model=run.model, input=[], input_refs=[(0, turn.context)],
             tools=infos,
-            tool_choice=choice if choice in ("auto", "none") else "auto", config=cfg, output=output,
+            tool_choice=_tool_choice(choice), config=cfg, output=output,
             retries=(ev.attempts - 1) if ev.attempts else None, call=call, completed=at(run, ev.t),
             working_time=ev.latency_s, metadata={"fte_shell": {k: v for k, v in extra.items() if v is not None}})))
         out += [(te.t - (te.duration_s or 0.0), 1, _tool_event(run, te, 1000 * n + k))
