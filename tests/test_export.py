@@ -393,6 +393,7 @@ def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_pa
     name) stays in its cell as an error sample; a run directory on its own exports too."""
     from inspect_ai.log import read_eval_log
 
+    from fte_shell.record.audit import AuditMark, append_mark, run_key
     from fte_shell.record.rundir import write_result
 
     sweep = tmp_path / "sweep"
@@ -405,6 +406,9 @@ def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_pa
     write_result(d, {"question": "q", "answer": None, "profile": "shell", "stop_reason": "sandbox_unavailable",
                      "error": "the Docker daemon went away", "qid": key[1], "rep": key[2],
                      "finished_at": "2026-12-01T12:00:00+00:00"})
+    marked = next(k for k in sorted(runs) if k[0] == "shell" and k != key)  # a reviewer's hand check
+    append_mark(sweep, AuditMark(run=run_key(sweep, runs[marked]), mark="wrong", note="the gold names two things",
+                                 who="ana", at="2026-12-01T12:00:00+00:00"))
     r = runner.invoke(app, ["export", "inspect", str(sweep), "--out", str(tmp_path / "logs"), "--no-progress"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
@@ -414,6 +418,10 @@ def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_pa
     s = next(x for x in log.samples if (x.id, x.epoch) == (key[1], key[2] + 1))
     assert s.error is not None and s.error.message == "sandbox_unavailable: the Docker daemon went away"
     assert s.scores is None and s.messages == [] and s.events == []
+    m = next(x for x in log.samples if (x.id, x.epoch) == (marked[1], marked[2] + 1))
+    assert m.scores is not None and m.scores["hand_check"].value == "I"
+    assert m.scores["hand_check"].explanation == "the gold names two things"
+    assert sum(1 for x in log.samples if x.scores and "hand_check" in x.scores) == 1
     other = next(k for k in sorted(runs, key=lambda k: -k[2]) if k[0] == "fte")  # a repetition 1
     r = runner.invoke(app, ["export", "inspect", str(runs[other]), "--out", str(tmp_path / "one.json")])
     assert r.exit_code == 0, r.output

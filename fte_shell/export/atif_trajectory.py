@@ -122,6 +122,7 @@ def trajectory(run: Run) -> Any:
         "run_dir": str(run.run_dir), "dataset": run.dataset or None, "task": run.task, "qid": run.qid, "rep": run.rep,
         "question": run.question, "target": run.target, "answer": res.get("answer"), "stop_reason": run.stop_reason,
         "infrastructure_failure": run.infra_failure, "result": res or None, "judgement": run.judgement,
+        "hand_check": run.audit.model_dump() if run.audit else None,
         "question_row": run.question_row or None, "events": kept or None}.items() if v is not None}
     return Trajectory(schema_version=SCHEMA, session_id=run.run_id, agent=agent, steps=steps, notes=NOTE,
                       final_metrics=final, extra=extra)

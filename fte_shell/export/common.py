@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..record.audit import AuditMark, audit_home, latest_marks, run_key
 from ..record.events import (
     EndEvent,
     Event,
@@ -70,6 +71,8 @@ class Run:
     judgement: dict[str, Any] | None
     events: list[Event]
     manifest: dict[str, Any] | None = None
+    audit: AuditMark | None = None
+    """The reviewer's latest hand-check mark of the run (``audit.jsonl``), if any."""
 
     @property
     def start(self) -> StartEvent | None:
@@ -144,16 +147,21 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
         p = Path(p)
         if not p.exists():
             raise ExportError(f"{p}: no such file or directory")
+        home = audit_home(p)
+        marks = latest_marks(home)
         if is_run_dir(p):
-            out.append(read_run(p, None, None, None, p, None, {}))
-            continue
-        sd = SweepDir(p)
-        found = sd.runs()
-        if not found:
-            raise ExportError(f"{p}: neither a run directory nor a sweep directory with runs")
-        manifest, questions = sd.manifest(), sd.questions()
+            found: list[tuple[Path, str | None, str | None, int | None]] = [(p, None, None, None)]
+            manifest, questions = None, {}
+        else:
+            sd = SweepDir(p)
+            found = list(sd.runs())
+            if not found:
+                raise ExportError(f"{p}: neither a run directory nor a sweep directory with runs")
+            manifest, questions = sd.manifest(), sd.questions()
         for d, profile, qid, rep in found:
-            out.append(read_run(d, profile, qid, rep, p, manifest, questions))
+            run = read_run(d, profile, qid, rep, p, manifest, questions)
+            run.audit = marks.get(run_key(home, d))
+            out.append(run)
     return out
 
 

@@ -224,7 +224,8 @@ def sample(run: Run) -> Any:
             "stop_reason": run.stop_reason, "answer": res.get("answer"), "turns": res.get("turns"),
             "tool_calls": res.get("tool_calls"), "usage": res.get("usage"), "summary_usage": res.get("summary_usage"),
             "result": {k: v for k, v in res.items() if k not in ("question", "answer")},
-            "judgement": run.judgement, "question_meta": run.question_row.get("meta"),
+            "judgement": run.judgement, "hand_check": run.audit.model_dump() if run.audit else None,
+            "question_meta": run.question_row.get("meta"),
             "evaluation": run.question_row.get("evaluation"),
             "start": plain(st) if st else None, "note": NOTE}
     return EvalSample(

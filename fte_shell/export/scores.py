@@ -3,8 +3,9 @@
 One score per verdict entry: an entry with ``correct`` (the LLM judge ``llm``, the model-free ``match``,
 and any preset's) is ``C``/``I`` with the judge's extracted answer and reasoning as ``answer`` and
 ``explanation``; the model-free entry adds ``f1`` (its token F1, a number) and ``em``; WideSearch's entry
-is a dict of its six values and the success score (``score``), explained by its ``msg``. Each score's
-``metadata`` holds the whole entry as recorded."""
+is a dict of its six values and the success score (``score``), explained by its ``msg``; a reviewer's
+hand check (``audit.jsonl``, the latest mark) is ``hand_check``, ``C``/``I`` explained by the note. Each
+score's ``metadata`` holds the whole entry as recorded."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ def scores_of(run: Run) -> dict[str, Any]:
                                        f"{entry.get('gold_rows')} gold row(s); {len(entry.get('judge_calls') or [])} "
                                        "judge call(s)")
             out[name] = Score(value=value, answer=(run.result or {}).get("answer"), explanation=why, metadata=entry)
+    if run.audit is not None:
+        m = run.audit
+        out["hand_check"] = Score(value="C" if m.mark == "correct" else "I", answer=(run.result or {}).get("answer"),
+                                  explanation=m.note or f"marked {m.mark} by {m.who}", metadata=m.model_dump())
     return out
 
 
