@@ -233,5 +233,5 @@ def sample(run: Run) -> Any:
         scores=scores, metadata={"fte_shell": kept}, events=events(run, conv, msgs), model_usage=usage,
         role_usage=roles, started_at=started, completed_at=completed,
         total_time=round(end.t, 4) if end is not None else None,
-        working_time=float(wall) if isinstance(wall, int | float) else None, uuid=stable_id(run.run_id, run.run_dir.relative_to(run.source) if run.run_dir != run.source else ""),
-        error=error, limit=limit, turn_count=res.get("turns"), events_data={"messages": msgs, "calls": []})
+        working_time=float(wall) if isinstance(wall, int | float) else None,
+        uuid=stable_id(run.run_id, run.run_dir.relative_to(run.source) if run.run_dir != run.source else ""), error=error, limit=limit, turn_count=res.get("turns"), events_data={"messages": msgs, "calls": []})
