@@ -15,7 +15,17 @@ from typing import Any
 
 from ..record.events import ErrorEvent, FinalAnswerRequestEvent, ModelCallEvent, NudgeEvent, WarningEvent
 from ..version import __version__
-from .common import Run, at, conversation, missing_extra, plain, read_runs, safe_name, tool_calls_of
+from .common import (
+    Run,
+    at,
+    conversation,
+    missing_extra,
+    plain,
+    read_runs,
+    records_frozen,
+    safe_name,
+    tool_calls_of,
+)
 
 SCHEMA = "ATIF-v1.8"
 AGENT = "fte-shell"
@@ -155,14 +165,15 @@ def export_atif(paths: Iterable[Path], out: Path, *, on_run: Callable[[Run], Non
     runs = read_runs(paths) if runs is None else runs
     several = len({r.source for r in runs}) > 1
     written = []
-    for run in runs:
-        path = Path(out) / file_name(run, several)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = dumps(trajectory(run))
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        written.append(path)
-        if on_run is not None:
-            on_run(run)
+    with records_frozen():
+        for run in runs:
+            path = Path(out) / file_name(run, several)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = dumps(trajectory(run))
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+            written.append(path)
+            if on_run is not None:
+                on_run(run)
     return written

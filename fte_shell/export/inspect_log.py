@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..version import __version__
-from .common import ExportError, Run, missing_extra, read_runs, safe_name, stable_id
+from .common import ExportError, Run, missing_extra, read_runs, records_frozen, safe_name, stable_id
 from .inspect_sample import NOTE, sample, usage_of
 
 FORMATS = ("eval", "json")
@@ -159,4 +159,5 @@ def export_inspect(paths: Iterable[Path], out: Path, *, fmt: str | None = None,
     require_inspect()
     runs = read_runs(paths) if runs is None else runs
     groups = cells(runs)
-    return [write_cell(key, groups[key], path, f, on_run) for key, path, f in plan(runs, out, fmt)]
+    with records_frozen():
+        return [write_cell(key, groups[key], path, f, on_run) for key, path, f in plan(runs, out, fmt)]
