@@ -28,6 +28,9 @@ from .common import (
 )
 
 SCHEMA = "ATIF-v1.8"
+_PLACED = {"config", "server", "reasoning_passback", "schema_version", "system_prompt", "question", "tools", "run_id",
+           "profile", "model"}
+"""Start-event fields placed elsewhere in the trajectory (the rest go to ``agent.extra.start``)."""
 AGENT = "fte-shell"
 NOTE = ("Exported by fte-shell from its run record: fields ATIF has no place for are in the `extra` of the "
         "step, tool call, observation result or trajectory (docs/export.md).")
@@ -127,7 +130,9 @@ def trajectory(run: Run) -> Any:
                   extra={k: v for k, v in {"profile": run.profile, "config": start.get("config"),
                                            "server": start.get("server"),
                                            "reasoning_passback": start.get("reasoning_passback"),
-                                           "schema_version": start.get("schema_version")}.items() if v is not None})
+                                           "schema_version": start.get("schema_version"),
+                                           "start": {k: v for k, v in start.items() if k not in _PLACED} or None,
+                                           }.items() if v is not None})
     extra = {k: v for k, v in {
         "run_dir": str(run.run_dir), "dataset": run.dataset or None, "task": run.task, "qid": run.qid, "rep": run.rep,
         "question": run.question, "target": run.target, "answer": res.get("answer"), "stop_reason": run.stop_reason,
