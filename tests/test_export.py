@@ -41,6 +41,8 @@ CHROMIUM = Path(os.environ.get("FTE_CHROMIUM", "/usr/bin/chromium"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REASONING = "The response's final answer is compared with the reference answer."
+LLM = "browsecomp@grader"
+"""The LLM judge's verdict key in judgement.json (HotpotQA's preset, the grading model's name)."""
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 runner = CliRunner()
 
@@ -199,11 +201,12 @@ def test_inspect_logs_read_back(logs: Path, sweeps: dict[str, Path], hotpotqa_di
                 continue
             assert s.error is None
             j = _json(d / "judgement.json")
-            assert s.scores is not None and set(s.scores) == {"llm", "match", "match_f1", "match_em"}
+            assert s.scores is not None and set(s.scores) == {LLM, "match", "match_f1", "match_em", "verdict"}
             assert s.scores["match"].value == ("C" if j["match"]["correct"] else "I")
             assert s.scores["match_f1"].value == j["match"]["f1"]
-            assert s.scores["llm"].value == ("C" if "San Juan" in s.input else "I")
-            assert s.scores["llm"].explanation == REASONING
+            assert s.scores[LLM].value == ("C" if "San Juan" in s.input else "I")
+            assert s.scores[LLM].explanation == REASONING
+            assert j["primary"] == LLM and s.scores["verdict"].value == s.scores[LLM].value
             assert s.output.completion == res["answer"]
     ws = read_eval_log(str(logs / "widesearch_fte_scripted.eval"), resolve_attachments=True)
     assert ws.samples is not None and len(ws.samples) == 1
@@ -222,8 +225,9 @@ def test_samples_dataframe(logs: Path) -> None:
     df = samples_df([str(p) for p in sorted(logs.iterdir())])
     assert len(df) == 9  # one row per sample
     hot = df[df["log"].str.contains("hotpotqa_")]
-    assert len(hot) == 8 and hot["score_match"].notna().sum() == 7 and hot["score_llm"].notna().sum() == 7
-    assert set(hot["score_llm"].dropna()) == {"C", "I"} and hot["score_match_f1"].notna().sum() == 7
+    assert len(hot) == 8 and hot["score_match"].notna().sum() == 7 and hot["score_verdict"].notna().sum() == 7
+    assert set(hot["score_verdict"].dropna()) == {"C", "I"} and hot["score_match_f1"].notna().sum() == 7
+    assert hot[f"score_{LLM}"].notna().sum() == 7
     assert (hot["error"].fillna("") != "").sum() == 1  # the infrastructure failure: an error, no score
     assert df[df["log"].str.contains("widesearch_")]["score_widesearch"].notna().sum() == 1
 
