@@ -31,6 +31,7 @@ from typer.testing import CliRunner
 from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
+from fte_shell.config.budget import ModelPrice
 from fte_shell.policies import ResearchPolicy
 from fte_shell.scripted import ScriptedServer, ScriptTurn
 from tests.test_widesearch_cli import EVAL_EXACT, RIGHT
@@ -452,7 +453,8 @@ def think_sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, co
 
     out = tmp_path_factory.mktemp("think") / "sweep"
     with Emulator(VLLM(), brain, model="emu-model") as emu:
-        cfg = RunConfig(model=ModelConfig(base_url=emu.base_url, model="emu-model", api_key="x"))
+        cfg = RunConfig(model=ModelConfig(base_url=emu.base_url, model="emu-model", api_key="x",
+                                          price=ModelPrice(input=1.0, output=2.0)))
         stats = run_sweep(BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
                                       corpus_dir=corpus_dir), cfg)
     assert (stats.done, stats.failed) == (1, 0)
@@ -470,6 +472,9 @@ def test_reasoning_and_nudges(think_sweep: Path, tmp_path: Path) -> None:
     calls = [e for e in events if e["type"] == "model_call"]
     nudges = [e for e in events if e["type"] == "nudge"]
     assert len(nudges) == 1 and all(c.get("reasoning") for c in calls)
+    # USD 1 per million prompt tokens, 2 per million completion tokens (no cached tokens reported)
+    costs = [(c["usage"]["prompt_tokens"] + 2 * c["usage"]["completion_tokens"]) / 1e6 for c in calls]
+    assert [c["cost_usd"] for c in calls] == pytest.approx(costs)
     r = runner.invoke(app, ["export", "inspect", str(think_sweep), "--out", str(tmp_path / "log.eval")])
     assert r.exit_code == 0, r.output
     (s,) = read_eval_log(str(tmp_path / "log.eval"), resolve_attachments=True).samples or []
@@ -477,6 +482,8 @@ def test_reasoning_and_nudges(think_sweep: Path, tmp_path: Path) -> None:
     assert [next(p.reasoning for p in m.content if isinstance(p, ContentReasoning)) for m in assistant] == [
         c["reasoning"] for c in calls]
     assert [m.text for m in assistant] == [c["message"]["content"] or "" for c in calls]
+    assert [e.output.usage.total_cost for e in s.events if e.event == "model"] == [c["cost_usd"] for c in calls]
+    assert s.model_usage["emu-model"].total_cost == pytest.approx(sum(costs))
     # the nudge is the user turn after the first reply, and an info event
     i = s.messages.index(assistant[0])
     assert s.messages[i + 1].role == "user" and s.messages[i + 1].text == nudges[0]["message"]
@@ -488,6 +495,8 @@ def test_reasoning_and_nudges(think_sweep: Path, tmp_path: Path) -> None:
     traj = loads(f.read_text())
     agent = [st for st in traj.steps if st.source == "agent"]
     assert [st.reasoning_content for st in agent] == [c["reasoning"] for c in calls]
+    assert [st.metrics.cost_usd for st in agent] == [c["cost_usd"] for c in calls]
+    assert traj.final_metrics.total_cost_usd == _json(d / "result.json")["cost_usd"] == pytest.approx(sum(costs), abs=1e-8)
     assert [st.source for st in traj.steps[:4]] == ["system", "user", "agent", "user"]
     assert traj.steps[3].message == nudges[0]["message"] and traj.steps[3].extra == {
         "event": "nudge", "turn": 1, "t": nudges[0]["t"], "kind": "no_tool_call"}

@@ -56,7 +56,8 @@ def _metrics(ev: ModelCallEvent) -> Any:
     extra = {k: v for k, v in {"total_tokens": u.get("total_tokens"), "usage_details": ev.usage_details,
                                "latency_s": ev.latency_s}.items() if v is not None}
     return Metrics(prompt_tokens=u.get("prompt_tokens"), completion_tokens=u.get("completion_tokens"),
-                   cached_tokens=cached if isinstance(cached, int) else None, extra=extra or None)
+                   cached_tokens=cached if isinstance(cached, int) else None, cost_usd=ev.cost_usd,
+                   extra=extra or None)
 
 
 def trajectory(run: Run) -> Any:
@@ -121,6 +122,7 @@ def trajectory(run: Run) -> Any:
     final = FinalMetrics(total_prompt_tokens=usage.get("prompt_tokens"),
                          total_completion_tokens=usage.get("completion_tokens"),
                          total_cached_tokens=cached if has_cached else None, total_steps=len(steps),
+                         total_cost_usd=res.get("cost_usd") if isinstance(res.get("cost_usd"), int | float) else None,
                          extra={k: v for k, v in {"total_tokens": usage.get("total_tokens"), "turns": res.get("turns"),
                                                   "summary_usage": res.get("summary_usage"),
                                                   "wall_s": res.get("wall_s")}.items() if v is not None} or None)

@@ -21,9 +21,9 @@ NOTE = ("fte-shell export: fields with no place in Inspect's models are kept und
         "(docs/export.md)")
 
 
-def usage_of(u: dict[str, Any] | None, details: dict[str, Any] | None = None) -> Any:
+def usage_of(u: dict[str, Any] | None, details: dict[str, Any] | None = None, cost: float | None = None) -> Any:
     """An OpenAI-style usage dict as an Inspect ``ModelUsage`` (cached and reasoning tokens from the
-    server's details when it reported them)."""
+    server's details when it reported them; ``total_cost`` = the recorded cost in USD, when known)."""
     from inspect_ai.model import ModelUsage
 
     u, d = u or {}, details or {}
@@ -32,7 +32,8 @@ def usage_of(u: dict[str, Any] | None, details: dict[str, Any] | None = None) ->
     return ModelUsage(input_tokens=int(u.get("prompt_tokens") or 0), output_tokens=int(u.get("completion_tokens") or 0),
                       total_tokens=int(u.get("total_tokens") or 0),
                       input_tokens_cache_read=cached if isinstance(cached, int) else None,
-                      reasoning_tokens=reasoning if isinstance(reasoning, int) else None)
+                      reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+                      total_cost=float(cost) if isinstance(cost, int | float) else None)
 
 
 def _tool_infos(run: Run) -> list[Any]:
@@ -143,7 +144,7 @@ def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
         stop = FINISH.get(ev.finish_reason or "", "unknown")
         output = ModelOutput(model=str(resp.get("model") or run.model),
                              choices=[ChatCompletionChoice(message=msgs[turn.message], stop_reason=stop)],
-                             usage=usage_of(ev.usage, ev.usage_details), time=ev.latency_s,
+                             usage=usage_of(ev.usage, ev.usage_details, ev.cost_usd), time=ev.latency_s,
                              response_id=resp.get("id"))
         cfg = GenerateConfig(temperature=req.get("temperature"), top_p=req.get("top_p"),
                              max_tokens=req.get("max_tokens"), presence_penalty=req.get("presence_penalty"))
@@ -203,8 +204,10 @@ def sample(run: Run) -> Any:
         error = EvalError(message=msg, traceback=msg, traceback_ansi=msg)
     else:
         scores = scores_of(run) or None
-    usage = {run.model: usage_of(res.get("usage"))}
-    roles = {"agent": usage_of(res.get("usage"))}
+    calls = [t.call.cost_usd for t in conv.turns]
+    agent_cost = sum(c for c in calls if c is not None) if calls and all(c is not None for c in calls) else None
+    usage = {run.model: usage_of(res.get("usage"), cost=agent_cost)}
+    roles = {"agent": usage_of(res.get("usage"), cost=agent_cost)}
     summary = res.get("summary_usage") or {}
     if any(summary.values()):
         cfg = (st.config if st else {}).get("agent") or {}
