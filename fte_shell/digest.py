@@ -37,7 +37,10 @@ DROPPED: dict[str, tuple[str, ...]] = {
 }
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
-DEFAULTED: dict[str, dict[str, Any]] = {"sandbox": {"provider": "docker"}, "agent": {"max_total_tokens": None}}
+DEFAULTED: dict[str, dict[str, Any]] = {
+    "sandbox": {"provider": "docker", "runtime": "runc"},
+    "agent": {"max_total_tokens": None},
+}
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
 

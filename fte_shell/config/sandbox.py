@@ -53,7 +53,7 @@ class FetchPolicy(StrictModel):
     conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
 
 
-SandboxProviderName = Literal["docker"]
+SandboxProviderName = Literal["docker", "podman"]
 """The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
 
 
@@ -61,7 +61,14 @@ class SandboxConfig(StrictModel):
     """The per-question Docker container and its persistent bash session."""
 
     provider: SandboxProviderName = "docker"
-    """What runs the sandbox: ``docker`` (a hardened container per question)."""
+    """What runs the sandbox: ``docker`` (a hardened container per question, through the Docker daemon)
+    or ``podman`` (the same container through podman's CLI, no daemon: rootful as root, rootless as a
+    plain user with subuid/subgid ranges). The guarantees each holds: docs/sandbox.md."""
+
+    runtime: Literal["runc", "runsc"] = "runc"
+    """The OCI runtime of docker and podman boxes: ``runc`` (the default) or ``runsc`` (gVisor: a user-space
+    kernel between the agent and the host; for Docker register it first with
+    ``bash sandbox/setup-host.sh --runtime runsc``)."""
 
     image: str = "fte-shell-sandbox:latest"
     """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""

@@ -20,15 +20,15 @@ import contextlib
 import os
 import signal
 import threading
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...config import SandboxConfig
 from ...errors import SandboxError
-from ..base import GATEWAY_MOUNT, GATEWAY_SOCKET, RUN_MOUNT, WARDEN, GcResult, Log
-from ..ownership import LABEL, gc_dirs, name_part, owner_labels, stale_reason
+from ..base import GcResult, Log
+from ..hardening import box_layout
+from ..ownership import LABEL, gc_dirs, stale_reason
 from .api import client
 from .image import ensure_image, forget
 
@@ -122,49 +122,40 @@ def install_cleanup_handlers() -> None:
 
 
 # --- creation ----------------------------------------------------------------------------------------
-def _docker_size(text: str) -> str:
-    return text.strip().lower()
-
-
 def container_kwargs(
     cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
 ) -> dict[str, Any]:
-    """The keyword arguments of ``containers.create`` for a hardened sandbox (exposed for tests)."""
-    ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
-    env = dict(cfg.env)
-    env["FTE_GATEWAY"] = GATEWAY_SOCKET
+    """The keyword arguments of ``containers.create`` for a hardened sandbox (exposed for tests): the
+    shared layout (:func:`fte_shell.sandbox.hardening.box_layout`) in the SDK's terms."""
+    lay = box_layout(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
     kwargs: dict[str, Any] = {
         "image": cfg.image,
-        "command": ["bash", WARDEN, str(ttl)],
-        "name": f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
+        "command": lay.command,
+        "name": lay.name,
         "auto_remove": True,
-        "user": cfg.user,
-        "working_dir": "/work",
-        "hostname": "sandbox",
-        "read_only": cfg.read_only_root,
-        "tmpfs": {
-            "/tmp": f"rw,exec,nosuid,nodev,size={_docker_size(cfg.tmpfs_size)},mode=1777",
-            RUN_MOUNT: f"rw,nosuid,nodev,noexec,size={_docker_size(cfg.output_buffer_size)},mode=1777",
-        },
-        "volumes": {
-            str(workspace): {"bind": "/work", "mode": "ro"},
-            str(gateway_dir): {"bind": GATEWAY_MOUNT, "mode": "ro"},
-        },
+        "user": lay.user,
+        "working_dir": lay.working_dir,
+        "hostname": lay.hostname,
+        "read_only": lay.read_only,
+        "tmpfs": lay.tmpfs,
+        "volumes": {host: {"bind": box, "mode": "ro"} for host, box in lay.binds},
         "network_mode": cfg.network_mode,
-        "pids_limit": cfg.pids_limit,
-        "mem_limit": cfg.memory,
-        "memswap_limit": cfg.memory,
-        "nano_cpus": int(cfg.cpus * 1e9),
-        "init": cfg.init and not cfg.protect_warden,
-        "environment": env,
-        "labels": owner_labels(run_id, ttl),
+        "pids_limit": lay.pids_limit,
+        "mem_limit": lay.memory,
+        "memswap_limit": lay.memory,
+        "nano_cpus": int(lay.cpus * 1e9),
+        "init": lay.init,
+        "environment": lay.env,
+        "labels": lay.labels,
         "stop_signal": "SIGTERM",
-        "shm_size": "16m",
+        "shm_size": lay.shm_size,
         "ipc_mode": "private",
     }
-    if cfg.cap_drop_all:
+    if lay.runtime != "runc":  # runc is the daemon's default; runsc must be registered (setup-host.sh)
+        kwargs["runtime"] = lay.runtime
+    if lay.cap_drop_all:
         kwargs["cap_drop"] = ["ALL"]
-    if cfg.no_new_privileges:
+    if lay.no_new_privileges:
         kwargs["security_opt"] = ["no-new-privileges:true"]
     return kwargs
 

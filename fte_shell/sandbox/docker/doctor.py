@@ -10,6 +10,7 @@ from pathlib import Path
 from ...config import SandboxConfig
 from ...errors import DockerUnavailable
 from ..base import Check
+from ..hardening import PROBE_SCRIPT, probe_checks
 from . import container as _container
 from .api import FIX_DAEMON, client, exec_text
 from .image import image_status
@@ -54,34 +55,10 @@ def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
 
 
 def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
-    script = (
-        "id -u; "
-        "(touch /probe 2>/dev/null && echo rootfs=rw) || echo rootfs=ro; "
-        "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
-        "ls /sys/class/net | tr '\\n' ' '; echo; "
-        "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
-        "test -S /var/run/docker.sock && echo docker-sock || echo no-docker-sock"
-    )
-    _, out = exec_text(cid, ["bash", "-c", script], cfg.user)
-    lines = out.splitlines() + [""] * 6
+    _, out = exec_text(cid, ["bash", "-c", PROBE_SCRIPT], cfg.user)
     attrs = client().api.inspect_container(cid)["HostConfig"]
-    checks = [
-        Check("non-root user", lines[0].strip() != "0", f"uid {lines[0].strip()}", "set sandbox.user"),
-        Check("read-only root", lines[1].strip() == "rootfs=ro", lines[1].strip(), "sandbox.read_only_root"),
-        Check("read-only /work", lines[2].strip() == "work=ro", lines[2].strip(), "report a bug"),
-        Check(
-            "no network",
-            lines[3].split() == ["lo"],
-            f"interfaces: {lines[3].strip()}",
-            "sandbox.network_mode must be none",
-        ),
-        Check(
-            "no capabilities, no-new-privileges",
-            "CapEff: 0000000000000000" in lines[4] and "NoNewPrivs: 1" in lines[4],
-            lines[4].strip(),
-            "sandbox.cap_drop_all / sandbox.no_new_privileges",
-        ),
-        Check("no docker socket", lines[5].strip() == "no-docker-sock", lines[5].strip(), "report a bug"),
+    return [
+        *probe_checks(out),
         Check(
             "limits",
             bool(attrs.get("PidsLimit"))
@@ -92,4 +69,3 @@ def _hardening_checks(cid: str, cfg: SandboxConfig) -> list[Check]:
             "check sandbox.pids_limit / memory / cpus",
         ),
     ]
-    return checks

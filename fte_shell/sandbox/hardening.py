@@ -1,0 +1,108 @@
+"""What every container provider's box is, whichever engine starts it: the hardened layout from
+:class:`~fte_shell.config.SandboxConfig` (Docker maps it to SDK arguments, podman to CLI flags), and the
+probe ``fte-shell sandbox doctor`` runs inside a real box to check it (provider-agnostic).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import SandboxConfig
+from .base import GATEWAY_MOUNT, GATEWAY_SOCKET, RUN_MOUNT, WARDEN, Check
+from .ownership import name_part, owner_labels
+
+
+@dataclass
+class BoxLayout:
+    """A hardened box: non-root, read-only root and /work, size-capped tmpfs, no network, no
+    capabilities, no-new-privileges, pids/memory/CPU limits, the warden as main process, owner labels."""
+
+    name: str
+    command: list[str]
+    user: str
+    env: dict[str, str]
+    tmpfs: dict[str, str]
+    """Mount point -> mount options (size-capped, nosuid, nodev)."""
+    binds: list[tuple[str, str]]
+    """(host path, box path), all read-only."""
+    labels: dict[str, str]
+    read_only: bool
+    pids_limit: int
+    memory: str
+    """Memory limit (docker/podman syntax, e.g. ``1g``); swap is the same (none beyond it)."""
+    cpus: float
+    init: bool
+    """Add the engine's init (only when the warden is not protected as PID 1)."""
+    cap_drop_all: bool
+    no_new_privileges: bool
+    runtime: str
+    hostname: str = "sandbox"
+    working_dir: str = "/work"
+    shm_size: str = "16m"
+
+
+def _size(text: str) -> str:
+    return text.strip().lower()
+
+
+def box_layout(
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+) -> BoxLayout:
+    """The hardened layout of one box for ``cfg`` (its name is fresh: ``fte-<run id>-<6 hex>``)."""
+    ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
+    env = dict(cfg.env)
+    env["FTE_GATEWAY"] = GATEWAY_SOCKET
+    return BoxLayout(
+        name=f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
+        command=["bash", WARDEN, str(ttl)],
+        user=cfg.user,
+        env=env,
+        tmpfs={
+            "/tmp": f"rw,exec,nosuid,nodev,size={_size(cfg.tmpfs_size)},mode=1777",
+            RUN_MOUNT: f"rw,nosuid,nodev,noexec,size={_size(cfg.output_buffer_size)},mode=1777",
+        },
+        binds=[(str(workspace), "/work"), (str(gateway_dir), GATEWAY_MOUNT)],
+        labels=owner_labels(run_id, ttl),
+        read_only=cfg.read_only_root,
+        pids_limit=cfg.pids_limit,
+        memory=cfg.memory,
+        cpus=cfg.cpus,
+        init=cfg.init and not cfg.protect_warden,
+        cap_drop_all=cfg.cap_drop_all,
+        no_new_privileges=cfg.no_new_privileges,
+        runtime=cfg.runtime,
+    )
+
+
+PROBE_SCRIPT = (
+    "id -u; "
+    "(touch /probe 2>/dev/null && echo rootfs=rw) || echo rootfs=ro; "
+    "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
+    "ls /sys/class/net 2>/dev/null | tr '\\n' ' '; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' "
+    "| tr '\\n' ' '; echo; "
+    "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
+    "(test -S /var/run/docker.sock || test -S /run/podman/podman.sock) && echo engine-sock || echo no-engine-sock"
+)
+"""Run inside a test box (as the sandbox user) by each provider's doctor; :func:`probe_checks` reads it."""
+
+
+def probe_checks(out: str) -> list[Check]:
+    """The hardening checks from the output of :data:`PROBE_SCRIPT`."""
+    lines = out.splitlines() + [""] * 6
+    interfaces = sorted(set(lines[3].split()))
+    return [
+        Check("non-root user", lines[0].strip() not in ("0", ""), f"uid {lines[0].strip()}", "set sandbox.user"),
+        Check("read-only root", lines[1].strip() == "rootfs=ro", lines[1].strip(), "sandbox.read_only_root"),
+        Check("read-only /work", lines[2].strip() == "work=ro", lines[2].strip(), "report a bug"),
+        Check("no network", interfaces == ["lo"], f"interfaces: {' '.join(interfaces)}",
+              "sandbox.network_mode must be none"),
+        Check(
+            "no capabilities, no-new-privileges",
+            "CapEff: 0000000000000000" in lines[4] and "NoNewPrivs: 1" in lines[4],
+            lines[4].strip(),
+            "sandbox.cap_drop_all / sandbox.no_new_privileges",
+        ),
+        Check("no engine socket", lines[5].strip() == "no-engine-sock", lines[5].strip(), "report a bug"),
+    ]
