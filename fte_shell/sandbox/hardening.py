@@ -82,7 +82,8 @@ PROBE_SCRIPT = (
     "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
     "ls /sys/class/net 2>/dev/null | tr '\\n' ' '; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' "
     "| tr '\\n' ' '; echo; "
-    "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; echo; "
+    "grep -E '^CapEff' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; "
+    "python3 -c 'import ctypes; print(\"NoNewPrivs:\", ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'; "
     "(test -S /var/run/docker.sock || test -S /run/podman/podman.sock) && echo engine-sock || echo no-engine-sock"
 )
 """Run inside a test box (as the sandbox user) by each provider's doctor; :func:`probe_checks` reads it."""

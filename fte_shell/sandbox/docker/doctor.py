@@ -23,6 +23,12 @@ def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
     try:
         info = client().info()
         checks.append(Check("daemon", True, f"Docker {info.get('ServerVersion')} answers"))
+        if cfg.runtime != "runc":
+            ok = cfg.runtime in (info.get("Runtimes") or {})
+            checks.append(Check(f"runtime {cfg.runtime}", ok, f"registered with dockerd: {'yes' if ok else 'no'}",
+                                f"bash sandbox/setup-host.sh --runtime {cfg.runtime}"))
+            if not ok:
+                return checks
     except DockerUnavailable as e:
         checks.append(Check("daemon", False, str(e), FIX_DAEMON))
         return checks

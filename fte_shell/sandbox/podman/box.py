@@ -1,8 +1,8 @@
 """Podman boxes: hardened creation with the CLI (the shared layout of :mod:`fte_shell.sandbox.hardening`
 as ``podman run`` flags), the shell as ``podman exec -it`` driven by pexpect, removal, cleanup, gc.
 
-Every box runs with ``--runtime`` from ``[sandbox] runtime`` (``runc``: podman's ``crun`` fails on
-hybrid cgroup hosts; ``runsc``: gVisor, told ``--network=none``), explicit ulimits within the host's hard
+Every box runs with the ``runc`` runtime (podman's ``crun`` fails on hybrid cgroup hosts; ``runsc`` is
+refused: :data:`RUNSC_REFUSED`), explicit ulimits within the host's hard
 limits (:func:`.cli.ulimits`) and ``--rm``: when its warden ends (TTL) podman removes it.
 """
 
@@ -30,6 +30,13 @@ from ..ownership import LABEL, gc_dirs, stale_reason
 from . import cli
 from .image import ensure_image, forget
 
+RUNSC_REFUSED = (
+    "podman cannot run the sandbox with runtime runsc here: podman 4.3 starts the shell with `exec --tty`, "
+    "which Debian's runsc (2022) refuses (\"flag provided but not defined: -tty\"); use provider docker "
+    "with runtime runsc (bash sandbox/setup-host.sh --runtime runsc), or podman with runtime runc")
+"""Measured here: `podman --runtime runsc --runtime-flag network=none run` starts, a plain exec works,
+a terminal exec does not."""
+
 _live: dict[str, str] = {}
 """Box id -> name of every box this process started and has not removed (read by signal handlers: no lock)."""
 os.register_at_fork(after_in_child=_live.clear)  # a forked child owns none of its parent's boxes
@@ -37,10 +44,7 @@ os.register_at_fork(after_in_child=_live.clear)  # a forked child owns none of i
 
 def run_flags(lay: BoxLayout, cfg: SandboxConfig) -> list[str]:
     """``podman run`` flags for the layout (exposed for tests and the doctor)."""
-    flags = ["--runtime", lay.runtime]
-    if lay.runtime == "runsc":  # gVisor's own netstack must stay off: the box has no network
-        flags += ["--runtime-flag", "network=none"]
-    flags += ["run", "-d", "--rm", "--name", lay.name, "--user", lay.user, "--workdir", lay.working_dir,
+    flags = ["--runtime", lay.runtime, "run", "-d", "--rm", "--name", lay.name, "--user", lay.user, "--workdir", lay.working_dir,
               "--hostname", lay.hostname, "--network", cfg.network_mode, "--ipc", "private",
               "--shm-size", lay.shm_size, "--stop-signal", "SIGTERM", "--pull", "never"]
     if lay.read_only:
@@ -202,9 +206,8 @@ def start(spec: BoxSpec) -> PodmanBox:
     cfg = spec.config
     if cfg.user.split(":")[0] in ("0", "root"):
         raise SandboxError("sandbox.user must not be root (uid 0)")
-    if cfg.runtime == "runsc" and cli.rootless():
-        raise SandboxError("runtime runsc needs rootful podman here (gVisor's rootless mode is not wired); "
-                           "run as root or use runtime runc")
+    if cfg.runtime == "runsc":
+        raise SandboxError(RUNSC_REFUSED)
     image_id = ensure_image(cfg)
     install_cleanup_handlers()
     if not _swept:

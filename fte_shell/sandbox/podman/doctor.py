@@ -42,9 +42,8 @@ def doctor(cfg: SandboxConfig) -> list[Check]:
         if not ok:
             return checks
     if cfg.runtime == "runsc":
-        ok = shutil.which("runsc") is not None
-        checks.append(Check("runtime runsc", ok, "runsc found" if ok else "runsc is not installed",
-                            "apt-get install runsc"))
+        checks.append(Check("runtime runsc", False, box.RUNSC_REFUSED, "use runtime runc with podman"))
+        return checks
     limits = cli.cgroup_limits()
     checks.append(Check("cgroup limits", limits,
                         "memory/pids/CPU limits by cgroup" if limits else
