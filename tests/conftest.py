@@ -2,6 +2,10 @@
 
 Docker: tests marked ``docker`` need a running daemon and the sandbox image. Under ``CI=true`` a missing
 daemon is a FAILURE, never a skip; on a developer machine the tests are skipped with the fix named.
+
+Sandbox providers: a test (or module fixture) that takes ``provider_case`` runs once per case of
+tests/providers.py CASES (``FTE_PROVIDER_CASES=id,…`` picks cases; then only such tests are collected:
+the rootless re-run as ``ftetest`` uses that). An unusable case fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,51 @@ def docker_ready() -> None:
     from fte_shell.sandbox.docker.image import ensure_image
 
     ensure_image(SandboxConfig())
+
+
+def _selected_cases() -> list:
+    from tests.providers import CASES
+
+    only = os.environ.get("FTE_PROVIDER_CASES", "")
+    if only:
+        return [c for c in CASES if c.id in only.split(",")]
+    # as root the rootless case re-runs as the plain test user (tests/test_rootless.py)
+    return [c for c in CASES if not (c.rootless and os.geteuid() == 0)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "provider_case" in metafunc.fixturenames:
+        cases = _selected_cases()
+        metafunc.parametrize("provider_case", cases, ids=[c.id for c in cases], indirect=True, scope="module")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("FTE_PROVIDER_CASES"):  # a per-provider re-run: only the guarantee probes
+        keep = [i for i in items if "provider_case" in getattr(i, "fixturenames", ())]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
+_case_problems: dict[str, str | None] = {}
+
+
+@pytest.fixture(scope="module")
+def provider_case(request: pytest.FixtureRequest):
+    """The provider case of this module's sandboxes, usable on this host (else a failure under CI)."""
+    case = request.param
+    if case.pending:
+        pytest.skip(f"provider case {case.id} is pending: {case.pending}")
+    if case.id not in _case_problems:
+        try:
+            _case_problems[case.id] = case.problem()
+        except Exception as e:  # noqa: BLE001 - the set-up itself failed: say how
+            _case_problems[case.id] = f"{case.id}: {e.__class__.__name__}: {e}"
+    problem = _case_problems[case.id]
+    if problem:
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return case
 
 
 @pytest.fixture(scope="session")

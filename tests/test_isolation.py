@@ -1,4 +1,4 @@
-"""Inside a real container: search and fetch through the gateway (loopback page server, local corpus),
+"""Inside a real box of every provider case (tests/providers.py; these are guarantee probes): search and fetch through the gateway (loopback page server, local corpus),
 the record lines, and the isolation guarantees — only `lo`, no DNS, no direct sockets, one socket per
 question, a read-only /work, no API key in the environment."""
 
@@ -14,6 +14,7 @@ from fte_shell.config import FetchPolicy
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.world import RunWorld
+from tests.providers import ProviderCase
 from tests.servers import LoopbackServer
 
 pytestmark = pytest.mark.docker
@@ -40,16 +41,16 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> LocalCorpus:
     return LocalCorpus(build_corpus(docs, tmp_path_factory.mktemp("corpus") / "idx"))
 
 
-def _config(server: LoopbackServer) -> SandboxConfig:
-    return SandboxConfig(fetch_policy=FetchPolicy(allow_private=[server.host_port]), command_timeout_s=60)
+def _config(case: ProviderCase, server: LoopbackServer) -> SandboxConfig:
+    return case.config(fetch_policy=FetchPolicy(allow_private=[server.host_port]), command_timeout_s=60)
 
 
 @pytest.fixture(scope="module")
-def sb(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> Iterator[Sandbox]:
+def sb(provider_case: ProviderCase, server: LoopbackServer, corpus: LocalCorpus) -> Iterator[Sandbox]:
     with pytest.MonkeyPatch.context() as mp:
         for k, v in SECRETS.items():
             mp.setenv(k, v)
-        with Sandbox(_config(server), world=RunWorld(corpus, corpus)) as box:
+        with Sandbox(_config(provider_case, server), world=RunWorld(corpus, corpus)) as box:
             yield box
 
 
@@ -83,9 +84,10 @@ def test_fetch_pages_through_the_gateway(sb: Sandbox, server: LoopbackServer) ->
     assert "  new  " in out and "10.1.2.3" in out
 
 
-def test_fetch_local_corpus_makes_no_http(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> None:
+def test_fetch_local_corpus_makes_no_http(provider_case: ProviderCase, server: LoopbackServer,
+                                         corpus: LocalCorpus) -> None:
     with LoopbackServer() as quiet:
-        cfg = SandboxConfig(fetch_policy=FetchPolicy(allow_private=[quiet.host_port]))
+        cfg = provider_case.config(fetch_policy=FetchPolicy(allow_private=[quiet.host_port]))
         with Sandbox(cfg, world=RunWorld(corpus, corpus)) as box:
             out, code = run(box, "fetch eucalyptus https://en.wikipedia.org/wiki/Koala && list_fetched")
             assert code == 0, out
@@ -150,9 +152,10 @@ def test_no_api_key_in_the_container(sb: Sandbox) -> None:
     assert out.strip().endswith("done") and "secret-" not in out
 
 
-def test_the_socket_serves_only_this_question(docker_ready: None, server: LoopbackServer, corpus: LocalCorpus) -> None:
-    with Sandbox(_config(server), world=RunWorld(corpus, corpus)) as a, \
-         Sandbox(_config(server), world=RunWorld(corpus, corpus)) as b:
+def test_the_socket_serves_only_this_question(provider_case: ProviderCase, server: LoopbackServer,
+                                             corpus: LocalCorpus) -> None:
+    with Sandbox(_config(provider_case, server), world=RunWorld(corpus, corpus)) as a, \
+         Sandbox(_config(provider_case, server), world=RunWorld(corpus, corpus)) as b:
         out, code = run(a, "fetch koala")
         assert code == 0
         a_file = out.split()[0]
@@ -179,7 +182,7 @@ def test_helpers_in_the_container(sb: Sandbox) -> None:
     assert code == 1 and out.strip().startswith("fetch: ")
 
 
-def test_web_search_key_stays_on_the_host(docker_ready: None, server: LoopbackServer,
+def test_web_search_key_stays_on_the_host(provider_case: ProviderCase, server: LoopbackServer,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from fte_shell.config import SearchConfig
     from fte_shell.search import make_search
@@ -190,7 +193,7 @@ def test_web_search_key_stays_on_the_host(docker_ready: None, server: LoopbackSe
         monkeypatch.setenv("SERPER_API_KEY", SECRETS["SERPER_API_KEY"])
         search = make_search(SearchConfig(serper_url=fake.url))
         assert search is not None
-        with Sandbox(_config(server), world=RunWorld(search)) as box:
+        with Sandbox(_config(provider_case, server), world=RunWorld(search)) as box:
             out, code = run(box, "search beer hunter -n 2; env")
         assert code == 0
         assert out.startswith('2 results for "beer hunter":\n[1] First\n    https://a.example/1')

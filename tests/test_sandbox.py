@@ -1,4 +1,6 @@
-"""The persistent bash session against the real Docker daemon (issue 2, section 4).
+"""The persistent bash session in a real box (issue 2, section 4), for every provider case of
+tests/providers.py (the module's sandbox takes ``provider_case``: these are guarantee probes; the two tests
+that make their own sandbox stay Docker-only).
 
 One sandbox is shared by the tests of this module where state allows (module-scoped fixture); tests that
 kill or restart the shell use their own cwd/variables, so order does not matter.
@@ -13,6 +15,7 @@ import time
 import pytest
 
 from fte_shell import Sandbox, SandboxConfig
+from tests.providers import ProviderCase, holds
 
 pytestmark = pytest.mark.docker
 
@@ -20,8 +23,8 @@ CAP = 4000
 
 
 @pytest.fixture(scope="module")
-def sb(docker_ready: None):
-    cfg = SandboxConfig(
+def sb(provider_case: ProviderCase):
+    cfg = provider_case.config(
         command_timeout_s=20, output_cap_bytes=CAP, memory="384m", tmpfs_size="64m", pids_limit=128
     )
     with Sandbox(cfg) as box:
@@ -265,7 +268,8 @@ def _until_recovered(sb: Sandbox) -> None:
     raise AssertionError("the sandbox did not recover from the fork bomb")
 
 
-def test_fork_bomb_is_contained(sb: Sandbox) -> None:
+def test_fork_bomb_is_contained(sb: Sandbox, provider_case: ProviderCase) -> None:
+    holds(provider_case, "pids limit")
     sb.run("BOMB_VAR=survives")
     sb.run(":(){ :|:& };:", timeout=5)
     assert sb.run("echo alive", timeout=10).output.startswith("alive")
@@ -275,7 +279,8 @@ def test_fork_bomb_is_contained(sb: Sandbox) -> None:
     sb.run("unset -f :")
 
 
-def test_memory_bomb_is_contained(sb: Sandbox) -> None:
+def test_memory_bomb_is_contained(sb: Sandbox, provider_case: ProviderCase) -> None:
+    holds(provider_case, "memory limit")
     obs = sb.run("python3 -c 'a = []\nwhile True: a.append(bytearray(10**7))'", timeout=60)
     assert obs.exit_code not in (0, None)
     assert sb.run("echo alive").output == "alive\n"

@@ -1,0 +1,138 @@
+"""The sandbox provider cases the guarantee probes run for: one table, one row per case.
+
+A test that takes the ``provider_case`` fixture (tests/conftest.py) runs once per case available here;
+the module-scoped sandbox fixtures of test_isolation.py, test_container.py, test_sandbox.py and
+test_sandbox_exec.py take it, so the tests on those sandboxes are the per-provider "guarantee probes";
+tests that use Docker's own API (labels, HostConfig, events, the SDK's exec) stay Docker-only
+(``docker_ready``). Under ``CI=true`` a case that is not usable on the machine is a failure, not a skip.
+
+``podman-rootless`` needs a plain user: run as root, its probes re-run in a subprocess as ``ftetest``
+(``tests/test_rootless.py``: the whole harness, gateway and temporary directories included, belongs to
+that user, as on a machine without root); run as a plain user, they run in-process.
+
+``cannot`` names, per case, the guarantees it cannot hold and why: :func:`holds` turns that into an
+explicit xfail naming the guarantee (the probe is not run: a memory bomb without a memory limit would
+hit the host). docs/sandbox.md's table "Guarantees by provider" says the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from fte_shell.config import SandboxConfig
+
+TEST_USER = "ftetest"
+
+GUARANTEES = {
+    "memory limit": "a memory bomb is stopped by the box's memory limit (swap = memory)",
+    "pids limit": "a fork bomb is contained by a per-box process limit",
+    "cpu limit": "the box gets at most sandbox.cpus cores",
+}
+"""Guarantees some provider cannot hold (the names :func:`holds` takes); every other probe holds for all."""
+
+
+@dataclass(frozen=True)
+class ProviderCase:
+    id: str
+    provider: str
+    runtime: str = "runc"
+    rootless: bool = False
+    """Runs as a plain user (root's test run delegates it to a subprocess as :data:`TEST_USER`)."""
+    pending: str = ""
+    """Not landed on this branch yet: the reason (its probes are skipped, also under CI)."""
+    cannot: dict[str, str] = field(default_factory=dict)
+
+    def config(self, **kw: Any) -> SandboxConfig:
+        return SandboxConfig(provider=self.provider, runtime=self.runtime, **kw)
+
+    def problem(self) -> str | None:
+        """None when the case is usable here (its box image prepared), else what is missing."""
+        if self.rootless and os.geteuid() == 0:
+            return f"{self.id} runs as the plain user {TEST_USER} (tests/test_rootless.py), not as root"
+        if not self.rootless and self.provider == "podman" and os.geteuid() != 0:
+            return f"{self.id} needs root (rootful podman)"
+        from fte_shell.sandbox import get_provider
+
+        provider = get_provider(self.provider)
+        why = provider.probe(30.0)
+        if why:
+            return f"{self.id}: {provider.backend} is not usable ({why}); run: bash sandbox/setup-host.sh --tests"
+        if self.provider == "docker" and self.runtime != "runc":
+            import docker
+
+            if self.runtime not in (docker.from_env(timeout=60).info().get("Runtimes") or {}):
+                return f"{self.id}: {self.runtime} is not registered with dockerd; run: bash sandbox/setup-host.sh --tests"
+        provider.prepare(self.config())
+        return None
+
+
+ROOTLESS_V1 = "rootless podman on cgroup v1: podman ignores the limit (\"not supported … on cgroups V1 rootless\")"
+
+CASES = [
+    ProviderCase("docker", "docker"),
+    ProviderCase("docker-runsc", "docker", runtime="runsc"),
+    ProviderCase("podman", "podman"),
+    ProviderCase("podman-rootless", "podman", rootless=True, cannot={
+        "memory limit": ROOTLESS_V1,
+        "cpu limit": ROOTLESS_V1,
+    }),
+    ProviderCase("bwrap", "bwrap", pending="the bwrap provider lands from h/bwrap"),
+]
+
+
+def cgroup_v1() -> bool:
+    return not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+
+
+def case_cannot(case: ProviderCase) -> dict[str, str]:
+    """What the case cannot hold on this host (rootless podman holds the cgroup limits on cgroup v2)."""
+    if case.id == "podman-rootless" and not cgroup_v1():
+        return {}
+    return case.cannot
+
+
+def holds(case: ProviderCase, guarantee: str) -> None:
+    """Call at the top of a probe: an explicit xfail naming the guarantee when ``case`` cannot hold it."""
+    assert guarantee in GUARANTEES, guarantee
+    why = case_cannot(case).get(guarantee)
+    if why:
+        pytest.xfail(f"{case.id} cannot hold the guarantee '{guarantee}': {why}")
+
+
+def box_exists(case: ProviderCase, box_id: str) -> bool:
+    """Whether the provider still has the box (asked the provider's own way, not through fte-shell)."""
+    if case.provider == "docker":
+        import docker
+        import docker.errors
+
+        try:
+            docker.from_env(timeout=60).api.inspect_container(box_id)
+            return True
+        except docker.errors.NotFound:
+            return False
+    if case.provider == "podman":
+        podman = shutil.which("podman") or "podman"
+        res = subprocess.run([podman, "container", "exists", box_id], check=False, capture_output=True, timeout=60)
+        return res.returncode == 0
+    raise AssertionError(f"box_exists: no check for provider {case.provider} yet")
+
+
+def box_labels(case: ProviderCase, box_id: str) -> dict[str, str]:
+    """The owner labels the provider holds for the box."""
+    if case.provider == "docker":
+        import docker
+
+        return docker.from_env(timeout=60).api.inspect_container(box_id)["Config"]["Labels"]
+    if case.provider == "podman":
+        podman = shutil.which("podman") or "podman"
+        out = subprocess.run([podman, "inspect", "--type", "container", box_id], check=True,
+                             capture_output=True, timeout=60).stdout
+        return json.loads(out)[0]["Config"]["Labels"]
+    raise AssertionError(f"box_labels: no check for provider {case.provider} yet")
