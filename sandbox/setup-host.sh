@@ -85,7 +85,7 @@ register_runsc() {  # gVisor as dockerd's runtime "runsc" (idempotent: dockerd i
 import json, os, sys
 path = "/etc/docker/daemon.json"
 conf = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
-want = {"path": sys.argv[1], "runtimeArgs": ["--network=none"]}
+want = {"path": sys.argv[1], "runtimeArgs": ["--network=none", "--host-uds=open"]}
 if conf.get("runtimes", {}).get("runsc") != want:
     conf.setdefault("runtimes", {})["runsc"] = want
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -96,7 +96,7 @@ if conf.get("runtimes", {}).get("runsc") != want:
 PYEOF
 )"
   if [ "$changed" = changed ] || ! docker info --format '{{json .Runtimes}}' | grep -q '"runsc"'; then
-    log "registering runsc with dockerd (runtimeArgs --network=none) and reloading it (SIGHUP)"
+    log "registering runsc with dockerd (runtimeArgs --network=none --host-uds=open) and reloading it (SIGHUP)"
     as_root kill -HUP "$(pidof dockerd)"
     for _ in $(seq 30); do docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' && break; sleep 0.5; done
     docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' || { echo "dockerd did not take runsc" >&2; exit 1; }

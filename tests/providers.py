@@ -34,6 +34,7 @@ GUARANTEES = {
     "memory limit": "a memory bomb is stopped by the box's memory limit (swap = memory)",
     "pids limit": "a fork bomb is contained by a per-box process limit",
     "cpu limit": "the box gets at most sandbox.cpus cores",
+    "timeout kill": "a timed-out command's whole process tree is killed at once and the shell keeps its state",
 }
 """Guarantees some provider cannot hold (the names :func:`holds` takes); every other probe holds for all."""
 
@@ -77,7 +78,14 @@ ROOTLESS_V1 = "rootless podman on cgroup v1: podman ignores the limit (\"not sup
 
 CASES = [
     ProviderCase("docker", "docker"),
-    ProviderCase("docker-runsc", "docker", runtime="runsc"),
+    ProviderCase("docker-runsc", "docker", runtime="runsc", cannot={
+        "pids limit": "gVisor's Sentry and Gofer share the box's pids cgroup: a fork bomb starves them and "
+                      "the whole box dies (the host is safe; the session is lost)",
+        "timeout kill": "gVisor's /proc/PID/status has no SigIgn line, so the warden cannot tell background "
+                        "jobs from the foreground command (a timed-out command's background subshell goes on "
+                        "to its next command), and SIGINT does not break a loop of builtins (the shell is "
+                        "killed and restarted after 30 s: its state is lost)",
+    }),
     ProviderCase("podman", "podman"),
     ProviderCase("podman-rootless", "podman", rootless=True, cannot={
         "memory limit": ROOTLESS_V1,

@@ -81,7 +81,8 @@ def test_unknown_command_message(sb: Sandbox) -> None:
 
 
 # --- timeout -------------------------------------------------------------------------------------------
-def test_timeout_kills_the_whole_tree_and_keeps_partial_output(sb: Sandbox) -> None:
+def test_timeout_kills_the_whole_tree_and_keeps_partial_output(sb: Sandbox, provider_case: ProviderCase) -> None:
+    holds(provider_case, "timeout kill")
     sb.run("TO_KEEP=still-here")
     obs = sb.run(
         "echo partial-1; (sleep 311; echo never) & bash -c 'sleep 312 & sleep 313'; echo never-2", timeout=1
@@ -95,7 +96,8 @@ def test_timeout_kills_the_whole_tree_and_keeps_partial_output(sb: Sandbox) -> N
     assert sb.run("echo $TO_KEEP").output == "still-here\n"
 
 
-def test_timeout_of_a_builtin_loop_keeps_the_shell(sb: Sandbox) -> None:
+def test_timeout_of_a_builtin_loop_keeps_the_shell(sb: Sandbox, provider_case: ProviderCase) -> None:
+    holds(provider_case, "timeout kill")
     sb.run("LOOP_VAR=kept")
     obs = sb.run("echo before; while :; do :; done", timeout=1)
     assert obs.timed_out and "before" in obs.output

@@ -1,5 +1,6 @@
 """The session's transport: a terminal exec attached over the Docker API socket and driven by pexpect
-(no ``docker`` client process), against the real daemon."""
+(no ``docker`` client process), against the real daemon; and, for every provider case (tests/providers.py),
+a dead shell restarted before the next command."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from fte_shell import Sandbox, SandboxConfig
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox.docker import container as C
 from fte_shell.sandbox.docker.api import start_tty_exec
+from tests.providers import ProviderCase
 
 pytestmark = pytest.mark.docker
 
@@ -20,6 +22,12 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def sb(docker_ready: None):
     with Sandbox(SandboxConfig()) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def psb(provider_case: ProviderCase):
+    with Sandbox(provider_case.config()) as box:
         yield box
 
 
@@ -54,7 +62,8 @@ def test_no_docker_client_process_per_session(sb: Sandbox) -> None:
     assert clients == []
 
 
-def test_a_shell_killed_between_commands_is_replaced_before_the_next_one_runs(sb: Sandbox) -> None:
+def test_a_shell_killed_between_commands_is_replaced_before_the_next_one_runs(psb: Sandbox) -> None:
+    sb = psb
     sb.run("mkdir -p /tmp/idle && cd /tmp/idle && IDLE_VAR=1")
     obs = sb.run("(sleep 0.5; kill -9 $$) >/dev/null 2>&1 &")
     assert obs.exit_code == 0 and not obs.restarted

@@ -91,16 +91,48 @@ def gc_cmd(config: ConfigOpt = None) -> None:
     )
 
 
+def _summary(name: str, runtime: str, cfg) -> tuple[str, bool, str]:
+    """(name, works, the one thing to do) of one provider on this host (its doctor's first failed check)."""
+    from ..sandbox import get_provider
+
+    label = name if runtime == "runc" else f"{name} ({runtime})"
+    try:
+        checks = get_provider(name).doctor(cfg.model_copy(update={"provider": name, "runtime": runtime}))
+    except Exception as e:  # noqa: BLE001 - a provider that cannot even be asked does not work here
+        return label, False, escape(f"{e.__class__.__name__}: {e}")
+    failed = next((c for c in checks if not c.ok), None)
+    if failed is None:
+        return label, True, ""
+    return label, False, f"{escape(failed.name)}: {escape(failed.detail)}\n[yellow]do:[/yellow] {escape(failed.fix)}"
+
+
 @sandbox_app.command("doctor")
 def doctor_cmd(config: ConfigOpt = None) -> None:
-    """Check the Docker daemon, the images and the hardening of a real test container."""
+    """List every sandbox provider (and gVisor as a runtime), whether it works on this host and the one
+    thing to do when it does not; then every check of the configured provider on a real test box."""
+    from ..sandbox.base import PROVIDERS
+
     try:
         cfg = _load(config).sandbox
+    except FteError as e:
+        _fail(e)
+        return
+    summary = Table(show_header=True, header_style="bold", title="sandbox providers on this host")
+    summary.add_column("provider")
+    summary.add_column("works")
+    summary.add_column("what to do")
+    for name in PROVIDERS:
+        for runtime in ("runc", "runsc") if name in ("docker", "podman") else ("runc",):
+            label, ok, todo = _summary(name, runtime, cfg)
+            summary.add_row(label, "[green]yes[/green]" if ok else "[red]no[/red]", todo)
+    _out.print(summary)
+    try:
         checks = _provider(cfg).doctor(cfg)
     except FteError as e:
         _fail(e)
         return
-    table = Table(show_header=True, header_style="bold")
+    table = Table(show_header=True, header_style="bold",
+                  title=f"configured: {cfg.provider}" + (f" ({cfg.runtime})" if cfg.runtime != "runc" else ""))
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail / fix")

@@ -43,6 +43,12 @@ class BoxLayout:
     shm_size: str = "16m"
 
 
+RUNSC_PIDS_HEADROOM = 128
+"""Added to the pids limit of a gVisor (runsc) box: the host cgroup holds gVisor's own Sentry and Gofer
+with their threads too (measured here: with ``pids_limit = 128`` a runsc box died at its first timeout
+sweep; with the headroom it holds)."""
+
+
 def _size(text: str) -> str:
     return text.strip().lower()
 
@@ -66,7 +72,7 @@ def box_layout(
         binds=[(str(workspace), "/work"), (str(gateway_dir), GATEWAY_MOUNT)],
         labels=owner_labels(run_id, ttl),
         read_only=cfg.read_only_root,
-        pids_limit=cfg.pids_limit,
+        pids_limit=cfg.pids_limit + (RUNSC_PIDS_HEADROOM if cfg.runtime == "runsc" else 0),
         memory=cfg.memory,
         cpus=cfg.cpus,
         init=cfg.init and not cfg.protect_warden,

@@ -1,0 +1,47 @@
+"""The podman-rootless provider case, run as root: its guarantee probes re-run in a subprocess as the
+plain user ``ftetest`` (created by ``sandbox/setup-host.sh --tests``), so the whole harness — gateway,
+temporary directories, podman's storage and user namespace — belongs to a user without root, as on a
+machine where the researcher has none. (Run as a plain user, the case runs in-process instead.)"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import IN_CI, REPO, SHARED_DATA
+from tests.providers import TEST_USER, cgroup_v1
+
+PROBE_FILES = ["tests/test_isolation.py", "tests/test_sandbox.py", "tests/test_container.py",
+               "tests/test_sandbox_exec.py"]
+"""The modules whose ``provider_case`` tests are the guarantee probes."""
+
+
+def test_guarantee_probes_as_a_plain_user_with_rootless_podman() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("not root: the podman-rootless case runs in-process (tests/providers.py)")
+    try:
+        home = pwd.getpwnam(TEST_USER).pw_dir
+    except KeyError:
+        msg = f"the plain test user {TEST_USER} does not exist; run: bash sandbox/setup-host.sh --tests"
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "USER": TEST_USER, "LOGNAME": TEST_USER,
+           "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "FTE_PROVIDER_CASES": "podman-rootless",
+           "FTE_SHARED_DATA": str(SHARED_DATA), "CI": os.environ.get("CI", ""), "LANG": "C.UTF-8"}
+    proc = subprocess.run(
+        ["runuser", "-u", TEST_USER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
+         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEsx", *PROBE_FILES],
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    passed = re.search(r"(\d+) passed", out)
+    assert passed and int(passed.group(1)) >= 50, out[-3000:]  # the probes ran, not just collected
+    if cgroup_v1():  # the guarantee it cannot hold here is named, not silently passed
+        assert "podman-rootless cannot hold the guarantee 'memory limit'" in out, out[-3000:]
