@@ -78,7 +78,7 @@ def run_demo(
 
     c = console or Console(highlight=False)
     corpus = Path(corpus_dir) if corpus_dir is not None else default_corpus_dir()
-    provider = (sandbox or {}).get("provider", "docker")
+    provider = {"docker": "Docker"}.get((sandbox or {}).get("provider", "docker"), (sandbox or {}).get("provider"))
     what = f"the hardened {provider} sandbox with its bash session and gateway" if profile == "shell" else f"the '{profile}' profile's tools"
     c.print(f"[bold yellow]{escape(SCRIPTED_NOTICE.format(what=what))}[/bold yellow]\n")
     c.print(f"[dim]local corpus: {corpus} (built from the stdlib docstrings on first use, then reused)[/dim]")

@@ -34,6 +34,7 @@ GUARANTEES = {
     "memory limit": "a memory bomb is stopped by the box's memory limit (swap = memory)",
     "pids limit": "a fork bomb is contained by a per-box process limit",
     "cpu limit": "the box gets at most sandbox.cpus cores",
+    "warden protected": "the agent cannot end the box's warden (PID 1) with signals from inside",
     "timeout kill": "a timed-out command's whole process tree is killed at once and the shell keeps its state",
 }
 """Guarantees some provider cannot hold (the names :func:`holds` takes); every other probe holds for all."""
@@ -79,6 +80,10 @@ ROOTLESS_V1 = "rootless podman on cgroup v1: podman ignores the limit (\"not sup
 CASES = [
     ProviderCase("docker", "docker"),
     ProviderCase("docker-runsc", "docker", runtime="runsc", cannot={
+        "memory limit": "gVisor's Sentry shares the box's memory cgroup: a memory bomb gets the whole box "
+                        "killed (the host is safe; the session is lost)",
+        "warden protected": "the agent's `kill -9 -1` / signals to PID 1 end the box under gVisor (its own "
+                            "session only: nothing outside is reached)",
         "pids limit": "gVisor's Sentry and Gofer share the box's pids cgroup: a fork bomb starves them and "
                       "the whole box dies (the host is safe; the session is lost)",
         "timeout kill": "gVisor's /proc/PID/status has no SigIgn line, so the warden cannot tell background "

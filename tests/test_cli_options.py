@@ -59,7 +59,7 @@ def test_every_command_shows_exactly_its_rows() -> None:
         params = {p.name for p in command(name).params} & TABLE_PARAMS
         assert params == {f.param for f in flags_for(name)}, name
     assert {f.path.split(".")[0] for f in flags_for("shell")} == {"search", "sandbox", "snapshot"}
-    assert [f.flag for f in flags_for("demo")] == ["--profile"]
+    assert [f.flag for f in flags_for("demo")] == ["--profile", "--sandbox-provider", "--sandbox-runtime"]
     assert [f.flag for f in flags_for("judge")] == ["--judge-preset"]
 
 

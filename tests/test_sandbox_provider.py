@@ -20,7 +20,7 @@ SANDBOX = Path(__file__).resolve().parent.parent / "fte_shell" / "sandbox"
 
 
 def test_every_provider_name_has_its_module_and_only_those() -> None:
-    assert set(base.PROVIDERS) == set(get_args(SandboxProviderName)) == {"docker"}
+    assert set(base.PROVIDERS) == set(get_args(SandboxProviderName)) == {"docker", "podman"}
     for name in base.PROVIDERS:
         provider = get_provider(name)
         assert provider.name == name
@@ -38,9 +38,41 @@ def test_an_unknown_provider_is_refused() -> None:
 def test_the_default_provider_leaves_the_config_digest_as_before() -> None:
     cfg = RunConfig()
     old = cfg.model_dump(mode="json")
-    old["sandbox"].pop("provider")  # a run directory written before the field existed
+    old["sandbox"].pop("provider")  # a run directory written before the fields existed
+    old["sandbox"].pop("runtime")
     assert config_digest(old) == config_digest(cfg)
     assert "provider" not in canonical_config(cfg)["sandbox"]
+    assert "runtime" not in canonical_config(cfg)["sandbox"]
+
+
+@pytest.mark.parametrize("change", [{"provider": "podman"}, {"runtime": "runsc"}])
+def test_another_provider_or_runtime_is_in_the_config_digest(change: dict[str, str]) -> None:
+    cfg = RunConfig(sandbox=SandboxConfig(**change))
+    assert canonical_config(cfg)["sandbox"].items() >= change.items()
+    assert config_digest(cfg) != config_digest(RunConfig())
+
+
+def test_a_podman_box_gets_the_shared_hardened_layout_as_flags(tmp_path: Path) -> None:
+    from fte_shell.sandbox.hardening import box_layout
+    from fte_shell.sandbox.podman import cli
+    from fte_shell.sandbox.podman.box import run_flags
+
+    cfg = SandboxConfig(provider="podman")
+    flags = run_flags(box_layout(cfg, tmp_path / "w", tmp_path / "g", "q1", ttl_s=60), cfg)
+    joined = " ".join(flags)
+    assert flags[:3] == ["--runtime", "runc", "run"]
+    for want in ("--network none", "--read-only", "--user 1000:1000", "--cap-drop all",
+                 "--security-opt no-new-privileges", f"-v {tmp_path / 'w'}:/work:ro",
+                 f"-v {tmp_path / 'g'}:/run/fte:ro", "--label fte-shell.run-id=q1", "--label fte-shell.ttl=60",
+                 "--tmpfs /tmp:rw,exec,nosuid,nodev,size=256m,mode=1777"):
+        assert want in joined, want
+    assert ("--pids-limit 256" in joined) == cli.cgroup_limits()
+    nofile, nproc = (flags[i + 1] for i, f in enumerate(flags) if f == "--ulimit")
+    n_files = int(nofile.split("=")[1].split(":")[0])
+    import resource
+
+    assert n_files <= resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert int(nproc.split("=")[1].split(":")[0]) <= min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
 
 
 def _imports(path: Path, package: str) -> set[str]:

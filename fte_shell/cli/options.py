@@ -161,8 +161,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
     ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
     # [sandbox]: a run's workspace is its run directory's
-    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=COMMANDS),
-    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=COMMANDS),
+    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo"}),
+    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo"}),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]
