@@ -73,7 +73,8 @@ class RayExecutor:
     uses_local_docker: bool = False
     """Runs use the nodes' Docker daemons, not this host's (the nodes are checked in :meth:`open`)."""
     placements: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock)."""
+    """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock), sandbox
+    (``provider/runtime``)."""
     cache_stats: dict[str, Any] = field(default_factory=dict)
     """The cache actor's counts at the end of the sweep (``puts``: pages stored per URL)."""
     leftovers_removed: int = 0
@@ -152,7 +153,7 @@ class RayExecutor:
             m = meta or {}
             self.placements.append({"qid": m.get("qid"), "profile": config.agent.profile, "rep": m.get("rep"),
                                     "node_id": out.node_id, "pid": out.pid, "started": out.started,
-                                    "ended": out.ended})
+                                    "ended": out.ended, "sandbox": out.sandbox})
         if out.error:
             raise RemoteRunError(f"on node {out.node_id[:12]}: {out.error}")
         return SimpleNamespace(answer=out.answer)

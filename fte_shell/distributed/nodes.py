@@ -3,11 +3,17 @@ daemon and hold the sandbox image of the driver's content hash. A node without D
 the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
 object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
 containers left by dead harness processes (``sandbox.docker.container.gc``), e.g. of Ray workers killed with a node.
+
+A node may choose its own sandbox provider: ``FTE_SANDBOX_PROVIDER`` (and ``FTE_SANDBOX_RUNTIME``) in the
+environment its Ray worker starts with (``FTE_SANDBOX_PROVIDER=podman ray start …``) beats the sweep's
+``[sandbox]`` there (:func:`node_sandbox`). A node whose provider is not Docker prepares its own image
+(podman: from its Docker or built) and gc's its own boxes; nothing is shipped to it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +35,8 @@ class NodeInfo:
     slots: int
     image_hash: str | None = None
     """The content-hash label of the node's sandbox image (None: no image)."""
+    provider: str = "docker"
+    """The node's sandbox provider (its own choice or the sweep's: :func:`node_sandbox`)."""
     docker_error: str | None = None
     gc_removed: int = 0
     shipped: bool = False
@@ -45,10 +53,34 @@ def slot_nodes() -> list[NodeInfo]:
     ]
 
 
-def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any]:
+NODE_ENV = {"FTE_SANDBOX_PROVIDER": "provider", "FTE_SANDBOX_RUNTIME": "runtime"}
+"""A node's own sandbox choice: environment variable -> ``[sandbox]`` key."""
+
+
+def node_sandbox(cfg: SandboxConfig) -> SandboxConfig:
+    """``cfg`` with this node's own provider/runtime choice (:data:`NODE_ENV`), if it made one."""
+    mine = {key: os.environ[var] for var, key in NODE_ENV.items() if os.environ.get(var)}
+    return SandboxConfig.model_validate({**cfg.model_dump(), **mine}) if mine else cfg
+
+
+def inspect_here(image: str, want: str | None, gc: bool = True, cfg: SandboxConfig | None = None) -> dict[str, Any]:
     """(On a node) Docker reachable? An image of content hash ``want`` (any tag; else the hash of
-    ``image``'s)? And gc of dead owners' containers."""
+    ``image``'s)? And gc of dead owners' containers. A node that chose another provider (:func:`node_sandbox`)
+    prepares and gc's that one instead."""
     from .. import runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+
+    mine = node_sandbox(cfg or SandboxConfig(image=image))
+    if mine.provider != "docker":
+        from ..sandbox import get_provider
+
+        provider = get_provider(mine.provider)
+        try:
+            provider.prepare(mine)
+            removed = len(provider.gc().removed) if gc else 0
+        except Exception as e:  # noqa: BLE001 - the node cannot run its own provider
+            return {"docker_error": f"{mine.provider}: {e.__class__.__name__}: {e}", "image_hash": None,
+                    "gc_removed": 0, "provider": mine.provider}
+        return {"docker_error": None, "image_hash": want, "gc_removed": removed, "provider": mine.provider}
     from ..sandbox.docker import api, container
     from ..sandbox.docker.image import HASH_LABEL
 
@@ -69,7 +101,7 @@ def inspect_here(image: str, want: str | None, gc: bool = True) -> dict[str, Any
             have = (c.images.get(image).labels or {}).get(HASH_LABEL, "")
     except Exception:  # noqa: BLE001 - ImageNotFound and friends: the image must be shipped
         have = None
-    return {"docker_error": None, "image_hash": have, "gc_removed": removed}
+    return {"docker_error": None, "image_hash": have, "gc_removed": removed, "provider": "docker"}
 
 
 def load_here(data: bytes, image: str) -> str | None:
@@ -130,15 +162,16 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
         return nodes
     want, image_id = driver_image(cfg, log)
     inspect = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(inspect_here)
-    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want)
+    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want, True, cfg)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
         n.docker_error, n.image_hash, n.gc_removed = r["docker_error"], r["image_hash"], r["gc_removed"]
+        n.provider = r.get("provider", "docker")
     bad = [n for n in nodes if n.docker_error]
     if bad:
         raise DockerUnavailable("; ".join(
-            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but reaches no Docker daemon "
-            f"({n.docker_error}): start Docker there (bash sandbox/setup-host.sh) or restart that node "
+            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot run its sandbox "
+            f"provider {n.provider} ({n.docker_error}): start Docker (or set up its FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node "
             f"without --resources {SLOT}" for n in bad))
     need = [n for n in nodes if n.image_hash is None or (want is not None and n.image_hash != want)]
     if need and (want is None or image_id is None):
@@ -160,11 +193,11 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
 
 
 def gc_here() -> int:
-    """(On a node) remove the containers of dead harness processes; returns how many."""
-    from ..sandbox.docker import container
+    """(On a node) remove the boxes of dead harness processes (the node's provider); returns how many."""
+    from ..sandbox import get_provider
 
     try:
-        return len(container.gc().removed)
+        return len(get_provider(node_sandbox(SandboxConfig()).provider).gc().removed)
     except Exception:  # noqa: BLE001 - best effort
         return 0
 

@@ -21,6 +21,7 @@ from ..config import RunConfig
 from ..errors import FteError
 from ..record.rundir import read_result, update_result
 from .caches import RemotePageCache, RemotePageSource, RemoteSearch
+from .nodes import node_sandbox
 from .packing import pack_dir
 from .runenv import restore_secrets
 
@@ -56,6 +57,8 @@ class RunOutcome:
     started: float = 0.0
     """``time.time()`` on the node when the run began, and when it ended."""
     ended: float = 0.0
+    sandbox: str = ""
+    """``provider/runtime`` the run's box ran on (the node's own choice or the sweep's)."""
 
 
 def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
@@ -67,6 +70,7 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
 
     started = time.time()
     cfg = spec.config.model_copy(deep=True)
+    cfg.sandbox = node_sandbox(cfg.sandbox)  # the node's own provider choice, if it made one
     restore_secrets(cfg)
     if not spec.has_search:
         cfg.search.backend = "none"  # as on the driver, whatever keys this node's environment holds
@@ -87,11 +91,13 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
             error = f"{e.__class__.__name__}: {e}"
             if not isinstance(e, FteError):
                 error += "\n" + "".join(traceback.format_exception(e)[-3:])
-        if spec.config_digest and read_result(run_dir) is not None:
-            update_result(run_dir, {"config_digest": spec.config_digest})
+        if read_result(run_dir) is not None:  # the driver's digest; the provider the node ran it with
+            update_result(run_dir, {**({"config_digest": spec.config_digest} if spec.config_digest else {}),
+                                    "sandbox": {"provider": cfg.sandbox.provider, "runtime": cfg.sandbox.runtime}})
         data = pack_dir(run_dir) if run_dir.is_dir() else None
     finally:
         page_cache.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return RunOutcome(data=data, answer=answer, error=error, node_id=ray.get_runtime_context().get_node_id(),
-                      pid=os.getpid(), started=started, ended=time.time())
+                      pid=os.getpid(), started=started, ended=time.time(),
+                      sandbox=f"{cfg.sandbox.provider}/{cfg.sandbox.runtime}")
