@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import pexpect
 import pytest
 
 from fte_shell.config import SandboxConfig
+from fte_shell.sandbox.base import PROVIDERS
 from fte_shell.sandbox.docker import api as A
 from fte_shell.sandbox.docker import image as I
 
@@ -48,11 +51,20 @@ def test_doctor_command_prints_every_check(docker_ready: None) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "COLUMNS": "250"},
     )
     assert out.returncode == 0, out.stdout + out.stderr
+    summary, _, configured = out.stdout.partition("configured: docker")
     for name in ("daemon", "sandbox image", "non-root user", "read-only root", "no network", "limits"):
-        assert name in out.stdout
-    assert "FAIL" not in out.stdout
+        assert name in configured
+    assert "FAIL" not in configured
+    # every provider is listed with whether it works here (setup-host.sh --tests set all of them up)
+    row = re.compile(r"^│ ([a-z]+(?: \(runsc\))?) +│ (yes|no) ", re.MULTILINE)
+    rows = {m.group(1).strip(): m.group(2) for m in row.finditer(summary)}
+
+    assert set(PROVIDERS) <= set(rows), summary
+    assert rows["docker"] == rows["docker (runsc)"] == rows["podman"] == "yes", summary
+    assert rows["podman (runsc)"] == "no" and "flag provided but not defined: -tty" in summary, summary
 
 
 def test_shell_reads_commands_from_a_pipe(docker_ready: None) -> None:

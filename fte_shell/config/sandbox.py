@@ -58,7 +58,8 @@ SandboxProviderName = Literal["docker", "podman"]
 
 
 class SandboxConfig(StrictModel):
-    """The per-question Docker container and its persistent bash session."""
+    """The per-question sandbox box (a hardened container of Docker or podman) and its persistent bash
+    session."""
 
     provider: SandboxProviderName = "docker"
     """What runs the sandbox: ``docker`` (a hardened container per question, through the Docker daemon)

@@ -8,7 +8,8 @@
 
 The runtime here (:mod:`.facade`, :mod:`.pool`, :mod:`.session`, :mod:`.output`, :mod:`.gateway`,
 :mod:`.ownership`) is provider-agnostic; a provider (:mod:`.base`: ``SandboxProvider``, ``Box``) starts
-the boxes: Docker (:mod:`.docker`) is the one there is, ``[sandbox] provider = "docker"``.
+the boxes: ``[sandbox] provider = "docker"`` (:mod:`.docker`) or ``"podman"`` (:mod:`.podman`); both get the
+hardened layout of :mod:`.hardening` and the image build inputs of :mod:`.image_inputs`.
 """
 
 from .base import Box, BoxSpec, Check, GcResult, SandboxProvider, get_provider, stop_all_boxes
