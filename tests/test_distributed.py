@@ -172,6 +172,12 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
     # every run recorded exactly once, and nothing half-written
     keys = Counter((p["qid"], p["profile"], p["rep"]) for p in ex.placements)
     assert len(keys) == 60 and set(keys.values()) == {1}
+    # the provider and runtime of each run: in its record, the placements and the manifest (30 shell runs)
+    assert {p["sandbox"] for p in ex.placements} == {"docker/runc"}
+    assert all(json.loads((d / "result.json").read_text())["sandbox"] == {"provider": "docker", "runtime": "runc"}
+               for key, d in di.items() if key[0] == "shell")
+    for sweep in ("local", "ray"):
+        assert json.loads((tmp_path / sweep / "sweep.json").read_text())["sandboxes"] == {"docker/runc": 30}
     assert not list((tmp_path / "ray").glob("runs/*/*/.*"))
     assert all((d / "trajectory.jsonl").is_file() and (d / "result.json").is_file() for d in di.values())
     # the killed node's runs were started again elsewhere (more model conversations than runs)

@@ -52,6 +52,22 @@ def test_another_provider_or_runtime_is_in_the_config_digest(change: dict[str, s
     assert config_digest(cfg) != config_digest(RunConfig())
 
 
+def test_a_ray_node_may_choose_its_own_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fte_shell.distributed.nodes import node_sandbox
+
+    sweep = SandboxConfig(pids_limit=64)
+    assert node_sandbox(sweep) is sweep  # no choice of its own: the sweep's
+    monkeypatch.setenv("FTE_SANDBOX_PROVIDER", "podman")
+    mine = node_sandbox(sweep)
+    assert (mine.provider, mine.runtime, mine.pids_limit) == ("podman", "runc", 64)
+    monkeypatch.setenv("FTE_SANDBOX_PROVIDER", "docker")
+    monkeypatch.setenv("FTE_SANDBOX_RUNTIME", "runsc")
+    assert (node_sandbox(sweep).provider, node_sandbox(sweep).runtime) == ("docker", "runsc")
+    monkeypatch.setenv("FTE_SANDBOX_PROVIDER", "nope")
+    with pytest.raises(pydantic.ValidationError):
+        node_sandbox(sweep)
+
+
 def test_a_podman_box_gets_the_shared_hardened_layout_as_flags(tmp_path: Path) -> None:
     from fte_shell.sandbox.hardening import box_layout
     from fte_shell.sandbox.podman import cli

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...benchmarks.base import Dataset
 from ...config import RunConfig
+from ...record.rundir import read_result
 from ...record.sweepdir import SweepDir
 from ...stops import RESOURCE_OF, is_infra_failure
 from .config import BenchConfig, SweepStats, Task
@@ -44,6 +45,9 @@ class Ledger:
         self._lock = threading.Lock()
         self._in_flight: dict[Path, Task] = {}
         self._redos: dict[Path, int] = {}
+        self.sandboxes: dict[str, int] = {}
+        """``provider/runtime`` -> runs done with it (shell profile; a remote run's own record, else the
+        sweep's config)."""
 
     # --- the plan against what the sweep directory holds ------------------------------------------------
     def to_do(self) -> list[Task]:
@@ -54,6 +58,7 @@ class Ledger:
             state = run_state(t.run_dir)
             if state == "done":
                 self.stats.skipped += 1
+                self._count_sandbox(t)
                 continue
             if state in ("partial", "failed"):
                 shutil.rmtree(t.run_dir, ignore_errors=True)
@@ -87,6 +92,7 @@ class Ledger:
             else:
                 self.stats.done += 1
                 self.stats.answered += o.answer is not None
+                self._count_sandbox(t)
             if o.spent is not None:
                 self.stats.tokens += o.spent[0]
                 if o.spent[1] is not None:
@@ -96,6 +102,14 @@ class Ledger:
             self.outages.report(resource, o.error)
         self._emit("failed" if failed else "done", t)
         return redo
+
+    def _count_sandbox(self, t: Task) -> None:
+        if t.profile != "shell":  # the only profile whose runs start a sandbox
+            return
+        rec = (read_result(t.run_dir) or {}).get("sandbox") or {}
+        sb = self.config.sandbox
+        key = f"{rec.get('provider', sb.provider)}/{rec.get('runtime', sb.runtime)}"
+        self.sandboxes[key] = self.sandboxes.get(key, 0) + 1
 
     def forget(self, t: Task) -> None:
         """``t`` is no longer in flight and nothing of it is recorded (the sweep stopped, or its
@@ -115,7 +129,7 @@ class Ledger:
     def write(self, status: str) -> None:
         self.stats.wall_s = time.monotonic() - self._t0
         write_manifest(self.bench, self.dataset, self.config, status, self.stats, self.started_at,
-                       config_changes=self.history)
+                       config_changes=self.history, sandboxes=dict(self.sandboxes))
 
     def finish(self) -> SweepStats:
         """The closing counts, written with the sweep's final status (interrupted, gave up or finished)."""

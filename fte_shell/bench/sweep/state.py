@@ -103,6 +103,7 @@ def write_manifest(
     started: str,
     *,
     config_changes: list[dict[str, Any]] | None = None,
+    sandboxes: dict[str, int] | None = None,
 ) -> None:
     """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
     canonical = sweep_canonical(cfg)
@@ -121,6 +122,7 @@ def write_manifest(
         "updated_at": now(),
         "status": status,
         "stats": stats.model_dump() if stats else None,
+        "sandboxes": sandboxes or {},
     }
     SweepDir(Path(bench.out)).write_manifest(manifest)
 
