@@ -137,15 +137,20 @@ def box_exists(case: ProviderCase, box_id: str) -> bool:
     raise AssertionError(f"box_exists: no check for provider {case.provider} yet")
 
 
-def box_labels(case: ProviderCase, box_id: str) -> dict[str, str]:
-    """The owner labels the provider holds for the box."""
+def box_inspect(case: ProviderCase, box_id: str) -> dict[str, Any]:
+    """The engine's own record of the box (``docker inspect`` / ``podman inspect``: Config, HostConfig)."""
     if case.provider == "docker":
         import docker
 
-        return docker.from_env(timeout=60).api.inspect_container(box_id)["Config"]["Labels"]
+        return docker.from_env(timeout=60).api.inspect_container(box_id)
     if case.provider == "podman":
         podman = shutil.which("podman") or "podman"
         out = subprocess.run([podman, "inspect", "--type", "container", box_id], check=True,
                              capture_output=True, timeout=60).stdout
-        return json.loads(out)[0]["Config"]["Labels"]
-    raise AssertionError(f"box_labels: no check for provider {case.provider} yet")
+        return json.loads(out)[0]
+    raise AssertionError(f"box_inspect: no check for provider {case.provider} yet")
+
+
+def box_labels(case: ProviderCase, box_id: str) -> dict[str, str]:
+    """The owner labels the provider holds for the box."""
+    return box_inspect(case, box_id)["Config"]["Labels"]

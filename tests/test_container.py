@@ -23,7 +23,7 @@ from fte_shell.sandbox.docker import container as C
 from fte_shell.sandbox.docker import doctor as D
 from fte_shell.sandbox.docker import image as I
 from fte_shell.sandbox.hardening import RUNSC_PIDS_HEADROOM
-from tests.providers import ProviderCase, box_exists, box_labels, holds
+from tests.providers import ProviderCase, box_exists, box_inspect, box_labels, case_cannot, cgroup_v1, holds
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parent.parent
@@ -121,6 +121,18 @@ def test_no_docker_socket_and_limits(hardened: Sandbox, provider_case: ProviderC
     assert not host["Init"]  # the warden itself is PID 1 (protect_warden)
     binds = {b.split(":")[1]: b for b in host["Binds"]}
     assert binds["/work"].endswith(":ro") and binds["/run/fte"].endswith(":ro")
+
+
+def test_the_engine_holds_the_memory_pids_and_cpu_limits(hardened: Sandbox, provider_case: ProviderCase) -> None:
+    host = box_inspect(provider_case, hardened.container_id)["HostConfig"]
+    cfg = SandboxConfig()
+    if provider_case.rootless and cgroup_v1():  # the table's ✘: podman ignores the limits there
+        assert "memory limit" in case_cannot(provider_case) and "cpu limit" in case_cannot(provider_case)
+        assert not host.get("Memory") and not host.get("NanoCpus")
+        return
+    assert host["Memory"] == host["MemorySwap"] == 1 << 30
+    assert host["PidsLimit"] == cfg.pids_limit + (RUNSC_PIDS_HEADROOM if provider_case.runtime == "runsc" else 0)
+    assert host["NanoCpus"] == int(cfg.cpus * 1e9)
 
 
 def test_labels(hardened: Sandbox, provider_case: ProviderCase) -> None:
