@@ -53,7 +53,7 @@ class FetchPolicy(StrictModel):
     conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
 
 
-SandboxProviderName = Literal["docker"]
+SandboxProviderName = Literal["docker", "bwrap"]
 """The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
 
 
@@ -61,7 +61,22 @@ class SandboxConfig(StrictModel):
     """The per-question Docker container and its persistent bash session."""
 
     provider: SandboxProviderName = "docker"
-    """What runs the sandbox: ``docker`` (a hardened container per question)."""
+    """What runs the sandbox: ``docker`` (a hardened container per question) or ``bwrap`` (bubblewrap: no
+    daemon, no root; a box over the image's files exported once, see docs/sandbox.md and docs/hpc.md)."""
+
+    rootfs: Path | None = None
+    """bwrap: the box's root file system, a directory (an exported tree, e.g. on shared storage) or a tar
+    of the sandbox image (``docker export``), extracted once into ``rootfs_cache``. None = the tree of
+    ``image``, exported from Docker or podman the first time and cached by the image's content hash."""
+
+    rootfs_cache: Path | None = None
+    """bwrap: where exported root file systems are kept (one directory per content hash); None =
+    ``~/.cache/fte-shell/rootfs`` (``/var/cache/fte-shell/rootfs`` for root)."""
+
+    cgroup_parent: str | None = None
+    """bwrap: a cgroup the admin delegated to you (path inside the cgroup tree, the same in every v1
+    controller), under which each box gets a cgroup of its own for memory, pids and CPU. None = ``fte-shell``
+    when run as root, else no cgroup: rlimits (pids per box, memory per process, CPU not limited)."""
 
     image: str = "fte-shell-sandbox:latest"
     """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""
