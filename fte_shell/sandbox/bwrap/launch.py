@@ -94,8 +94,8 @@ def bwrap_argv(cfg: SandboxConfig, spec: BoxSpec, rootfs: Rootfs, lim: L.BoxLimi
              "--size", str(size_bytes(cfg.tmpfs_size)), "--tmpfs", "/tmp",
              "--size", str(size_bytes(cfg.output_buffer_size)), "--tmpfs", RUN_MOUNT,
              "--ro-bind", str(spec.workspace), "/work", "--ro-bind", str(spec.gateway_dir), GATEWAY_MOUNT]
-    if lim.pids_dir is not None and (rootfs.path / PIDS_MOUNT.lstrip("/")).is_dir():
-        argv += ["--ro-bind", str(lim.pids_dir), PIDS_MOUNT]
+    if lim.pids_dir is not None:  # a read-only /sys that holds only the box's pids cgroup
+        argv += ["--tmpfs", "/sys", "--ro-bind", str(lim.pids_dir), PIDS_MOUNT, "--remount-ro", "/sys"]
     argv += ["--uid", str(uid), "--gid", str(gid), "--hostname", "sandbox", "--chdir", "/work",
              "--clearenv"]
     for k, v in box_env(cfg, rootfs).items():
