@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -45,13 +45,15 @@ def default_corpus_dir() -> Path:
     return Path(cache) / "fte-shell" / "pydoc-corpus"
 
 
-def demo_config(base_url: str, corpus: Path, profile: str) -> RunConfig:
-    """The demo's configuration: the scripted endpoint, the local corpus, ``profile``, a short turn cap."""
+def demo_config(base_url: str, corpus: Path, profile: str, sandbox: dict[str, Any] | None = None) -> RunConfig:
+    """The demo's configuration: the scripted endpoint, the local corpus, ``profile``, a short turn cap, and
+    the ``[sandbox]`` settings given (e.g. ``{"provider": "bwrap"}`` from ``--sandbox-provider``)."""
     return RunConfig.model_validate(
         {
             "model": {"base_url": base_url, "model": SCRIPTED_MODEL, "max_retries": 1},
             "agent": {"profile": profile, "max_turns": 20},
             "search": {"backend": "local", "corpus": str(corpus), "num_results": 5},
+            "sandbox": dict(sandbox or {}),
         }
     )
 
@@ -64,6 +66,7 @@ def run_demo(
     corpus_dir: Path | None = None,
     console: Console | None = None,
     log: EventListener | None = None,
+    sandbox: dict[str, Any] | None = None,
 ) -> list[RunResult]:
     """Answer ``questions`` with the scripted policy; one run directory per question under ``out_root``
     (``01-<slug>``, …). Prints what it does to ``console``; ``log`` gets every trajectory event."""
@@ -75,13 +78,16 @@ def run_demo(
 
     c = console or Console(highlight=False)
     corpus = Path(corpus_dir) if corpus_dir is not None else default_corpus_dir()
-    what = "the hardened Docker sandbox with its bash session and gateway" if profile == "shell" else f"the '{profile}' profile's tools"
+    provider = (sandbox or {}).get("provider", "docker")
+    kind = "Docker" if provider == "docker" else provider
+    what = (f"the hardened {kind} sandbox with its bash session and gateway" if profile == "shell"
+            else f"the '{profile}' profile's tools")
     c.print(f"[bold yellow]{escape(SCRIPTED_NOTICE.format(what=what))}[/bold yellow]\n")
     c.print(f"[dim]local corpus: {corpus} (built from the stdlib docstrings on first use, then reused)[/dim]")
     corpus = build_pydoc_corpus(corpus)
     results: list[RunResult] = []
     with ScriptedServer(policy=ResearchPolicy(), model=SCRIPTED_MODEL) as srv:
-        cfg = demo_config(srv.base_url, corpus, profile)
+        cfg = demo_config(srv.base_url, corpus, profile, sandbox)
         for i, (question, expected) in enumerate(questions, 1):
             run_dir = Path(out_root) / f"{i:02d}-{slugify(question)}"
             c.rule(f"question {i} of {len(questions)}")

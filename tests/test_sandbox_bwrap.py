@@ -348,3 +348,29 @@ def test_doctor_on_this_host(tree: R.Rootfs) -> None:
         assert by[name].ok, by[name]
     assert by["limits"].ok == (os.geteuid() == 0)
 
+
+
+DEMO = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from fte_shell.demo import DEMO_QUESTIONS, run_demo
+    res = run_demo(list(DEMO_QUESTIONS), Path(sys.argv[1]), sandbox={"provider": "bwrap"})
+    print(json.dumps([[r.answer, r.stop_reason] for r in res]))
+""")
+
+
+def test_the_demo_as_a_plain_user_without_docker(tree: R.Rootfs, user_dir: Path) -> None:
+    """``fte-shell demo`` with ``[sandbox] provider = "bwrap"`` as ftetest, who cannot reach dockerd: the
+    tree comes from the system cache (root exported it once)."""
+    _test_user()
+    script = user_dir / "demo.py"
+    script.write_text(DEMO)
+    out = user_dir / "runs"
+    os.chown(user_dir, pwd.getpwnam(TEST_USER).pw_uid, -1)
+    r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, check=False,
+                       timeout=600, cwd="/tmp", **_as_user(TEST_USER))  # type: ignore[arg-type]
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.splitlines()[-1]) == [["json.dumps", "answer"], ["textwrap.dedent", "answer"]]
+    assert "the hardened bwrap sandbox" in " ".join(r.stdout.split())
+    first = min(out.iterdir()) / "trajectory.jsonl"
+    assert '"provider": "bwrap"' in first.read_text()

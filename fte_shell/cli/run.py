@@ -275,7 +275,8 @@ def register(app: typer.Typer) -> None:
         questions = [(q, None) for q in question] if question else list(DEMO_QUESTIONS)
         profile = overrides.get("agent", {}).get("profile", "shell")
         try:
-            results = run_demo(questions, root, profile=profile, corpus_dir=corpus_dir, console=_out, log=EventPrinter())
+            results = run_demo(questions, root, profile=profile, corpus_dir=corpus_dir, console=_out, log=EventPrinter(),
+                               sandbox=overrides.get("sandbox"))
         except KeyboardInterrupt:
             _err.print(f"[yellow]interrupted[/yellow]; partial runs are under {root}")
             raise typer.Exit(130) from None

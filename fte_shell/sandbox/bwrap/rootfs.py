@@ -45,6 +45,10 @@ class Rootfs:
     source: str
 
 
+SYSTEM_CACHE = Path("/var/cache/fte-shell/rootfs")
+"""Root's cache, also searched (read-only) by every user: a tree exported there once serves them all."""
+
+
 def cache_dir(cfg: SandboxConfig) -> Path:
     """``[sandbox] rootfs_cache``, else ``$XDG_CACHE_HOME/fte-shell/rootfs`` (``~/.cache``); for root
     ``/var/cache/fte-shell/rootfs`` (a box started by root runs as an unprivileged uid, which must be
@@ -52,7 +56,7 @@ def cache_dir(cfg: SandboxConfig) -> Path:
     if cfg.rootfs_cache is not None:
         return Path(cfg.rootfs_cache).expanduser()
     if os.geteuid() == 0:
-        return Path("/var/cache/fte-shell/rootfs")
+        return SYSTEM_CACHE
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "fte-shell" / "rootfs"
 
@@ -85,12 +89,23 @@ def find(cfg: SandboxConfig) -> Rootfs | None:
         return None  # a tar: its key needs its hash (ensure)
     if not (REPO_ROOT / "Dockerfile.sandbox").exists():
         return None
-    return _entry(cache_dir(cfg), content_hash(cfg))
+    return _image_entry(cfg, content_hash(cfg))
+
+
+def _image_entry(cfg: SandboxConfig, key: str) -> Rootfs | None:
+    """The image's tree in this user's cache, else in the system's (unless a cache was configured)."""
+    caches = [cache_dir(cfg)] + ([SYSTEM_CACHE] if cfg.rootfs_cache is None else [])
+    for cache in dict.fromkeys(caches):
+        rf = _entry(cache, key)
+        if rf is not None:
+            return rf
+    return None
 
 
 def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> Rootfs:
     """The tree for ``cfg``: ``rootfs`` as given (a directory, or a tar extracted into the cache once),
-    else the cache entry of the sandbox image's content hash, exported from the image (the Docker
+    else the cache entry of the sandbox image's content hash (this user's cache, then the system's),
+    exported from the image (the Docker
     provider builds it first when a daemon answers; else podman's copy) when it is not there yet."""
     key_in = (str(cfg.rootfs), cfg.base_image if cfg.rootfs is None else "")
     with _lock:
@@ -118,7 +133,7 @@ def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -
                 raise SandboxError("no Dockerfile.sandbox here to name the image's tree: set sandbox.rootfs "
                                    "to a tar of the sandbox image (docker export) or to an exported tree")
             key = content_hash(cfg)
-            rf = None if force else _entry(cache, key)
+            rf = None if force else _image_entry(cfg, key)
             if rf is None:
                 rf = _export(cfg, cache, key, log)
         _ready[key_in] = rf
