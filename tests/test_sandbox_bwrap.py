@@ -25,6 +25,7 @@ import pytest
 
 from fte_shell import Sandbox, SandboxConfig
 from fte_shell.config import FetchPolicy
+from fte_shell.errors import SandboxError
 from fte_shell.sandbox import get_provider
 from fte_shell.sandbox.bwrap import rootfs as R
 from tests.conftest import IN_CI
@@ -191,6 +192,19 @@ def test_a_timeout_kills_the_whole_process_tree(tree: R.Rootfs) -> None:
         assert obs.timed_out and obs.exit_code is None
         assert sb.run("pgrep -c sleep; echo alive").output.split() == ["0", "alive"]
         assert sb.box.shells[-1].poll() is None and not obs.restarted  # the same shell goes on
+
+
+def test_root_refuses_a_workspace_the_box_uid_cannot_reach(tree: R.Rootfs, user_dir: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only a box started by root runs as another uid than its starter")
+    private = user_dir / "private"
+    (private / "ws").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    with pytest.raises(SandboxError, match=f"runs as uid 1000 .*cannot enter {private} on the way to {private}/ws"):
+        Sandbox(cfg(workspace_dir=private / "ws"))
+    os.chmod(private, 0o711)  # searchable: enough
+    with Sandbox(cfg(workspace_dir=private / "ws")) as sb:
+        assert sb.run("ls -d /work && id -u").output.split() == ["/work", "1000"]
 
 
 def _as_user(user: str) -> dict[str, object]:
@@ -374,3 +388,41 @@ def test_the_demo_as_a_plain_user_without_docker(tree: R.Rootfs, user_dir: Path)
     assert "the hardened bwrap sandbox" in " ".join(r.stdout.split())
     first = min(out.iterdir()) / "trajectory.jsonl"
     assert '"provider": "bwrap"' in first.read_text()
+
+
+def test_a_ray_sweep_on_bwrap_nodes(tree: R.Rootfs, tmp_path: Path, hotpotqa_dir: Path) -> None:
+    """A sweep whose sandboxes are bwrap boxes on a (one-node) Ray cluster: the node is checked with the
+    bwrap provider (no Docker asked), the runs answer and record their provider; a node that cannot
+    prepare the provider stops the sweep before any run, naming the node."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray = pytest.importorskip("ray")
+    from fte_shell.bench.sweep import BenchConfig, run_sweep
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
+    from fte_shell.config import ModelConfig, RunConfig
+    from fte_shell.distributed import RayExecutor
+    from fte_shell.distributed.nodes import check_nodes
+    from fte_shell.policies import ResearchPolicy
+    from fte_shell.scripted import ScriptedServer
+
+    rows = [json.loads(line) for line in (hotpotqa_dir / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:3]]
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": f"bw-{i}", "question": r["question"], "answer": r["answer"]}) + "\n"
+                            for i, r in enumerate(rows)), encoding="utf-8")
+    corpus = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "corpus")
+    ray.init(address="local", num_cpus=1, resources={"fte_slot": 2}, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(SandboxError, match=r"Ray node .* cannot start bwrap sandboxes .*does not exist"):
+            check_nodes(cfg(rootfs=tmp_path / "missing.tar"))
+        with ScriptedServer(policy=ResearchPolicy()) as srv:
+            run_cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted"))
+            run_cfg.search.corpus = corpus
+            run_cfg.sandbox.provider = "bwrap"
+            stats = run_sweep(BenchConfig(dataset=f"jsonl:{data}", profiles=["shell"], out=tmp_path / "ray"),
+                              run_cfg, remote=RayExecutor())
+        assert (stats.total, stats.done, stats.failed) == (3, 3, 0)
+        runs = sorted((tmp_path / "ray").glob("runs/shell/*/r0"))
+        assert len(runs) == 3
+        for d in runs:
+            assert '"provider": "bwrap"' in (d / "trajectory.jsonl").read_text()
+    finally:
+        ray.shutdown()

@@ -1,8 +1,12 @@
-"""Node checks before a distributed sweep: every alive node that offers ``fte_slot`` must reach a Docker
-daemon and hold the sandbox image of the driver's content hash. A node without Docker is an error naming
+"""Node checks before a distributed sweep: every alive node that offers ``fte_slot`` must be able to start
+the sweep's sandboxes. With Docker (the default provider) it must reach a Docker daemon and hold the
+sandbox image of the driver's content hash. A node without Docker is an error naming
 the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
 object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
 containers left by dead harness processes (``sandbox.docker.container.gc``), e.g. of Ray workers killed with a node.
+With another provider (``[sandbox] provider``, e.g. bwrap on a cluster without Docker) each node probes
+and prepares that provider itself (bwrap: its root file system, from ``sandbox.rootfs`` or a shared
+``sandbox.rootfs_cache``; nothing is shipped) and collects its own leftovers.
 """
 
 from __future__ import annotations
@@ -109,6 +113,45 @@ def save_image(image_id: str) -> bytes:
     return b"".join(api.client().api.get_image(image_id))
 
 
+def provider_here(cfg: SandboxConfig) -> dict[str, Any]:
+    """(On a node) can the provider ``cfg.provider`` start boxes here? Its probe, then its preparation
+    (e.g. bwrap's root file system); and gc of dead owners' leftovers."""
+    from .. import runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+    from ..sandbox import get_provider
+
+    provider = get_provider(cfg.provider)
+    why = provider.probe(30.0)
+    if why is None:
+        try:
+            provider.prepare(cfg)
+        except Exception as e:  # noqa: BLE001 - any failure means "cannot start boxes here"
+            why = f"{e.__class__.__name__}: {e}"
+    removed = 0
+    if why is None:
+        with contextlib.suppress(Exception):  # gc is best effort
+            removed = len(provider.gc().removed)
+    return {"docker_error": why, "image_hash": None, "gc_removed": removed}
+
+
+def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env: dict[str, Any] | None) -> None:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ..errors import SandboxError
+
+    fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(provider_here)
+    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg)
+            for n in nodes]
+    for n, r in zip(nodes, ray.get(refs), strict=True):
+        n.docker_error, n.gc_removed = r["docker_error"], r["gc_removed"]
+    bad = [n for n in nodes if n.docker_error]
+    if bad:
+        raise SandboxError("; ".join(
+            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot start {cfg.provider} "
+            f"sandboxes ({n.docker_error}): fix it there (fte-shell sandbox doctor) or restart that node "
+            f"without --resources {SLOT}" for n in bad))
+
+
 def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
                 runtime_env: dict[str, Any] | None = None) -> list[NodeInfo]:
     """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
@@ -127,6 +170,9 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
             f"`ray start --address HEAD:6379 --resources '{{\"{SLOT}\": K}}'` (docs/distributed.md)"
         )
     if not docker:
+        return nodes
+    if cfg.provider != "docker":
+        _check_provider_nodes(cfg, nodes, runtime_env)
         return nodes
     want, image_id = driver_image(cfg, log)
     inspect = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(inspect_here)
@@ -159,23 +205,23 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     return nodes
 
 
-def gc_here() -> int:
-    """(On a node) remove the containers of dead harness processes; returns how many."""
-    from ..sandbox.docker import container
+def gc_here(provider: str = "docker") -> int:
+    """(On a node) remove the boxes of dead harness processes; returns how many."""
+    from ..sandbox import get_provider
 
     try:
-        return len(container.gc().removed)
+        return len(get_provider(provider).gc().removed)
     except Exception:  # noqa: BLE001 - best effort
         return 0
 
 
-def gc_nodes(runtime_env: dict[str, Any] | None = None) -> int:
+def gc_nodes(runtime_env: dict[str, Any] | None = None, provider: str = "docker") -> int:
     """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(gc_here)
-    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote()
+    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(provider)
             for n in slot_nodes()]
     try:
         return sum(ray.get(refs, timeout=120))

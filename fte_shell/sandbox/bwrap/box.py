@@ -220,6 +220,9 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
     if box_ids(cfg)[0] == 0:
         raise SandboxError("sandbox.user must not be root (uid 0)")
     ttl = int(cfg.ttl_s if spec.ttl_s is None else spec.ttl_s)
+    if os.geteuid() == 0:
+        for path in (rootfs.path, spec.workspace, spec.gateway_dir):
+            reachable(path, *box_ids(cfg))
     lim = L.make(cfg)
     name = f"fte-{name_part(spec.run_id)}-{secrets.token_hex(3)}"
     err_path = spec.gateway_dir.parent / f".{name}.bwrap-err"
@@ -249,10 +252,10 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
             raise SandboxError(f"bwrap did not start the box: {_err_text(err_path)}") from None
         try:  # bwrap's child does not fork before it is the warden: nothing escapes
             adopt(lim, [proc.pid, warden])
-        except SandboxError:
+        except SandboxError as e:
             proc.kill()
             proc.wait()
-            raise
+            raise SandboxError(f"{e} (bwrap: {_err_text(err_path)})") from e
         box = BwrapBox(f"bwrap-{warden}-{secrets.token_hex(4)}", name, spec.run_id, spec.workspace,
                        spec.gateway_dir, cfg, rootfs, lim, proc, warden, -1)
         _live[box.id] = box
@@ -284,6 +287,18 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
     finally:
         with contextlib.suppress(OSError):
             err_path.unlink()
+
+
+def reachable(path: Path, uid: int, gid: int) -> None:
+    """Started by root, the box runs as ``uid``, whose bwrap must walk to each bound directory."""
+    p = Path(path).resolve()
+    for d in [*reversed(p.parents), p]:
+        st = d.stat()
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            raise SandboxError(f"the bwrap box runs as uid {uid} (sandbox.user), which cannot enter {d} on the way "
+                               f"to {p}: make it searchable (chmod o+x) or keep the run elsewhere; or, as root, "
+                               "use the docker or podman provider")
 
 
 def _err_text(path: Path) -> str:
