@@ -224,7 +224,8 @@ def _install(cache: Path, key: str, stream: IO[bytes], meta: dict, log: Log | No
         os.replace(cache / f"{key}.json.tmp{os.getpid()}", cache / f"{key}.json")
         try:
             os.rename(tmp, cache / key)
-        except OSError:  # another process made it meanwhile
+        except OSError:  # another process made it meanwhile (or a rebuild: same key, same content; the
+            # entry in place may be in use by running boxes, so it stays)
             if not _complete(cache / key):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
