@@ -15,8 +15,8 @@ turn (load hits them alike):
 * host memory per live sandbox with ``--alive`` sandboxes of the case alive: the PSS (proportional set
   size: a page shared by N processes counts 1/N) of every host process that exists for the box — its
   PID 1 (the warden; for gVisor the runsc sandbox), the processes of its pids cgroup (shell, gofer, …),
-  PID 1's parent (containerd-shim, conmon, the outer bwrap) and, for bwrap, the host side of each
-  entered shell (nsenter). Docker's daemons are not counted (a plain ``sleep`` container, measured in the
+  PID 1's parent (containerd-shim, conmon, the outer bwrap), the host process of the session's shell
+  when there is one (podman's ``exec -it`` client; bwrap's nsenter). Docker's daemons are not counted (a plain ``sleep`` container, measured in the
   same run, is the baseline: the docker-exec harnesses' box). Read from /proc (root).
 
 Goals (issue 18): bwrap start -> first command <= 50 ms and <= 3 MiB per live sandbox; no provider's
@@ -191,6 +191,9 @@ def box_processes(sb: Sandbox) -> set[int]:
     procs = {pid1, _ppid(pid1), *_pids_cgroup_procs(pid1)}
     for p in getattr(sb.box, "shells", []):  # bwrap: the host side of each entered shell
         procs.add(p.pid)
+    child = getattr(sb._session, "_child", None)  # a client process per session (podman exec -it)
+    if isinstance(getattr(child, "pid", None), int):
+        procs.add(child.pid)
     procs.discard(0)
     procs.discard(1)
     return procs

@@ -5,7 +5,7 @@ The box is ``bwrap --unshare-all --as-pid-1 --die-with-parent`` over the cached 
 the session's output directory, a fresh ``/dev`` (devpts of its own) and ``/proc``, no ``/sys``, and the
 warden as PID 1. bwrap needs two user namespaces here (the outer one maps uid 0 to mount devpts, the
 inner one is the sandbox's ``user``); a shell is entered into the box with ``nsenter`` (outer user
-namespace, got by ``NS_GET_PARENT``, then ipc/uts/net/pid/mount), then :data:`INNER` (the inner user
+namespace, got by ``NS_GET_PARENT``, then ipc/uts/net/pid/mount), then :func:`inner_argv` (the inner user
 namespace: the uid of ``config.user``, an empty bounding set, no capabilities; no-new-privileges) on a terminal allocated from the box's own devpts
 (so the warden, inside, can write the session's ``SWEPT`` line to it). Started by root, the box runs
 as the uid of ``config.user`` on the host (as a Docker container does), never as root.
@@ -52,18 +52,30 @@ from .launch import (
 )
 from .rootfs import Rootfs
 
-SYSCALLS = {"x86_64": (308, 157), "aarch64": (268, 167), "ppc64le": (350, 171), "s390x": (339, 172)}
-"""(setns, prctl) syscall numbers by machine."""
-_SETNS, _PRCTL = SYSCALLS.get(platform.machine(), SYSCALLS["x86_64"])
-INNER = ["/usr/bin/perl", "-e",
-         ('open(my $u, "<", "/proc/1/ns/user") or die "box user namespace: $!\n"; '
-          f'syscall({_SETNS}, fileno($u), 0x10000000) == 0 or die "setns: $!\n"; close($u); '
-          f'for my $c (0..63) {{ syscall({_PRCTL}, 24, $c) }} '
-          'exec {$ARGV[0]} @ARGV or die "exec $ARGV[0]: $!\n"')]
-"""Inside the box (as root of its outer user namespace): enter the inner one (the sandbox's uid) and empty
-the capability bounding set, which entering a user namespace fills again and which only a process with
-capabilities *after* that step can drop (util-linux's nsenter cannot), then exec the command: perl from the
-image (perl-base is in every Debian image) as a four-line setns + prctl(PR_CAPBSET_DROP) + exec."""
+SYSCALLS = {"x86_64": (308, 157, 112), "aarch64": (268, 167, 157)}
+"""(setns, prctl, setsid) syscall numbers by machine."""
+TIOCSCTTY = 0x540E
+
+
+def inner_argv() -> list[str]:
+    """Inside the box (as root of its outer user namespace): a session of its own with the terminal on
+    stdin as its controlling terminal (when there is one), the inner user namespace (the sandbox's uid),
+    an empty capability bounding set — entering a user namespace fills it again, and only a process that
+    has capabilities *after* that step can empty it (util-linux's nsenter cannot) — then exec the command.
+    perl from the image (perl-base is in every Debian image): setsid + ioctl + setns + prctl + exec."""
+    try:
+        setns, prctl, setsid = SYSCALLS[platform.machine()]
+    except KeyError:
+        raise SandboxError(f"the bwrap provider knows the syscalls of {', '.join(SYSCALLS)}, "
+                           f"not {platform.machine()}") from None
+    return ["/usr/bin/perl", "-e",
+            (f"syscall({setsid}); ioctl(STDIN, {TIOCSCTTY}, 0); "
+             'open(my $u, "<", "/proc/1/ns/user") or die "box user namespace: $!\n"; '
+             f'syscall({setns}, fileno($u), 0x10000000) == 0 or die "setns: $!\n"; close($u); '
+             f"for my $c (0..63) {{ syscall({prctl}, 24, $c) }} "
+             'exec {$ARGV[0]} @ARGV or die "exec $ARGV[0]: $!\n"')]
+
+
 NS_GET_PARENT = 0xB702
 TIOCSPTLCK = 0x40045431
 TIOCGPTPEER = 0x5441
@@ -131,7 +143,7 @@ class BwrapBox:
     def _enter(self, argv: list[str], fd: str) -> list[str]:
         """The host command that runs ``argv`` inside the box (``fd``: the outer user namespace)."""
         return [*host_prefix(self.cfg), "nsenter", "-t", str(self.warden_pid), f"--user={fd}", "-i", "-u", "-n", "-p", "-m",
-                "--preserve-credentials", "-r", "-w", *INNER, *argv]
+                "--preserve-credentials", "-r", "-w", *inner_argv(), *argv]
 
     def _env(self) -> dict[str, str]:
         return box_env(self.cfg, self.rootfs)
