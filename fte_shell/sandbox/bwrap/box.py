@@ -43,6 +43,7 @@ from .launch import (
     READY_S,
     RLIMIT_NAMES,
     adopt,
+    as_box_user,
     box_env,
     box_ids,
     bwrap_argv,
@@ -59,7 +60,7 @@ TIOCSCTTY = 0x540E
 
 def inner_argv() -> list[str]:
     """Inside the box (as root of its outer user namespace): a session of its own with the terminal on
-    stdin as its controlling terminal (when there is one), the inner user namespace (the sandbox's uid),
+    stdin as its controlling terminal (when there is one), no-new-privileges, the inner user namespace (the sandbox's uid),
     an empty capability bounding set — entering a user namespace fills it again, and only a process that
     has capabilities *after* that step can empty it (util-linux's nsenter cannot) — then exec the command.
     perl from the image (perl-base is in every Debian image): setsid + ioctl + setns + prctl + exec."""
@@ -69,7 +70,7 @@ def inner_argv() -> list[str]:
         raise SandboxError(f"the bwrap provider knows the syscalls of {', '.join(SYSCALLS)}, "
                            f"not {platform.machine()}") from None
     return ["/usr/bin/perl", "-e",
-            (f"syscall({setsid}); ioctl(STDIN, {TIOCSCTTY}, 0); "
+            (f"syscall({setsid}); ioctl(STDIN, {TIOCSCTTY}, 0); syscall({prctl}, 38, 1, 0, 0, 0); "
              'open(my $u, "<", "/proc/1/ns/user") or die "box user namespace: $!\n"; '
              f'syscall({setns}, fileno($u), 0x10000000) == 0 or die "setns: $!\n"; close($u); '
              f"for my $c (0..63) {{ syscall({prctl}, 24, $c) }} "
@@ -140,9 +141,10 @@ class BwrapBox:
     def gateway_socket(self) -> Path:
         return self.gateway_dir / Path(GATEWAY_SOCKET).name
 
-    def _enter(self, argv: list[str], fd: str) -> list[str]:
-        """The host command that runs ``argv`` inside the box (``fd``: the outer user namespace)."""
-        return [*host_prefix(self.cfg), "nsenter", "-t", str(self.warden_pid), f"--user={fd}", "-i", "-u", "-n", "-p", "-m",
+    def _enter(self, argv: list[str], fd: str, prefix: bool = False) -> list[str]:
+        """The host command that runs ``argv`` inside the box (``fd``: the outer user namespace); run
+        with :func:`as_box_user` (``prefix``: with :func:`host_prefix`, for a command line)."""
+        return [*(host_prefix(self.cfg) if prefix else []), "nsenter", "-t", str(self.warden_pid), f"--user={fd}", "-i", "-u", "-n", "-p", "-m",
                 "--preserve-credentials", "-r", "-w", *inner_argv(), *argv]
 
     def _env(self) -> dict[str, str]:
@@ -165,7 +167,8 @@ class BwrapBox:
             try:
                 proc = subprocess.Popen(
                     self._enter(argv, f"/proc/self/fd/{self.userns_fd}"), stdin=slave, stdout=slave,
-                    stderr=slave, pass_fds=(self.userns_fd,), env=self._env(), start_new_session=True)
+                    stderr=slave, pass_fds=(self.userns_fd,), env=self._env(), start_new_session=True,
+                    **as_box_user(self.cfg))
             finally:
                 os.close(slave)
             if self.limits.cgroups or self.limits.rlimits:
@@ -189,6 +192,7 @@ class BwrapBox:
         rl = [f"--{RLIMIT_NAMES[res]}={v}" for res, v in self.limits.rlimits]
         inner = ["/usr/bin/prlimit", *rl, "--", *argv] if rl else argv
         r = subprocess.run(self._enter(inner, f"/proc/self/fd/{self.userns_fd}"), pass_fds=(self.userns_fd,),
+                           **as_box_user(self.cfg),
                            env=self._env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
                            check=False)
         return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
@@ -205,7 +209,8 @@ class BwrapBox:
         fd = f"/proc/{os.getpid()}/fd/{self.userns_fd}"
         rl = [f"--{RLIMIT_NAMES[res]}={v}" for res, v in self.limits.rlimits]
         inner = self._enter([*(["/usr/bin/prlimit", *rl, "--"] if rl else []), "env",
-                             *(f"{k}={v}" for k, v in env.items()), "bash", "--norc", "-i"], "/proc/self/fd/9")
+                             *(f"{k}={v}" for k, v in env.items()), "bash", "--norc", "-i"], "/proc/self/fd/9",
+                             prefix=True)
         return ["/bin/sh", "-c", 'exec 9<"$0" && exec "$@"', fd, *inner]
 
     def stop(self) -> None:
@@ -253,8 +258,7 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
     try:
         r, w = os.pipe()
         argv = bwrap_argv(cfg, spec, rootfs, lim, w, ttl)
-        uid, gid = box_ids(cfg)
-        as_box = {"user": uid, "group": gid, "extra_groups": []} if os.geteuid() == 0 else {}
+        as_box = as_box_user(cfg)
         with err_path.open("wb") as err:
             def launch() -> subprocess.Popen:
                 return subprocess.Popen(argv, pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=err, stderr=err,

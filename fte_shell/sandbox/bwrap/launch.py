@@ -35,12 +35,21 @@ def box_ids(cfg: SandboxConfig) -> tuple[int, int]:
 
 
 def host_prefix(cfg: SandboxConfig) -> list[str]:
-    """Root drops to the uid of ``config.user`` before anything touches the box; a plain user is
-    itself. Always no-new-privileges."""
+    """For a command line run by someone else (``fte-shell shell``): root drops to the uid of
+    ``config.user`` before anything touches the box; a plain user is itself."""
     if os.geteuid() == 0:
         uid, gid = box_ids(cfg)
-        return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs"]
-    return ["setpriv", "--no-new-privs"]
+        return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+    return []
+
+
+def as_box_user(cfg: SandboxConfig) -> dict[str, Any]:
+    """``subprocess`` arguments that make root's child the uid of ``config.user`` (a plain user's child
+    stays itself): what :func:`host_prefix` does, without a process of its own."""
+    if os.geteuid() == 0:
+        uid, gid = box_ids(cfg)
+        return {"user": uid, "group": gid, "extra_groups": []}
+    return {}
 
 
 # --- the launcher thread ---------------------------------------------------------------------------

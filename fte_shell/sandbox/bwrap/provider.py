@@ -32,10 +32,11 @@ def _userns_problem(timeout_s: float = 10.0) -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:
         return "bwrap is not installed (apt-get install bubblewrap)"
-    argv = [*launch.host_prefix(SandboxConfig()), exe, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
+    argv = [exe, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
             "--proc", "/proc", "--", "/bin/true"]
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                           **launch.as_box_user(SandboxConfig()))
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap did not run: {e}"
     if r.returncode != 0:
