@@ -1,57 +1,58 @@
-"""Sandbox latency benchmark (issue 2, section 7): one interleaved run, medians and p95, ratios.
+"""Sandbox latency and memory, every provider available here in ONE interleaved run, with ratios.
 
-    python3 benchmarks/sandbox_latency.py [--iterations 50] [--starts 8] [--alive 32]
+    python3 benchmarks/sandbox_latency.py [--iterations 30] [--starts 8] [--alive 32] [--providers docker,bwrap]
 
-Measured in ONE run, the variants interleaved so that machine load hits them alike:
+Cases: ``docker`` (runc), ``docker-runsc`` (gVisor: docker with ``[sandbox] runtime = "runsc"``, when
+the config has that field and dockerd has the runtime registered), ``podman`` (when that provider
+exists and works) and ``bwrap``; and the baseline, a raw ``pexpect`` bash on the host (no sandbox: what a
+harness that runs commands in a local shell pays). Each iteration runs every measure in every case in
+turn (load hits them alike):
 
-* trivial command (``echo hi``) through the persistent session vs one ``docker exec`` per command (what
-  docker-exec harnesses do), and the ratio;
-* a command printing 1 MB (observation capped) through the session;
-* ``rg -i`` over 50 files of 200 KB in /work: through the session vs the same rg run with ``docker exec``,
-  and vs rg's own time measured inside the container (what the session adds);
-* start to first command (``Sandbox()`` + ``run("true")``), and from a warm ``SandboxPool``;
-* the trivial command while ``--alive`` sandboxes are alive;
-* host memory per live sandbox at each of ``--memory-at`` (default 32,128) live sandboxes, with the
-  trivial command's latency at that count, against plain containers (``sleep infinity``, what a
-  docker-exec harness such as mini-swe-agent keeps alive) at the first count, measured in the same run.
+* trivial command (``echo hi``) through the session;
+* ``rg -i -c`` over 10 MB in /work (50 files of 200 KB; the raw bash reads the same host directory);
+* 1 MB of output (``head -c 1000000 … | fold``), uncapped (``output_cap_bytes`` 2 MB: all of it comes back);
+* start to first command (``Sandbox()`` + ``run("true")``; removal not counted), ``--starts`` times;
+* host memory per live sandbox with ``--alive`` sandboxes of the case alive: the PSS (proportional set
+  size: a page shared by N processes counts 1/N) of every host process that exists for the box — its
+  PID 1 (the warden; for gVisor the runsc sandbox), the processes of its pids cgroup (shell, gofer, …),
+  PID 1's parent (containerd-shim, conmon, the outer bwrap), the host process of the session's shell
+  when there is one (podman's ``exec -it`` client; bwrap's nsenter). Docker's daemons are not counted (a plain ``sleep`` container, measured in the
+  same run, is the baseline: the docker-exec harnesses' box). Read from /proc (root).
 
-Host memory of a sandbox is the PSS (proportional set size: pages shared by N processes count 1/N each,
-so shared libraries and the image's binaries are not counted N times) of every host process that exists
-because of it: its ``containerd-shim``, every process in its cgroup (the warden as PID 1, the session
-shell, anything the command left running) and any ``docker`` client process naming it (none since the
-session attaches over the API socket). Reported beside it: the growth of dockerd + containerd and of this
-harness process (gateway threads, sockets) divided by the number of sandboxes. Read from /proc (root).
-
-Targets (issue 2): trivial <= 2 ms and >= 50x faster than docker exec; 1 MB <= 50 ms; rg within 1.1x of
-direct; cold start <= 0.5 s. Issue 12: <= 6 MiB of host memory per live sandbox and 128 live sandboxes
-with the trivial command still <= 2 ms. The figures depend on the machine and its load (note it when it
-is shared). ``--memory-only`` skips the latency part.
+Goals (issue 18): bwrap start -> first command <= 50 ms and <= 3 MiB per live sandbox; no provider's
+trivial command over 2 ms; Docker's rg <= 1.1x the raw pexpect bash, 1 MB <= 1x (a plain read), memory
+<= 1.1x a plain sleep container. Medians (p95 beside them). The figures depend on the machine and its
+load (note it when it is shared).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import random
+import secrets
 import shutil
 import statistics
 import string
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
+import pexpect
+
 from fte_shell import Sandbox, SandboxConfig
-from fte_shell.sandbox import SandboxPool
-from fte_shell.sandbox.docker import container as C
-from fte_shell.sandbox.docker.api import client
-from fte_shell.sandbox.docker.image import ensure_image
-from fte_shell.sandbox.ownership import owner_labels
+from fte_shell.sandbox import base as sandbox_base
+from fte_shell.sandbox import get_provider
 
 MIB = 1024.0
 """KiB per MiB (smaps reports KiB)."""
+TRIVIAL = "echo hi"
+RG = "rg -i -c needle ."
+MB = "head -c 1000000 /dev/zero | tr '\\0' x | fold -w 99"
 
 
 def p95(xs: list[float]) -> float:
@@ -59,8 +60,8 @@ def p95(xs: list[float]) -> float:
     return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
 
 
-def fmt(xs: list[float]) -> str:
-    return f"median {statistics.median(xs) * 1000:8.2f} ms   p95 {p95(xs) * 1000:8.2f} ms   (n={len(xs)})"
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
 def make_corpus(root: Path, files: int = 50, size: int = 200_000, seed: int = 7) -> None:
@@ -78,15 +79,67 @@ def make_corpus(root: Path, files: int = 50, size: int = 200_000, seed: int = 7)
     os.chmod(root, 0o755)
 
 
-def timed(fn) -> float:
+def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
 
 
-# --- host memory per live sandbox ----------------------------------------------------------------------
+# --- the cases -------------------------------------------------------------------------------------------
+def cases(wanted: set[str] | None) -> list[tuple[str, SandboxConfig]]:
+    """(name, config) of every provider case usable here (a missing one is named on stderr)."""
+    fields = SandboxConfig.model_fields
+    base = {"output_cap_bytes": 2_000_000, "command_timeout_s": 120}
+    out: list[tuple[str, SandboxConfig]] = []
+    todo = [("docker", {"provider": "docker"})]
+    if "runtime" in fields:
+        todo.append(("docker-runsc", {"provider": "docker", "runtime": "runsc"}))
+    else:
+        print("docker-runsc: this checkout has no [sandbox] runtime (gVisor) yet", file=sys.stderr)
+    todo += [(p, {"provider": p}) for p in ("podman", "bwrap") if p in sandbox_base.PROVIDERS]
+    for name, kw in todo:
+        if wanted and name not in wanted:
+            continue
+        cfg = SandboxConfig(**base, **kw)
+        why = get_provider(cfg.provider).probe(30.0)
+        if why is None and name == "docker-runsc":
+            import docker
+
+            if "runsc" not in (docker.from_env(timeout=60).info().get("Runtimes") or {}):
+                why = "runsc is not registered with dockerd (bash sandbox/setup-host.sh --runtime runsc)"
+        if why is None:
+            try:
+                get_provider(cfg.provider).prepare(cfg)
+            except Exception as e:  # noqa: BLE001 - skip the case, say why
+                why = str(e)
+        if why:
+            print(f"{name}: not measured ({why})", file=sys.stderr)
+            continue
+        out.append((name, cfg))
+    return out
+
+
+class RawBash:
+    """The baseline: a plain bash under pexpect on the host, a marker after each command."""
+
+    def __init__(self, cwd: Path):
+        self.child = pexpect.spawn("bash", ["--norc", "--noprofile"], cwd=str(cwd), echo=False,
+                                   encoding=None, maxread=1 << 20, env={"PATH": os.environ["PATH"], "PS1": ""})
+        self.child.delaybeforesend = None
+        self.run("stty -echo")
+
+    def run(self, cmd: str) -> bytes:
+        mark = secrets.token_hex(6)
+        self.child.send(f"{cmd}; echo __END_{mark}\n".encode())
+        self.child.expect(f"__END_{mark}".encode(), timeout=60)
+        return self.child.before
+
+    def close(self) -> None:
+        self.child.close(force=True)
+
+
+# --- host memory ---------------------------------------------------------------------------------------
 def _pss_kib(pid: int | str) -> int:
-    """PSS of one process in KiB (0 when it is gone or unreadable)."""
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
@@ -96,240 +149,182 @@ def _pss_kib(pid: int | str) -> int:
     return 0
 
 
-def _rss_kib(pid: int | str) -> int:
+def _ppid(pid: int) -> int:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+        data = Path(f"/proc/{pid}/stat").read_text()
+        return int(data[data.rfind(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
-        pass
-    return 0
+        return 0
 
 
-def _cmdlines() -> dict[str, str]:
-    out = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            with contextlib.suppress(OSError):
-                out[d] = (
-                    Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-                )
-    return out
-
-
-def _cgroup_procs(cid: str) -> list[str]:
-    for base in ("/sys/fs/cgroup/pids/docker", "/sys/fs/cgroup/memory/docker", "/sys/fs/cgroup/system.slice"):
-        for name in (cid, f"docker-{cid}.scope"):
-            with contextlib.suppress(OSError):
-                return Path(base, name, "cgroup.procs").read_text().split()
+def _pids_cgroup_procs(pid: int) -> list[int]:
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        for base in ([f"/sys/fs/cgroup/pids{path}"] if "pids" in ctl.split(",") else []) + (
+                [f"/sys/fs/cgroup{path}"] if ctl == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists() else []):
+            with contextlib.suppress(OSError, ValueError):
+                return [int(p) for p in Path(base, "cgroup.procs").read_text().split()]
     return []
 
 
-def _daemons_kib(cmd: dict[str, str]) -> int:
-    return sum(
-        _rss_kib(p)
-        for p, c in cmd.items()
-        if c.split(" ", 1)[0].rsplit("/", 1)[-1] in ("dockerd", "containerd")
-    )
+def pid1_of(sb: Sandbox) -> int:
+    """The host pid of the box's main process."""
+    box = sb.box
+    if sb.config.provider == "bwrap":
+        return box.warden_pid  # type: ignore[attr-defined]
+    if sb.config.provider == "docker":
+        from fte_shell.sandbox.docker.api import client
+
+        return int(client().api.inspect_container(box.id)["State"]["Pid"])
+    podman = shutil.which("podman") or "podman"
+    out = subprocess.run([podman, "inspect", "-f", "{{.State.Pid}}", box.id], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    return int(out.strip())
 
 
-def host_memory(cids: list[str]) -> dict[str, float]:
-    """Mean PSS per sandbox in MiB, by part: shim, pid1, shell (the session's bash), other, client."""
-    cmd = _cmdlines()
-    parts = {"shim": 0, "pid1": 0, "shell": 0, "other": 0, "client": 0}
-    for cid in cids:
-        for p, c in cmd.items():
-            if "containerd-shim" in c and f"-id {cid}" in c:
-                parts["shim"] += _pss_kib(p)
-            elif c.split(" ", 1)[0].rsplit("/", 1)[-1] == "docker" and cid in c:
-                parts["client"] += _pss_kib(p)
-        procs = _cgroup_procs(cid)
-        for i, p in enumerate(sorted(procs, key=int)):
-            kind = "pid1" if i == 0 else ("shell" if "--noediting" in cmd.get(p, "") else "other")
-            parts[kind] += _pss_kib(p)
-    n = max(1, len(cids))
-    return {k: v / n / MIB for k, v in parts.items()}
+def box_processes(sb: Sandbox) -> set[int]:
+    pid1 = pid1_of(sb)
+    procs = {pid1, _ppid(pid1), *_pids_cgroup_procs(pid1)}
+    for p in getattr(sb.box, "shells", []):  # bwrap: the host side of each entered shell
+        procs.add(p.pid)
+    child = getattr(sb._session, "_child", None)  # a client process per session (podman exec -it)
+    if isinstance(getattr(child, "pid", None), int):
+        procs.add(child.pid)
+    procs.discard(0)
+    procs.discard(1)
+    return procs
 
 
-def _plain_container(cfg: SandboxConfig, image_id: str) -> str:
-    """A container like a docker-exec harness keeps alive (no session): ``sleep infinity``, labelled."""
-    cont = client().containers.create(
-        image_id,
-        ["sleep", "infinity"],
-        labels=owner_labels("bench-plain", 3600),
-        network_mode="none",
-        user=cfg.user,
-        auto_remove=True,
-    )
-    C._live[cont.id] = "bench-plain"
-    cont.start()
-    return cont.id
+def memory_per_box(boxes: list[Sandbox]) -> float:
+    return sum(_pss_kib(p) for sb in boxes for p in box_processes(sb)) / max(1, len(boxes)) / MIB
 
 
-def memory_at(cfg: SandboxConfig, counts: list[int], iterations: int, plain_at: int) -> list[str]:
-    """Start sandboxes up to each count, measure, then remove them all; returns the report lines."""
-    lines = []
-    image_id = ensure_image(cfg)
-    me = os.getpid()
-    plain_total = 0.0
-    pool = ThreadPoolExecutor(max_workers=4)
+def plain_containers(cfg: SandboxConfig, n: int) -> float:
+    """MiB per plain ``docker run … sleep infinity`` container (shim + its processes), n alive."""
+    from fte_shell.sandbox.docker.api import client
+
+    c = client()
+    conts = [c.containers.run(cfg.image, ["sleep", "infinity"], detach=True, network_mode="none",
+                              user=cfg.user, auto_remove=True) for _ in range(n)]
     try:
-        if plain_at:
-            base = _daemons_kib(_cmdlines())
-            plain = list(pool.map(lambda _: _plain_container(cfg, image_id), range(plain_at)))
-            try:
-                time.sleep(2)
-                mem = host_memory(plain)
-                daemons = (_daemons_kib(_cmdlines()) - base) / plain_at / MIB
-                total = plain_total = sum(mem.values())
-                lines.append(
-                    f"  plain container (sleep)  {plain_at:4d} live: {total:5.2f} MiB each "
-                    f"(shim {mem['shim']:.2f}, processes {mem['pid1'] + mem['other']:.2f}); "
-                    f"daemons +{daemons:.2f} MiB each"
-                )
-            finally:
-                list(pool.map(C.remove, plain))
-        Sandbox(cfg).close()  # one-time costs of the first sandbox (imports, clients) are not per sandbox
-        boxes: list[Sandbox] = []
-        base_d, base_h = _daemons_kib(_cmdlines()), _rss_kib(me)
-        try:
-            for n in counts:
-                t = time.perf_counter()
-                boxes += list(pool.map(lambda _: Sandbox(cfg), range(n - len(boxes))))
-                started = time.perf_counter() - t
-                for b in boxes:  # every session has run a command
-                    b.run("true")
-                time.sleep(2)
-                mem = host_memory([b.container_id for b in boxes])
-                daemons = (_daemons_kib(_cmdlines()) - base_d) / n / MIB
-                harness = (_rss_kib(me) - base_h) / n / MIB
-                for b in boxes[:3]:  # warm-up
-                    b.run("echo hi")
-                one = [timed(lambda b=boxes[0]: b.run("echo hi")) for _ in range(iterations)]
-                rot = [timed(lambda b=boxes[i % n]: b.run("echo hi")) for i in range(iterations)]
-                total = sum(mem.values())
-                ratio = f"; {total / plain_total:.2f}x a plain container" if plain_total else ""
-                lines.append(
-                    f"  fte-shell sandbox        {n:4d} live: {total:5.2f} MiB each{ratio}   (target <= 6 MiB)\n"
-                    f"      shim {mem['shim']:.2f}, warden {mem['pid1']:.2f}, shell {mem['shell']:.2f}, "
-                    f"other {mem['other']:.2f}, docker clients {mem['client']:.2f}; growth per sandbox: "
-                    f"daemons +{daemons:.2f}, harness +{harness:.2f} MiB; started in {started:.1f} s\n"
-                    f"      trivial, one sandbox       {fmt(one)}   (target <= 2 ms)\n"
-                    f"      trivial, round robin       {fmt(rot)}"
-                )
-        finally:
-            list(pool.map(lambda b: b.close(), boxes))
+        time.sleep(2)
+        total = 0
+        for cont in conts:
+            pid1 = int(c.api.inspect_container(cont.id)["State"]["Pid"])
+            total += sum(_pss_kib(p) for p in {pid1, _ppid(pid1), *_pids_cgroup_procs(pid1)} - {0, 1})
+        return total / n / MIB
     finally:
-        pool.shutdown()
-    return lines
+        for cont in conts:
+            with contextlib.suppress(Exception):
+                cont.remove(force=True)
 
 
+# --- the run -------------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--starts", type=int, default=8)
-    ap.add_argument("--alive", type=int, default=32)
-    ap.add_argument(
-        "--memory-at", default="32,128", help="live sandbox counts for the memory part ('' = skip)"
-    )
-    ap.add_argument(
-        "--plain", type=int, default=32, help="plain containers for the memory baseline (0 = skip)"
-    )
-    ap.add_argument("--memory-only", action="store_true", help="only the memory part")
+    ap.add_argument("--alive", type=int, default=32, help="live sandboxes per case for the memory figure (0 = skip)")
+    ap.add_argument("--providers", default="", help="comma-separated case names (default: all available)")
     args = ap.parse_args()
-    counts = sorted(int(x) for x in args.memory_at.split(",") if x.strip())
-    if args.memory_only:
-        cfg = SandboxConfig()
-        print(f"fte-shell host memory per live sandbox ({os.cpu_count()} CPUs, possibly shared)")
-        print("\n".join(memory_at(cfg, counts, args.iterations, args.plain)))
-        return 0
-    docker = shutil.which("docker")
-    if docker is None:
-        print("docker CLI not found", file=sys.stderr)
+    todo = cases({s for s in args.providers.split(",") if s} or None)
+    if not todo:
+        print("no sandbox provider is usable here", file=sys.stderr)
         return 1
-    cfg = SandboxConfig()
-    ensure_image(cfg)
-    results: dict[str, list[float]] = {
-        k: [] for k in ("trivial", "exec", "mb", "rg", "rg_exec", "rg_inside", "start", "pool")
-    }
-    rg_cmd = "rg -i -c needle /work"
-    with SandboxPool(cfg, size=1) as pool, Sandbox(cfg) as sb:
-        make_corpus(sb.workspace)
-        cid = sb.container_id
-        exec_trivial = [docker, "exec", "-u", cfg.user, cid, "echo", "hi"]
-        exec_rg = [docker, "exec", "-u", cfg.user, cid, "rg", "-i", "-c", "needle", "/work"]
-        first = sb.run(rg_cmd)
-        direct = subprocess.run(exec_rg, check=False, capture_output=True, text=True).stdout
-        assert first.output == direct, (first.output[:200], direct[:200])
-        for _ in range(3):  # warm-up
-            sb.run("echo hi")
-            subprocess.run(exec_trivial, check=False, capture_output=True)
+    names = [n for n, _ in todo]
+    res: dict[str, dict[str, list[float]]] = {n: {k: [] for k in ("trivial", "rg", "mb", "start")} for n in
+                                              [*names, "raw bash"]}
+    boxes = {n: Sandbox(cfg) for n, cfg in todo}
+    try:
+        corpus = Path(next(iter(boxes.values())).workspace)
+        make_corpus(corpus)
+        for n, sb in boxes.items():
+            if Path(sb.workspace) != corpus:
+                for f in corpus.iterdir():
+                    shutil.copy(f, sb.workspace)
+        raw = RawBash(corpus)
+        want = raw.run(RG).replace(b"\r\n", b"\n").decode().strip().splitlines()
+        for n, sb in boxes.items():  # the same answer everywhere
+            got = sb.run(f"cd /work && {RG}").output.strip().splitlines()
+            assert sorted(got) == sorted(want), (n, got[:3], want[:3])
+            assert len(sb.run(MB).output) == 1_000_000 + 1_000_000 // 99, n
+            for _ in range(3):
+                sb.run(TRIVIAL)
         for i in range(args.iterations):
-            results["trivial"].append(timed(lambda: sb.run("echo hi")))
-            results["exec"].append(
-                timed(lambda: subprocess.run(exec_trivial, check=False, capture_output=True))
-            )
-            results["mb"].append(timed(lambda: sb.run("head -c 1000000 /dev/zero | tr '\\0' x | fold -w 99")))
-            results["rg"].append(timed(lambda: sb.run(rg_cmd)))
-            results["rg_exec"].append(
-                timed(lambda: subprocess.run(exec_rg, check=False, capture_output=True))
-            )
-            # rg's own time inside the container (no session, no docker exec), timed by bash itself
-            inner = sb.run(
-                f"t=$EPOCHREALTIME; {rg_cmd} >/dev/null; e=$EPOCHREALTIME; echo $t $e"
-            ).output.split()
-            results["rg_inside"].append(float(inner[1]) - float(inner[0]))
-            if i < args.starts:  # a ready sandbox from a warm pool (refill waited out, not counted)
-                pool.wait_ready()
+            for n, sb in boxes.items():
+                res[n]["trivial"].append(timed(lambda sb=sb: sb.run(TRIVIAL)))
+                res[n]["rg"].append(timed(lambda sb=sb: sb.run(RG)))
+                res[n]["mb"].append(timed(lambda sb=sb: sb.run(MB)))
+            res["raw bash"]["trivial"].append(timed(lambda: raw.run(TRIVIAL)))
+            res["raw bash"]["rg"].append(timed(lambda: raw.run(RG)))
+            res["raw bash"]["mb"].append(timed(lambda: raw.run(MB)))
+            if i < args.starts:
+                for n, cfg in todo:
+                    t = time.perf_counter()
+                    s2 = Sandbox(cfg)
+                    s2.run("true")
+                    res[n]["start"].append(time.perf_counter() - t)
+                    s2.close()
                 t = time.perf_counter()
-                s3 = pool.acquire()
-                s3.run("true")
-                results["pool"].append(time.perf_counter() - t)
-                s3.close()
-            if i < args.starts:  # up to the first answer; removal is not counted
-                t = time.perf_counter()
-                s2 = Sandbox(cfg)
-                s2.run("true")
-                results["start"].append(time.perf_counter() - t)
-                s2.close()
+                r2 = RawBash(corpus)
+                res["raw bash"]["start"].append(time.perf_counter() - t)
+                r2.close()
+        raw.close()
+    finally:
+        for sb in boxes.values():
+            sb.close()
 
-        alive: list[Sandbox] = []
-        try:
-            t = time.perf_counter()
-            for _ in range(args.alive - 1):
-                alive.append(Sandbox(cfg))
-            bulk = time.perf_counter() - t
-            many: list[float] = []
-            for i in range(args.iterations):
-                box = alive[i % len(alive)] if alive else sb
-                many.append(timed(lambda b=box: b.run("echo hi")))
-                results["trivial"].append(timed(lambda: sb.run("echo hi")))
-        finally:
-            t = time.perf_counter()
-            for box in alive:
-                box.close()
-            teardown = time.perf_counter() - t
+    memory: dict[str, float] = {}
+    plain = float("nan")
+    if args.alive:
+        for n, cfg in todo:
+            alive: list[Sandbox] = []
+            try:
+                for _ in range(args.alive):
+                    alive.append(Sandbox(cfg))
+                for sb in alive:
+                    sb.run("true")
+                time.sleep(2)
+                memory[n] = memory_per_box(alive)
+            finally:
+                for sb in alive:
+                    sb.close()
+        if "docker" in names:
+            plain = plain_containers(todo[names.index("docker")][1], args.alive)
 
-    med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"fte-shell sandbox latency (one interleaved run; {os.cpu_count()} CPUs, possibly shared)")
-    print(f"  trivial via session         {fmt(results['trivial'])}")
-    print(f"  trivial via docker exec     {fmt(results['exec'])}")
-    print(f"    ratio exec/session        {med['exec'] / med['trivial']:8.1f}x   (target >= 50x, <= 2 ms)")
-    print(f"  1 MB output via session     {fmt(results['mb'])}   (target <= 50 ms)")
-    print(f"  rg -i 50x200 KB via session {fmt(results['rg'])}")
-    print(f"  rg -i via docker exec       {fmt(results['rg_exec'])}")
-    print(f"  rg -i run inside (no I/O)   {fmt(results['rg_inside'])}")
-    print(f"    ratio session/exec        {med['rg'] / med['rg_exec']:8.2f}x   (target <= 1.1x)")
-    print(f"    ratio session/inside      {med['rg'] / med['rg_inside']:8.2f}x   (session overhead on rg)")
-    print(f"  start to first command      {fmt(results['start'])}   (target <= 0.5 s)")
-    print(
-        f"  ready sandbox from a pool   {fmt(results['pool'])}   (target <= 20 ms; acquire + first command)"
-    )
-    print(f"  trivial, {args.alive} sandboxes alive {fmt(many)}")
-    print(f"  ({args.alive - 1} extra sandboxes started in {bulk:.1f} s, removed in {teardown:.1f} s)")
-    if counts:
-        print("host memory per live sandbox (PSS; daemons and harness: growth per sandbox)")
-        print("\n".join(memory_at(cfg, counts, args.iterations, args.plain)))
+    cols = [*names, "raw bash"]
+    print(f"sandbox providers, one interleaved run ({os.cpu_count()} CPUs, possibly shared; "
+          f"{args.iterations} iterations, {args.starts} starts, {args.alive} alive)")
+    print("medians in ms (p95)           " + "".join(f"{c:>20}" for c in cols))
+    for key, label in (("trivial", "trivial command"), ("rg", "rg -i over 10 MB"), ("mb", "1 MB output, uncapped"),
+                       ("start", "start -> first command")):
+        cells = "".join(f"{med(res[c][key]) * 1000:11.2f} ({p95(res[c][key]) * 1000:6.1f})" if res[c][key] else
+                        f"{'-':>20}" for c in cols)
+        print(f"  {label:28}{cells}")
+    if memory:
+        print(f"  {'MiB per live sandbox':28}" + "".join(f"{memory[c]:20.2f}" if c in memory else f"{'-':>20}" for c in cols))
+        if not math.isnan(plain):
+            print(f"  {'(plain sleep container)':28}{plain:20.2f}")
+    for base in ("docker", "raw bash"):
+        if base not in res or not res[base]["trivial"]:
+            continue
+        print(f"ratio to {base}")
+        for key, label in (("trivial", "trivial"), ("rg", "rg"), ("mb", "1 MB"), ("start", "start")):
+            b = med(res[base][key])
+            print(f"  {label:28}" + "".join(f"{med(res[c][key]) / b:19.2f}x" for c in names))
+        if base == "docker" and "docker" in memory:
+            print(f"  {'memory':28}" + "".join(f"{memory.get(c, float('nan')) / memory['docker']:19.2f}x" for c in names))
+    if "docker" in memory and not math.isnan(plain):
+        print(f"docker memory / plain sleep container: {memory['docker'] / plain:.2f}x (goal <= 1.1x)")
+    if "bwrap" in memory:
+        print(f"bwrap: start {med(res['bwrap']['start']) * 1000:.1f} ms (goal <= 50), "
+              f"{memory['bwrap']:.2f} MiB per sandbox (goal <= 3)")
+    worst = max(names, key=lambda c: med(res[c]["trivial"]))
+    print(f"slowest trivial command: {worst} {med(res[worst]['trivial']) * 1000:.2f} ms (goal <= 2 ms for every provider)")
     return 0
 
 

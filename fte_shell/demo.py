@@ -46,8 +46,8 @@ def default_corpus_dir() -> Path:
 
 
 def demo_config(base_url: str, corpus: Path, profile: str, sandbox: dict[str, Any] | None = None) -> RunConfig:
-    """The demo's configuration: the scripted endpoint, the local corpus, ``profile``, a short turn cap,
-    and the ``[sandbox]`` settings given (e.g. ``{"provider": "podman"}`` from ``--sandbox-provider``)."""
+    """The demo's configuration: the scripted endpoint, the local corpus, ``profile``, a short turn cap, and
+    the ``[sandbox]`` settings given (e.g. ``{"provider": "podman"}`` from ``--sandbox-provider``)."""
     return RunConfig.model_validate(
         {
             "model": {"base_url": base_url, "model": SCRIPTED_MODEL, "max_retries": 1},
@@ -78,8 +78,10 @@ def run_demo(
 
     c = console or Console(highlight=False)
     corpus = Path(corpus_dir) if corpus_dir is not None else default_corpus_dir()
-    provider = {"docker": "Docker"}.get((sandbox or {}).get("provider", "docker"), (sandbox or {}).get("provider"))
-    what = f"the hardened {provider} sandbox with its bash session and gateway" if profile == "shell" else f"the '{profile}' profile's tools"
+    provider = (sandbox or {}).get("provider", "docker")
+    kind = "Docker" if provider == "docker" else provider
+    what = (f"the hardened {kind} sandbox with its bash session and gateway" if profile == "shell"
+            else f"the '{profile}' profile's tools")
     c.print(f"[bold yellow]{escape(SCRIPTED_NOTICE.format(what=what))}[/bold yellow]\n")
     c.print(f"[dim]local corpus: {corpus} (built from the stdlib docstrings on first use, then reused)[/dim]")
     corpus = build_pydoc_corpus(corpus)

@@ -20,7 +20,7 @@ SANDBOX = Path(__file__).resolve().parent.parent / "fte_shell" / "sandbox"
 
 
 def test_every_provider_name_has_its_module_and_only_those() -> None:
-    assert set(base.PROVIDERS) == set(get_args(SandboxProviderName)) == {"docker", "podman"}
+    assert set(base.PROVIDERS) == set(get_args(SandboxProviderName)) == {"docker", "podman", "bwrap"}
     for name in base.PROVIDERS:
         provider = get_provider(name)
         assert provider.name == name

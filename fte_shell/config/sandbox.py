@@ -53,7 +53,7 @@ class FetchPolicy(StrictModel):
     conversion. Slower (about 1.6 s and 0.9 GB per page); off by default."""
 
 
-SandboxProviderName = Literal["docker", "podman"]
+SandboxProviderName = Literal["docker", "podman", "bwrap"]
 """The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
 
 
@@ -62,14 +62,29 @@ class SandboxConfig(StrictModel):
     session."""
 
     provider: SandboxProviderName = "docker"
-    """What runs the sandbox: ``docker`` (a hardened container per question, through the Docker daemon)
-    or ``podman`` (the same container through podman's CLI, no daemon: rootful as root, rootless as a
-    plain user with subuid/subgid ranges). The guarantees each holds: docs/sandbox.md."""
+    """What runs the sandbox: ``docker`` (a hardened container per question, through the Docker daemon),
+    ``podman`` (the same container through podman's CLI, no daemon: rootful as root, rootless as a plain
+    user with subuid/subgid ranges) or ``bwrap`` (bubblewrap: no daemon, no root; a box over the image's
+    files exported once, see docs/hpc.md). The guarantees each holds: docs/sandbox.md."""
 
     runtime: Literal["runc", "runsc"] = "runc"
     """The OCI runtime of docker and podman boxes: ``runc`` (the default) or ``runsc`` (gVisor: a user-space
     kernel between the agent and the host; for Docker register it first with
-    ``bash sandbox/setup-host.sh --runtime runsc``)."""
+    ``bash sandbox/setup-host.sh --runtime runsc``). bwrap boxes have no OCI runtime (``runsc`` is refused)."""
+
+    rootfs: Path | None = None
+    """bwrap: the box's root file system, a directory (an exported tree, e.g. on shared storage) or a tar
+    of the sandbox image (``docker export``), extracted once into ``rootfs_cache``. None = the tree of
+    ``image``, exported from Docker or podman the first time and cached by the image's content hash."""
+
+    rootfs_cache: Path | None = None
+    """bwrap: where exported root file systems are kept (one directory per content hash); None =
+    ``~/.cache/fte-shell/rootfs`` (``/var/cache/fte-shell/rootfs`` for root)."""
+
+    cgroup_parent: str | None = None
+    """bwrap: a cgroup the admin delegated to you (path inside the cgroup tree, the same in every v1
+    controller), under which each box gets a cgroup of its own for memory, pids and CPU. None = ``fte-shell``
+    when run as root, else no cgroup: rlimits (pids per box, memory per process, CPU not limited)."""
 
     image: str = "fte-shell-sandbox:latest"
     """Sandbox image tag; built from ``Dockerfile.sandbox`` when missing (if ``auto_build``)."""

@@ -88,6 +88,7 @@ class RayExecutor:
         self._actor: Any = None
         self._runtime_env: dict[str, Any] | None = None
         self._slots = 1
+        self._provider = "docker"
 
     def open(self, bench: Any, dataset: Any, shared: Any, log: Callable[[str], None] | None) -> tuple[Any, int]:
         """Join the cluster, check its slot nodes, start the cache actor; return the run function and the
@@ -100,6 +101,7 @@ class RayExecutor:
         remove_parts(SweepDir(Path(bench.out)).runs_dir)
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
+        self._provider = shared.config.sandbox.provider
         nodes = check_nodes(shared.config.sandbox, say, docker="shell" in bench.profiles,
                             runtime_env=self._runtime_env)
         slots = sum(n.slots for n in nodes)
@@ -184,7 +186,7 @@ class RayExecutor:
             if self._actor is not None:
                 self.cache_stats = ray.get(self._actor.stats.remote())
                 ray.kill(self._actor)
-            self.leftovers_removed = gc_nodes(self._runtime_env)
+            self.leftovers_removed = gc_nodes(self._runtime_env, self._provider)
         finally:
             if self._connected:
                 ray.shutdown()

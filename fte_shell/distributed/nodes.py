@@ -1,13 +1,16 @@
-"""Node checks before a distributed sweep: every alive node that offers ``fte_slot`` must reach a Docker
-daemon and hold the sandbox image of the driver's content hash. A node without Docker is an error naming
+"""Node checks before a distributed sweep: every alive node that offers ``fte_slot`` must be able to start
+the sweep's sandboxes. With Docker (the default provider) it must reach a Docker daemon and hold the
+sandbox image of the driver's content hash. A node without Docker is an error naming
 the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
 object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
 containers left by dead harness processes (``sandbox.docker.container.gc``), e.g. of Ray workers killed with a node.
-
-A node may choose its own sandbox provider: ``FTE_SANDBOX_PROVIDER`` (and ``FTE_SANDBOX_RUNTIME``) in the
+With another provider (``[sandbox] provider``, e.g. bwrap on a cluster without Docker) each node probes
+and prepares that provider itself (bwrap: its root file system, from ``sandbox.rootfs`` or a shared
+``sandbox.rootfs_cache``; nothing is shipped) and collects its own leftovers.
+A node may choose its own provider: ``FTE_SANDBOX_PROVIDER`` (and ``FTE_SANDBOX_RUNTIME``) in the
 environment its Ray worker starts with (``FTE_SANDBOX_PROVIDER=podman ray start …``) beats the sweep's
-``[sandbox]`` there (:func:`node_sandbox`). A node whose provider is not Docker prepares its own image
-(podman: from its Docker or built) and gc's its own boxes; nothing is shipped to it.
+``[sandbox]`` there (:func:`node_sandbox`); such a node prepares and gc's its own provider, and only
+Docker nodes are ever shipped an image.
 """
 
 from __future__ import annotations
@@ -71,16 +74,7 @@ def inspect_here(image: str, want: str | None, gc: bool = True, cfg: SandboxConf
 
     mine = node_sandbox(cfg or SandboxConfig(image=image))
     if mine.provider != "docker":
-        from ..sandbox import get_provider
-
-        provider = get_provider(mine.provider)
-        try:
-            provider.prepare(mine)
-            removed = len(provider.gc().removed) if gc else 0
-        except Exception as e:  # noqa: BLE001 - the node cannot run its own provider
-            return {"docker_error": f"{mine.provider}: {e.__class__.__name__}: {e}", "image_hash": None,
-                    "gc_removed": 0, "provider": mine.provider}
-        return {"docker_error": None, "image_hash": want, "gc_removed": removed, "provider": mine.provider}
+        return provider_here(mine, gc)
     from ..sandbox.docker import api, container
     from ..sandbox.docker.image import HASH_LABEL
 
@@ -141,6 +135,48 @@ def save_image(image_id: str) -> bytes:
     return b"".join(api.client().api.get_image(image_id))
 
 
+def provider_here(cfg: SandboxConfig, gc: bool = True) -> dict[str, Any]:
+    """(On a node) can this node's provider (the sweep's ``cfg.provider``, or the node's own choice:
+    :func:`node_sandbox`) start boxes here? Its probe, then its preparation (e.g. bwrap's root file system,
+    podman's image); and gc of dead owners' leftovers."""
+    from .. import runner  # noqa: F401 - runner: warms this worker up for the runs that reuse it
+    from ..sandbox import get_provider
+
+    mine = node_sandbox(cfg)
+    provider = get_provider(mine.provider)
+    why = provider.probe(30.0)
+    if why is None:
+        try:
+            provider.prepare(mine)
+        except Exception as e:  # noqa: BLE001 - any failure means "cannot start boxes here"
+            why = f"{e.__class__.__name__}: {e}"
+    removed = 0
+    if why is None and gc:
+        with contextlib.suppress(Exception):  # gc is best effort
+            removed = len(provider.gc().removed)
+    return {"docker_error": None if why is None else f"{mine.provider}: {why}", "image_hash": None,
+            "gc_removed": removed, "provider": mine.provider}
+
+
+def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env: dict[str, Any] | None) -> None:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ..errors import SandboxError
+
+    fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(provider_here)
+    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg)
+            for n in nodes]
+    for n, r in zip(nodes, ray.get(refs), strict=True):
+        n.docker_error, n.gc_removed, n.provider = r["docker_error"], r["gc_removed"], r["provider"]
+    bad = [n for n in nodes if n.docker_error]
+    if bad:
+        raise SandboxError("; ".join(
+            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot start {cfg.provider} "
+            f"sandboxes ({n.docker_error}): fix it there (fte-shell sandbox doctor) or restart that node "
+            f"without --resources {SLOT}" for n in bad))
+
+
 def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
                 runtime_env: dict[str, Any] | None = None) -> list[NodeInfo]:
     """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
@@ -160,6 +196,9 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
         )
     if not docker:
         return nodes
+    if cfg.provider != "docker":
+        _check_provider_nodes(cfg, nodes, runtime_env)
+        return nodes
     want, image_id = driver_image(cfg, log)
     inspect = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(inspect_here)
     refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want, True, cfg)
@@ -173,7 +212,8 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
             f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot run its sandbox "
             f"provider {n.provider} ({n.docker_error}): start Docker (or set up its FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node "
             f"without --resources {SLOT}" for n in bad))
-    need = [n for n in nodes if n.image_hash is None or (want is not None and n.image_hash != want)]
+    need = [n for n in nodes if n.provider == "docker"
+            and (n.image_hash is None or (want is not None and n.image_hash != want))]
     if need and (want is None or image_id is None):
         raise DockerUnavailable("; ".join(
             f"Ray node {n.address} ({n.node_id[:12]}) has no sandbox image {cfg.image} and the driver has "
@@ -192,23 +232,24 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     return nodes
 
 
-def gc_here() -> int:
-    """(On a node) remove the boxes of dead harness processes (the node's provider); returns how many."""
+def gc_here(provider: str = "docker") -> int:
+    """(On a node) remove the boxes of dead harness processes (the sweep's provider, or the node's own
+    choice: :func:`node_sandbox`); returns how many."""
     from ..sandbox import get_provider
 
     try:
-        return len(get_provider(node_sandbox(SandboxConfig()).provider).gc().removed)
+        return len(get_provider(node_sandbox(SandboxConfig(provider=provider)).provider).gc().removed)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001 - best effort
         return 0
 
 
-def gc_nodes(runtime_env: dict[str, Any] | None = None) -> int:
+def gc_nodes(runtime_env: dict[str, Any] | None = None, provider: str = "docker") -> int:
     """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(gc_here)
-    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote()
+    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(provider)
             for n in slot_nodes()]
     try:
         return sum(ray.get(refs, timeout=120))

@@ -80,6 +80,7 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     page_cache = RemotePageCache(caches)
     world = World(search, pages, page_cache, open_web=cfg.search.open_web)  # type: ignore[arg-type]
     tmp = Path(tempfile.mkdtemp(prefix="fte-ray-run-"))
+    os.chmod(tmp, 0o711)  # a box that runs as another uid (bwrap started by root) reaches run/workspace
     run_dir = tmp / "run"
     error: str | None = None
     answer = None

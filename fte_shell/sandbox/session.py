@@ -259,13 +259,14 @@ class ShellSession:
         bound = 2 * self.cfg.output_cap_bytes + (1 << 20)
         buf, self._rest = self._rest, bytearray()
         begin = -1
+        scan = 0  # END cannot start before this offset of buf (searched already): a long output is O(n)
         while True:
             if stop_on_swept:
                 w = buf.find(swept_m)
                 b = buf.find(begin_m) if (begin < 0 and not skip_end) else -1
                 if w >= 0 and begin >= 0:  # the warden wrote while the output was streaming
                     del buf[w : w + len(swept_m)]
-                    self._swept_seen = True
+                    self._swept_seen, scan = True, 0
                 elif w >= 0 and (b < 0 or w < b):
                     self._rest = buf[w + len(swept_m) :]
                     return "swept"
@@ -274,8 +275,10 @@ class ShellSession:
                 if i >= 0:
                     del buf[: i + len(begin_m)]
                     begin = 0
+                    scan = 0
             if begin >= 0:
-                j = buf.find(end_m)
+                j = buf.find(end_m, scan)
+                scan = j if j >= 0 else max(0, len(buf) - len(end_m) + 1)
                 if j >= 0:
                     k = buf.find(b"\n", j + len(end_m))
                     if k >= 0:
@@ -291,6 +294,7 @@ class ShellSession:
                         return _End(buf[b + len(begin_m) if b >= 0 else 0 : j], status, size, cwd)
                 elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
                     del buf[bound // 2 : len(buf) - bound // 4]
+                    scan = 0
             elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
             left = deadline - time.monotonic()
