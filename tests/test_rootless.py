@@ -1,6 +1,6 @@
-"""The podman-rootless provider case, run as root: its guarantee probes re-run in a subprocess as the
-plain user ``ftetest`` (created by ``sandbox/setup-host.sh --tests``), so the whole harness — gateway,
-temporary directories, podman's storage and user namespace — belongs to a user without root, as on a
+"""The rootless provider cases (podman-rootless, bwrap-user), run as root: their guarantee probes re-run in
+a subprocess as the plain user ``ftetest`` (created by ``sandbox/setup-host.sh --tests``), so the whole harness — gateway,
+temporary directories, the provider's storage and user namespaces — belongs to a user without root, as on a
 machine where the researcher has none. (Run as a plain user, the case runs in-process instead.)"""
 
 from __future__ import annotations
@@ -14,16 +14,20 @@ import sys
 import pytest
 
 from tests.conftest import IN_CI, REPO, SHARED_DATA
-from tests.providers import TEST_USER, cgroup_v1
+from tests.providers import CASES, TEST_USER, ProviderCase, case_cannot
 
 PROBE_FILES = ["tests/test_isolation.py", "tests/test_sandbox.py", "tests/test_container.py",
                "tests/test_sandbox_exec.py"]
 """The modules whose ``provider_case`` tests are the guarantee probes."""
 
 
-def test_guarantee_probes_as_a_plain_user_with_rootless_podman() -> None:
+ROOTLESS = [c for c in CASES if c.rootless]
+
+
+@pytest.mark.parametrize("case", ROOTLESS, ids=[c.id for c in ROOTLESS])
+def test_guarantee_probes_as_a_plain_user(case: ProviderCase) -> None:
     if os.geteuid() != 0:
-        pytest.skip("not root: the podman-rootless case runs in-process (tests/providers.py)")
+        pytest.skip(f"not root: the {case.id} case runs in-process (tests/providers.py)")
     try:
         home = pwd.getpwnam(TEST_USER).pw_dir
     except KeyError:
@@ -32,7 +36,7 @@ def test_guarantee_probes_as_a_plain_user_with_rootless_podman() -> None:
             pytest.fail(msg)
         pytest.skip(msg)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "USER": TEST_USER, "LOGNAME": TEST_USER,
-           "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "FTE_PROVIDER_CASES": "podman-rootless",
+           "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "FTE_PROVIDER_CASES": case.id,
            "FTE_SHARED_DATA": str(SHARED_DATA), "CI": os.environ.get("CI", ""), "LANG": "C.UTF-8"}
     proc = subprocess.run(
         ["runuser", "-u", TEST_USER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
@@ -43,5 +47,7 @@ def test_guarantee_probes_as_a_plain_user_with_rootless_podman() -> None:
     assert proc.returncode == 0, out[-6000:]
     passed = re.search(r"(\d+) passed", out)
     assert passed and int(passed.group(1)) >= 50, out[-3000:]  # the probes ran, not just collected
-    if cgroup_v1():  # the guarantee it cannot hold here is named, not silently passed
-        assert "podman-rootless cannot hold the guarantee 'memory limit'" in out, out[-3000:]
+    probed = {g for g in case_cannot(case) if any(f'holds(provider_case, "{g}")' in (REPO / f).read_text()
+                                                  for f in PROBE_FILES)}
+    for guarantee in probed:  # a guarantee it cannot hold here is named, not silently passed
+        assert f"{case.id} cannot hold the guarantee '{guarantee}'" in out, out[-3000:]

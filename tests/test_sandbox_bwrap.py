@@ -426,3 +426,12 @@ def test_a_ray_sweep_on_bwrap_nodes(tree: R.Rootfs, tmp_path: Path, hotpotqa_dir
             assert '"provider": "bwrap"' in (d / "trajectory.jsonl").read_text()
     finally:
         ray.shutdown()
+
+
+def test_runtime_runsc_is_refused(tmp_path: Path) -> None:
+    from fte_shell.sandbox import get_provider
+    from fte_shell.sandbox.base import BoxSpec
+
+    cfg = SandboxConfig(provider="bwrap", runtime="runsc")
+    with pytest.raises(SandboxError, match="bwrap boxes have no OCI runtime"):
+        get_provider("bwrap").start(BoxSpec(cfg, tmp_path, tmp_path, "runsc-refused"))

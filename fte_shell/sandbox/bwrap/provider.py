@@ -44,6 +44,10 @@ def _userns_problem(timeout_s: float = 10.0) -> str | None:
     return None
 
 
+RUNTIME_REFUSED = ("bwrap boxes have no OCI runtime: [sandbox] runtime = {runtime!r} is for docker (runsc: "
+                   "gVisor, registered by bash sandbox/setup-host.sh --runtime runsc); use runtime runc with bwrap")
+
+
 class BwrapProvider:
     """Boxes are bubblewrap sandboxes (see :mod:`.box`)."""
 
@@ -54,6 +58,8 @@ class BwrapProvider:
         self._swept = False
 
     def start(self, spec: BoxSpec) -> B.BwrapBox:
+        if spec.config.runtime != "runc":
+            raise SandboxError(RUNTIME_REFUSED.format(runtime=spec.config.runtime))
         rootfs = R.ensure(spec.config)
         self.install_cleanup_handlers()
         if not self._swept:

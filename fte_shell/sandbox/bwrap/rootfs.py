@@ -27,7 +27,7 @@ from typing import IO
 from ...config import SandboxConfig
 from ...errors import SandboxError
 from ..base import WARDEN, Log
-from ..docker.image import REPO_ROOT, content_hash
+from ..image_inputs import REPO_ROOT, content_hash
 
 FALLBACK_ENV = {"PATH": "/opt/fte/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb"}
