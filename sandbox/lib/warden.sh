@@ -14,6 +14,8 @@
 #    when the harness that started it was SIGKILLed.
 # 2. Fork-bomb breaker: every half second it reads the pids cgroup; when the container has used 90 % of
 #    its process limit for a second, it kills every process except the session shell, PID 1 and itself.
+#    A box without a pids cgroup of its own (bwrap or rootless podman limited by rlimits only) counts the
+#    processes of its pid namespace (/proc, a glob: no fork) against its RLIMIT_NPROC, read at start.
 # 3. Timeout enforcer: on SIGUSR1 (the host's `docker kill --signal USR1`: no new process has to start in
 #    the container) it kills the running command's processes: it freezes every process that started
 #    after the command began (all but the session shell, PID 1 and itself), kills those that ignore
@@ -38,6 +40,7 @@ TICK_FD=
 LAST_REQUEST=
 WANTED=
 PIDS_DIR=
+NPROC_MAX=0
 T=()
 
 log() { printf 'fte-shell warden: %s\n' "$*" >&2; }
@@ -199,7 +202,11 @@ pids_usage() {  # into P_CUR P_MAX (P_MAX 0: no limit)
     [[ $raw =~ ^[0-9]+$ ]] && P_MAX=$raw || P_MAX=0
     return 0
   done
-  return 1
+  ((NPROC_MAX > 0)) || return 1
+  local -a all=(/proc/[0-9]*)  # this pid namespace's processes (no cgroup: the rlimit is the limit)
+  P_CUR=${#all[@]}
+  P_MAX=$NPROC_MAX
+  return 0
 }
 
 break_fork_bomb() {  # kill everything but PID 1, the warden and the session shell
@@ -237,6 +244,8 @@ main() {
     exec {TICK_FD}< <(exec sleep infinity)
   fi
   trap on_usr1 USR1
+  NPROC_MAX=$(ulimit -u 2>/dev/null) || NPROC_MAX=0
+  [[ $NPROC_MAX =~ ^[0-9]+$ ]] || NPROC_MAX=0
   uptime_cs
   deadline=$((UP + ttl * 100))
   while :; do
