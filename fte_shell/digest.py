@@ -40,7 +40,7 @@ DROPPED: dict[str, tuple[str, ...]] = {
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
 DEFAULTED: dict[str, dict[str, Any]] = {
-    "sandbox": {"provider": "docker"},
+    "sandbox": {"provider": "docker", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
     "agent": {"max_total_tokens": None},
     "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
 }
