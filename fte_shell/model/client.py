@@ -168,9 +168,10 @@ class ModelClient:
             kwargs["tools"] = tools
             if tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
                 kwargs.update(forcing(kind_named(self.server_info().server), tool_choice, tools))
-        if cfg.reasoning_effort is not None:
-            kwargs["reasoning_effort"] = cfg.reasoning_effort
-        extra = thinking_fields(kind_named(self.server_info().server), cfg.thinking, self.model) if cfg.thinking is not None else {}
+        kind = kind_named(self.server_info().server)
+        extra = thinking_fields(kind, cfg.thinking, self.model) if cfg.thinking is not None else {}
+        if cfg.reasoning_effort is not None:  # the kind's field for it (OpenRouter: reasoning.effort)
+            extra = merge_body(extra, kind.effort(cfg.reasoning_effort))
         if cfg.extra_body or extra:
             kwargs["extra_body"] = merge_body(extra, cfg.extra_body)
         return kwargs
