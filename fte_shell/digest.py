@@ -16,9 +16,11 @@ Files that are inputs are replaced by their content: ``agent.system_prompt_file`
 becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
-unless listed here. The ``[judge]`` table (how runs are graded afterwards), the ``[benchmark]`` table
-(dataset plugin options: what they change shows in the dataset, ``questions.jsonl``, and in the search
-settings the sweep fills in) and the ``[budget]`` table (what a sweep may spend) are out as a whole.
+unless listed here; keys added after digests were first written are left out while they hold the value
+every earlier run had (:data:`DEFAULTED`, also inside ``agent.summary_model``). The ``[judge]`` table (how
+runs are graded afterwards), the ``[benchmark]`` table (dataset plugin options: what they change shows in
+the dataset, ``questions.jsonl``, and in the search settings the sweep fills in) and the ``[budget]`` table
+(what a sweep may spend) are out as a whole.
 docs/bench.md "Config digest".
 """
 
@@ -38,8 +40,9 @@ DROPPED: dict[str, tuple[str, ...]] = {
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
 DEFAULTED: dict[str, dict[str, Any]] = {
-    "sandbox": {"provider": "docker", "runtime": "runc"},
+    "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
     "agent": {"max_total_tokens": None},
+    "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
 }
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
@@ -90,7 +93,10 @@ def canonical_config(config: Any) -> dict[str, Any]:
             _drop(t, tuple(k for k, v in defaults.items() if t.get(k) == v))
     agent = data.get("agent")
     if isinstance(agent, dict):
-        _drop(agent.get("summary_model"), DROPPED["model"])
+        summary = agent.get("summary_model")
+        _drop(summary, DROPPED["model"])
+        if isinstance(summary, dict):
+            _drop(summary, tuple(k for k, v in DEFAULTED["model"].items() if summary.get(k) == v))
         for k in INPUT_FILES:
             if agent.get(k):
                 agent[k] = _file_digest(str(agent[k]))

@@ -1,5 +1,5 @@
-"""``fte-shell run`` through every server personality of tests/emulators.py, for the ``fte`` and ``shell``
-profiles: the run answers, the trajectory and result are intact, the request prefix is byte-stable, and the
+"""``fte-shell run`` through every server personality of tests/emulators.py (and the Responses API of
+tests/emulator_responses.py), for the ``fte`` and ``shell`` profiles: the run answers, the trajectory and result are intact, the request prefix is byte-stable, and the
 ``model_call`` events record what was sent and what came back."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulators import PERSONALITIES, Emulator, model_for, settings_lines
+from emulator_responses import RESPONSES, serve, settings_lines
+from emulators import PERSONALITIES, Emulator
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
+from fte_shell.model.completion import OUTPUT_ITEMS
 from fte_shell.policies import ResearchPolicy
 from fte_shell.record.rundir import read_trajectory
 
@@ -48,9 +50,9 @@ def cli_run(tmp_path: Path, emu: Emulator, name: str, corpus: Path, profile: str
     return res, out
 
 
-def messages_bytes(raw: bytes) -> bytes:
-    """The exact bytes of the ``messages`` array inside a request body."""
-    start = raw.index(b'"messages":') + len(b'"messages":')
+def messages_bytes(raw: bytes, key: bytes = b"messages") -> bytes:
+    """The exact bytes of the ``messages`` array (the Responses API's ``input``) inside a request body."""
+    start = raw.index(b'"' + key + b'":') + len(key) + 3
     while raw[start:start + 1] in (b" ",):
         start += 1
     text = raw[start:].decode()
@@ -60,7 +62,8 @@ def messages_bytes(raw: bytes) -> bytes:
 
 def check_prefix_stable(emu: Emulator) -> None:
     """Request k+1's messages start with request k's, byte for byte (prefix caches, DeepSeek's discount)."""
-    arrays = [messages_bytes(r) for r in emu.raw]
+    arrays = [messages_bytes(r, b"input" if isinstance(emu.personality, tuple(RESPONSES.values())) else b"messages")
+              for r in emu.raw]
     assert len(arrays) >= 3
     for a, b in itertools.pairwise(arrays):
         assert b.startswith(a[:-1]) and len(b) > len(a), (a[-300:], b[: len(a)][-300:])
@@ -77,6 +80,9 @@ def check_run(name: str, emu: Emulator, out: Path, res: Any) -> list[dict[str, A
     assert len(calls) == r["turns"] == len(emu.requests)
     assert sum(r["tool_calls"].values()) == len([e for e in events if e["type"] == "tool_call"])
     check_prefix_stable(emu)
+    if name in RESPONSES:
+        check_responses(emu, calls)
+        return events
     for sent, ev, (status, payload) in zip(emu.requests, calls, emu.replies, strict=True):
         assert status == 200
         req = ev["request"]  # what was really sent, not the messages again
@@ -97,8 +103,30 @@ def check_run(name: str, emu: Emulator, out: Path, res: Any) -> list[dict[str, A
     return events
 
 
-PARAMS = [pytest.param(n, "fte", id=f"{n}-fte") for n in PERSONALITIES] + [
-    pytest.param(n, "shell", id=f"{n}-shell", marks=pytest.mark.docker) for n in PERSONALITIES
+def check_responses(emu: Emulator, calls: list[dict[str, Any]]) -> None:
+    """The Responses API's record: the same fields as chat completions, from its own request and response."""
+    for sent, ev, (status, payload) in zip(emu.requests, calls, emu.replies, strict=True):
+        assert status == 200
+        req = ev["request"]
+        assert "input" not in req and req["model"] == sent["model"] == "emu-model"
+        for k in ("temperature", "top_p", "max_output_tokens", "store", "include"):
+            assert req[k] == sent[k]
+        assert sent["store"] is False and sent["include"] == ["reasoning.encrypted_content"]
+        assert req.get("tool_choice") == sent.get("tool_choice")
+        assert ev["response"] == {"id": payload["id"], "model": payload["model"], "system_fingerprint": None}
+        kinds = [i["type"] for i in payload["output"]]
+        assert ev["finish_reason"] == ("tool_calls" if "function_call" in kinds else "stop")
+        u = payload["usage"]
+        assert ev["usage_details"] == {
+            "prompt_tokens": u["input_tokens"], "completion_tokens": u["output_tokens"], "total_tokens": u["total_tokens"],
+            "prompt_tokens_details": u["input_tokens_details"], "completion_tokens_details": u["output_tokens_details"]}
+        assert ev["message"][OUTPUT_ITEMS] == payload["output"] and kinds[0] == "reasoning"
+    assert emu.personality.intact == list(range(len(calls)))  # every earlier reasoning item came back, verified
+
+
+SERVERS = [*PERSONALITIES, *RESPONSES]
+PARAMS = [pytest.param(n, "fte", id=f"{n}-fte") for n in SERVERS] + [
+    pytest.param(n, "shell", id=f"{n}-shell", marks=pytest.mark.docker) for n in SERVERS
 ]
 
 
@@ -107,9 +135,9 @@ def test_run_answers_through_every_server(name: str, profile: str, tmp_path: Pat
                                           request: pytest.FixtureRequest) -> None:
     if profile == "shell":
         request.getfixturevalue("docker_ready")
-    personality = PERSONALITIES[name]()
-    with Emulator(personality, ResearchPolicy(), model=model_for(name)) as emu:
+    with serve(name, ResearchPolicy()) as emu:
         res, out = cli_run(tmp_path, emu, name, pydoc_corpus, profile)
+    personality = emu.personality
     events = check_run(name, emu, out, res)
     start = events[0]
     calls = [e for e in events if e["type"] == "model_call"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from emulator_responses import ResponsesAPI, ResponsesEmulator
 from emulators import (
     PRESERVE,
     VLLM,
@@ -93,19 +94,22 @@ def test_vllm_window_from_models_is_respected_and_the_run_stops_with_context_ove
     assert err["error_class"] == "ContextOverflow" and "2,600-token context window (/v1/models max_model_len)" in err["message"]
 
 
-@pytest.mark.parametrize("kind", ["vllm", "openai", "llama.cpp"])
+@pytest.mark.parametrize("kind", ["vllm", "openai", "llama.cpp", "responses"])
 def test_a_server_reported_overflow_stops_at_once_with_context_overflow(kind: str, tmp_path: Path, corpus: Path) -> None:
     # the config claims a bigger window than the server has: the server refuses, and that is final
-    p = {"vllm": VLLM(window=2500), "openai": OpenAI(window=2500), "llama.cpp": LlamaCpp(window=4000, slots=2)}[kind]
-    with Emulator(p, ResearchPolicy()) as emu:
-        _, events, r = run(tmp_path, emu.base_url, corpus, model={"context_window": 200_000, "max_tokens": 1000})
+    p = {"vllm": VLLM(window=2500), "openai": OpenAI(window=2500), "llama.cpp": LlamaCpp(window=4000, slots=2),
+         "responses": ResponsesAPI(window=2500)}[kind]
+    wire = {"api": "responses"} if kind == "responses" else {}
+    with (ResponsesEmulator if kind == "responses" else Emulator)(p, ResearchPolicy()) as emu:  # type: ignore[arg-type]
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"context_window": 200_000, "max_tokens": 1000, **wire})
     intact(events, r)
     assert r["stop_reason"] == "context_overflow"
     statuses = [s for s, _ in emu.replies]
     assert statuses[-1] == 400 and statuses.count(400) == 1  # never retried
     err = of(events, "error")[-1]
     text = {"vllm": "This model's maximum context length is 2500 tokens", "openai": "context_length_exceeded",
-            "llama.cpp": "exceeds the available context size (2000 tokens)"}[kind]
+            "llama.cpp": "exceeds the available context size (2000 tokens)",
+            "responses": "Your input exceeds the context window of this model"}[kind]
     assert text in err["body"] and err["status"] == 400 and events[-1]["stop_reason"] == "context_overflow"
 
 

@@ -1,5 +1,6 @@
-"""The shell and fte profiles complete a 300-turn budget against every emulated server without a
-harness-side failure, and a small ``fte-shell bench`` runs through every server for both profiles."""
+"""The shell and fte profiles complete a 300-turn budget against every emulated server (the chat-completions
+ones and the Responses API's) without a harness-side failure, and a small ``fte-shell bench`` runs through
+every server for both profiles."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulators import PERSONALITIES, Emulator, Steady, model_for, settings_for, settings_lines
+from emulator_responses import RESPONSES, serve, settings, settings_lines
+from emulators import PERSONALITIES, Emulator, Steady
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -21,6 +23,8 @@ from fte_shell.stops import RESULT_STOP_REASONS
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 TURNS = 300
+SERVERS = [*PERSONALITIES, *RESPONSES]
+"""The chat-completions emulators and the Responses API's."""
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +35,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, list[dict[str, Any]], Emulator]:
-    st = settings_for(name)
-    with Emulator(PERSONALITIES[name](), Steady(), model=model_for(name)) as emu:
+    st = settings(name)
+    with serve(name, Steady()) as emu:
         cfg = RunConfig(
             model=ModelConfig(base_url=emu.base_url, model=emu.model, **st["model"]),
             agent=AgentConfig(profile=profile, max_turns=TURNS, **st["agent"]),
@@ -56,7 +60,7 @@ def check_long(name: str, result: Any, events: list[dict[str, Any]], emu: Emulat
 def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Path, request: pytest.FixtureRequest) -> None:
     if profile == "shell":
         request.getfixturevalue("docker_ready")
-    names = list(PERSONALITIES)
+    names = SERVERS
     with ThreadPoolExecutor(max_workers=len(names)) as pool:  # the runs wait on sockets and the container: overlap them
         done = list(pool.map(lambda n: long_run(n, profile, tmp_path / n, corpus), names))
     for name, (result, events, emu) in zip(names, done, strict=True):
@@ -72,6 +76,8 @@ def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Pa
         assert len([e for e in events if e["type"] == "tool_call" and e.get("salvaged")]) == TURNS // 3
     _, events, _ = done[names.index("inline-think")]
     assert all("DECOY" in e["reasoning"] for e in events if e["type"] == "model_call")
+    for name in RESPONSES:  # each request carried every earlier reasoning item, verified (the emulator refuses less)
+        assert done[names.index(name)][2].personality.intact == list(range(TURNS))
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +88,11 @@ def hotpot_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) 
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("name", list(PERSONALITIES))
+@pytest.mark.parametrize("name", SERVERS)
 def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Path, hotpot_corpus: Path,
                                     docker_ready: None) -> None:
     st = settings_lines(name)
-    with Emulator(PERSONALITIES[name](), ResearchPolicy(), model=model_for(name)) as emu:
+    with serve(name, ResearchPolicy()) as emu:
         toml = tmp_path / "c.toml"
         lines = ["[model]", f'base_url = "{emu.base_url}"', f'model = "{emu.model}"', *st["model"]]
         lines += ["[agent]", *st["agent"]]
@@ -105,3 +111,5 @@ def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Pat
         events = read_trajectory(path.parent)
         assert events[0]["type"] == "start" and events[-1]["type"] == "end"
     assert not (out / "failures.jsonl").exists() or not (out / "failures.jsonl").read_text().strip()
+    if name in RESPONSES:  # no refusal: both runs sent their reasoning chains back intact
+        assert {s for s, _ in emu.replies} == {200} and max(emu.personality.intact) > 0

@@ -220,6 +220,10 @@ def test_thinking_switches_and_their_merge_with_extra_body() -> None:
     merged = merge_body({"reasoning": {"enabled": True}, "separate_reasoning": True},
                         {"reasoning": {"effort": "high"}, "separate_reasoning": False, "top_k": 20})
     assert merged == {"reasoning": {"enabled": True, "effort": "high"}, "separate_reasoning": False, "top_k": 20}
+    # model.reasoning_effort: OpenAI's top-level field, OpenRouter's reasoning.effort (beside its switch)
+    assert kind_named("vllm").effort("low") == {"reasoning_effort": "low"}
+    assert merge_body(thinking_fields(kind_named("openrouter"), True, "m"), kind_named("openrouter").effort("high")) == {
+        "reasoning": {"enabled": True, "effort": "high"}}
 
 
 def test_model_server_names_the_kind_and_refuses_an_unknown_one() -> None:

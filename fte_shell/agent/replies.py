@@ -97,7 +97,7 @@ def kept_message(
     ``content`` is always a string (``""`` for null: llama-cpp-python refuses null). Tool-call arguments
     that are not a JSON object become ``"{}"`` (vLLM re-parses every history argument: one invalid string
     makes every later request 400, vllm#43995); the raw text stays in the trajectory. Reasoning goes back
-    per ``model.reasoning_passback``."""
+    per ``model.reasoning_passback``, the message's opaque fields (``OPAQUE_FIELDS``) as they came."""
     raw = c.message
     changes: list[str] = []
     content = raw.get("content")

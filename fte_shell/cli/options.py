@@ -139,6 +139,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("model.base_url", ("--base-url",)),
     ConfigFlag("model.model", ("--model", "-m")),
     ConfigFlag("model.api_key", ("--api-key",)),
+    ConfigFlag("model.api", ("--api",)),
     ConfigFlag("model.temperature", ("--temperature",)),
     ConfigFlag("model.max_tokens", ("--max-tokens",)),
     ConfigFlag("model.context_window", ("--context-window",)),

@@ -84,7 +84,9 @@ class EventPrinter:
         kind = ev.get("type")
         if kind == "start":
             c.print(f"[bold]Question:[/bold] {escape(str(ev.get('question')))}")
-            c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')} · {len(ev.get('tools') or [])} tool(s)[/dim]")
+            wire = " · Responses API" if ((ev.get("config") or {}).get("model") or {}).get("api") == "responses" else ""
+            c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')}{wire} · "
+                    f"{len(ev.get('tools') or [])} tool(s)[/dim]")
             self.tokens, self.cost_usd, self._model, self._said_no_price = 0, None, ev.get("model"), False
         elif kind == "model_call":
             u = ev.get("usage") or {}

@@ -22,6 +22,20 @@ class ModelConfig(StrictModel):
     model: str | None = None
     """Model name as the endpoint knows it; defaults to ``OPENAI_MODEL``."""
 
+    api: Literal["chat", "responses"] = "chat"
+    """The wire API: ``chat`` = ``POST /chat/completions`` (every OpenAI-compatible server); ``responses`` =
+    OpenAI's Responses API (``POST /responses``), where reasoning models keep their reasoning across tool
+    calls as reasoning items sent back in order (docs/run.md, "Responses API")."""
+
+    store: bool = False
+    """Responses API: let the server store each response (``store``). False: nothing is kept server-side
+    and the reasoning goes back as its encrypted content (``include: ["reasoning.encrypted_content"]``)."""
+
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    """Reasoning effort asked of a reasoning model: ``reasoning.effort`` on the Responses API,
+    ``reasoning_effort`` on chat completions. None = the server's default (nothing sent). On the Responses API
+    an effort other than ``none`` also leaves ``temperature`` and ``top_p`` out (reasoning models refuse them)."""
+
     temperature: float = 1.0
     """Sampling temperature (the paper's 1.0)."""
 

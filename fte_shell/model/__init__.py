@@ -1,6 +1,7 @@
 """The model side: the :class:`Model` protocol (:mod:`.base`), its client (:mod:`.client`: chat completions
-and one-shot :meth:`ModelClient.ask`), what a call returns (:mod:`.completion`), typed errors
-(:mod:`.errors`), context-window discovery (:mod:`.window`) and tool calls left as text (:mod:`.textcalls`)."""
+or the Responses API, :mod:`.responses`, and one-shot :meth:`ModelClient.ask`), what a call returns
+(:mod:`.completion`), typed errors (:mod:`.errors`), context-window discovery (:mod:`.window`) and tool
+calls left as text (:mod:`.textcalls`)."""
 
 from .base import Model, RetryListener
 from .client import (

@@ -17,7 +17,8 @@ RetryListener = Callable[[dict[str, Any]], None]
 
 
 class Model(Protocol):
-    """A chat-completions model."""
+    """A model that takes a chat-completions conversation and tool schemas, whatever its wire API (chat
+    completions, or the Responses API converted at the wire: :mod:`.responses`)."""
 
     def complete(
         self,

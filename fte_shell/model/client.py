@@ -1,4 +1,5 @@
-"""The model client: one OpenAI-compatible chat-completions endpoint, with our own retry loop.
+"""The model client: one OpenAI-compatible chat-completions endpoint (or OpenAI's Responses API with
+``model.api = "responses"``: :mod:`.responses` builds and reads its requests), with our own retry loop.
 
 ``ModelClient(cfg).complete(messages, tools)`` sends the conversation with the paper's sampling defaults
 (from :class:`~fte_shell.config.ModelConfig`) and returns a :class:`Completion` (the message as the server
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import ModelError
+from . import responses
 from .base import RetryListener
 from .completion import Completion, to_completion
 from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
@@ -166,7 +168,10 @@ class ModelClient:
             kwargs["tools"] = tools
             if tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
                 kwargs.update(forcing(kind_named(self.server_info().server), tool_choice, tools))
-        extra = thinking_fields(kind_named(self.server_info().server), cfg.thinking, self.model) if cfg.thinking is not None else {}
+        kind = kind_named(self.server_info().server)
+        extra = thinking_fields(kind, cfg.thinking, self.model) if cfg.thinking is not None else {}
+        if cfg.reasoning_effort is not None:  # the kind's field for it (OpenRouter: reasoning.effort)
+            extra = merge_body(extra, kind.effort(cfg.reasoning_effort))
         if cfg.extra_body or extra:
             kwargs["extra_body"] = merge_body(extra, cfg.extra_body)
         return kwargs
@@ -214,7 +219,9 @@ class ModelClient:
         ``on_retry`` gets ``{attempt, error, delay_s, endpoint}`` before each retry."""
         oa = self._openai
         cfg = self.cfg
-        kwargs = self._request(messages, tools, tool_choice, max_tokens, temperature)
+        wire = cfg.api == "responses"  # the Responses API: its own request and reading, the same retries
+        kwargs = (responses.request(cfg, self.model, messages, tools, tool_choice, max_tokens, temperature) if wire
+                  else self._request(messages, tools, tool_choice, max_tokens, temperature))
         start = time.monotonic()
         limit = start + cfg.call_time_cap_s if cfg.call_time_cap_s is not None else None
         budget_first = deadline is not None and (limit is None or deadline <= limit)
@@ -240,7 +247,7 @@ class ModelClient:
                         f"spent after {attempt} attempt(s)", attempts=attempt)
                 kwargs["timeout"] = min(cfg.timeout_s, left)
             try:
-                resp = self._post(kwargs)
+                resp = responses.post(self._client, kwargs) if wire else self._post(kwargs)
             except oa.OpenAIError as err:
                 self.pacer.settle(slot, 0)
                 status = getattr(err, "status_code", None)
@@ -291,14 +298,15 @@ class ModelClient:
                 self._sleep(delay)
                 continue
             latency = time.monotonic() - t0
-            usage = getattr(resp, "usage", None)
-            self.pacer.settle(slot, int(getattr(usage, "total_tokens", 0) or 0) or tokens)
+            usage = (resp.get("usage") or {}) if wire else getattr(resp, "usage", None)  # Responses: its JSON
+            used = usage.get("total_tokens") if isinstance(usage, dict) else getattr(usage, "total_tokens", 0)
+            self.pacer.settle(slot, int(used or 0) or tokens)
             self.pacer.record(200)
             self.calls += 1
-            params = {k: v for k, v in kwargs.items() if k not in ("messages", "tools", "timeout")}
+            params = {k: v for k, v in kwargs.items() if k not in ("messages", "input", "tools", "timeout")}
             if tools:
                 params["tools"] = [t.get("function", {}).get("name") for t in tools]
-            return to_completion(resp, latency, attempt + 1, self.calls, params)
+            return (responses.to_completion if wire else to_completion)(resp, latency, attempt + 1, self.calls, params)
 
     def ask(
         self,

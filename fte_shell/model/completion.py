@@ -16,11 +16,16 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 ``reasoning_content``; vLLM ≥ 0.16 sends (and on input reads only) ``reasoning`` (vllm#38488)."""
 
 
-OPAQUE_FIELDS = ("reasoning_details",)
+OUTPUT_ITEMS = "output_items"
+"""The assistant message's key holding a Responses API reply's whole ``output`` array (reasoning items with
+their ``encrypted_content``, messages, function calls), to be sent back item for item (model/responses.py)."""
+
+OPAQUE_FIELDS = ("reasoning_details", OUTPUT_ITEMS)
 """Fields of the server's assistant message kept byte for byte in the trajectory and sent back unchanged on
 the kept message: OpenRouter's ``reasoning_details`` (``reasoning.text`` with a ``signature``,
 ``reasoning.summary``, ``reasoning.encrypted`` with ``data``), refused when dropped or altered (Gemini: 400
-"reasoning details must be preserved"; signed Anthropic reasoning)."""
+"reasoning details must be preserved"; signed Anthropic reasoning); the Responses API's output items,
+refused when a reasoning item is dropped, moved or altered (:data:`OUTPUT_ITEMS`)."""
 
 _THINK = re.compile(r"\A\s*(?:<think>)?(.*?)</think>", re.DOTALL)
 
@@ -44,7 +49,8 @@ class Completion(BaseModel):
     message: dict[str, Any]
     """The assistant message as the server sent it: ``role``, ``content`` (str or None) and, when the
     model called tools, ``tool_calls`` = ``[{id, type, function: {name, arguments}}]`` (arguments as the
-    raw text the server sent). The loop derives the message it keeps in the conversation from it."""
+    raw text the server sent). The loop derives the message it keeps in the conversation from it. From the
+    Responses API it is read out of the output items, which it carries whole (:data:`OUTPUT_ITEMS`)."""
 
     usage: dict[str, int] = Field(default_factory=dict)
     """``prompt_tokens``, ``completion_tokens``, ``total_tokens`` (0 when the endpoint reported none)."""

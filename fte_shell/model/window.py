@@ -133,6 +133,9 @@ class ServerKind:
     engine enforces by grammar (the reply is the call as JSON text: ``model.parse_text_tool_calls``)."""
     escapes: bool = False
     """The server HTML-escapes what the model sees: answer tags written escaped count as the answer."""
+    effort: Callable[[str], dict[str, Any]] = lambda e: {"reasoning_effort": e}
+    """The request fields for ``model.reasoning_effort`` on chat completions (OpenAI's top-level
+    ``reasoning_effort``; OpenRouter's ``reasoning.effort``)."""
 
 
 def _vllm_entries(answer: Any, model: str, key: str = "max_model_len") -> list[dict[str, Any]]:
@@ -189,7 +192,8 @@ SERVER_KINDS: tuple[ServerKind, ...] = (
                source="/v1/models max_model_len", thinking=_template_switch),
     # OpenRouter: GET /api/v1/models lists context_length and supported_parameters per model (API reference)
     ServerKind("openrouter", MODELS, is_kind=lambda a, m: _openrouter_window(a, m) is not None, window=_openrouter_window,
-               source="/v1/models context_length", thinking=_openrouter_switch),
+               source="/v1/models context_length", thinking=_openrouter_switch,
+               effort=lambda e: {"reasoning": {"effort": e}}),
     # llama-cpp-python: /v1/models entries are owned_by "me" (llama_cpp/server/app.py); a named tool_choice is
     # enforced by grammar, a string one is refused with HTTP 500 (measured here; DESIGN.md)
     ServerKind("llama-cpp-python", MODELS, is_kind=_is_llama_cpp_python, notice=ESCAPES_NOTICE, force="named",
