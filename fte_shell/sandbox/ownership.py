@@ -15,10 +15,11 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import SandboxError
-from .base import SWEEP_REQUEST
+from .base import SWEEP_REQUEST, GcResult, Log
 
 LABEL = "fte-shell"
 
@@ -95,6 +96,33 @@ OWNER_FILE = ".fte-owner"
 def write_owner_file(tmp_dir: Path, keep: bool) -> None:
     """Mark a sandbox's temporary directory as this process's (so gc can remove it if we die)."""
     (tmp_dir / OWNER_FILE).write_text(f"{os.getpid()} {_proc_start(os.getpid()) or '-'} {HOST} {int(keep)}\n")
+
+
+def remove_stale(boxes: Iterable[tuple[str, str, dict[str, str], str]], remove: Callable[[str], None],
+                 log: Log | None = None) -> GcResult:
+    """gc's one rule over a provider's labelled boxes, each ``(id, name, labels, state)``: every stale box
+    (:func:`stale_reason`) is removed with ``remove`` (a :class:`SandboxError` is logged and the box kept),
+    then the temporary directories of dead processes (:func:`gc_dirs`)."""
+    removed: list[tuple[str, str]] = []
+    kept = 0
+    for box_id, name, labels, state in boxes:
+        reason = stale_reason(labels, state)
+        if reason is None:
+            kept += 1
+            continue
+        try:
+            remove(box_id)
+        except SandboxError as e:
+            if log:
+                log(str(e))
+            continue
+        removed.append((name, reason))
+        if log:
+            log(f"removed {name}: {reason}")
+    dirs = gc_dirs()
+    if log and dirs:
+        log(f"removed {dirs} temporary sandbox director{'y' if dirs == 1 else 'ies'} of dead processes")
+    return GcResult(removed=removed, kept=kept, dirs=dirs)
 
 
 def gc_dirs(root: Path | None = None) -> int:

@@ -28,7 +28,7 @@ from ...config import SandboxConfig
 from ...errors import SandboxError
 from ..base import GcResult, Log
 from ..hardening import box_layout
-from ..ownership import LABEL, gc_dirs, stale_reason
+from ..ownership import LABEL, remove_stale
 from .api import client
 from .image import ensure_image, forget
 
@@ -235,27 +235,7 @@ def signal_warden(container_id: str) -> None:
 # --- gc ----------------------------------------------------------------------------------------------
 def gc(*, log: Log | None = None) -> GcResult:
     """Remove every fte-shell container whose owner process is gone (same host) or whose TTL passed."""
-    c = client()
-    removed: list[tuple[str, str]] = []
-    kept = 0
-    for info in c.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = info.get("Labels") or {}
-        reason = stale_reason(labels, info.get("State", ""))
-        name = (info.get("Names") or ["?"])[0].lstrip("/")
-        if reason is None:
-            kept += 1
-            continue
-        try:
-            remove(info["Id"])
-        except SandboxError as e:
-            if log:
-                log(str(e))
-            continue
-        removed.append((name, reason))
-        if log:
-            log(f"removed {name}: {reason}")
-    dirs = gc_dirs()
-    if log and dirs:
-        log(f"removed {dirs} temporary sandbox director{'y' if dirs == 1 else 'ies'} of dead processes")
-    return GcResult(removed=removed, kept=kept, dirs=dirs)
+    infos = client().api.containers(all=True, filters={"label": f"{LABEL}=1"})
+    return remove_stale(((info["Id"], (info.get("Names") or ["?"])[0].lstrip("/"), info.get("Labels") or {},
+                          info.get("State", "")) for info in infos), remove, log)
 

@@ -26,7 +26,7 @@ from ...config import SandboxConfig
 from ...errors import SandboxError
 from ..base import GATEWAY_SOCKET, BoxSpec, GcResult, Log
 from ..hardening import BoxLayout, box_layout
-from ..ownership import LABEL, gc_dirs, stale_reason
+from ..ownership import LABEL, remove_stale
 from . import cli
 from .image import ensure_image, forget
 
@@ -233,23 +233,10 @@ def start(spec: BoxSpec) -> PodmanBox:
 def gc(*, log: Log | None = None) -> GcResult:
     """Remove every fte-shell box of this user's podman whose owner is gone (same host) or TTL passed."""
     res = cli.run(["ps", "-a", "--filter", f"label={LABEL}=1", "--format", "json"], timeout=120, doing="listing boxes")
-    removed: list[tuple[str, str]] = []
-    kept = 0
-    for info in json.loads(res.stdout or b"[]") or []:
-        labels = info.get("Labels") or {}
-        reason = stale_reason(labels, str(info.get("State", "")).lower())
+
+    def name(info: dict) -> str:
         names = info.get("Names") or ["?"]
-        name = names[0] if isinstance(names, list) else str(names)
-        if reason is None:
-            kept += 1
-            continue
-        try:
-            remove(info["Id"])
-        except SandboxError as e:
-            if log:
-                log(str(e))
-            continue
-        removed.append((name, reason))
-        if log:
-            log(f"removed {name}: {reason}")
-    return GcResult(removed=removed, kept=kept, dirs=gc_dirs())
+        return names[0] if isinstance(names, list) else str(names)
+
+    return remove_stale(((info["Id"], name(info), info.get("Labels") or {}, str(info.get("State", "")).lower())
+                         for info in json.loads(res.stdout or b"[]") or []), remove, log)
