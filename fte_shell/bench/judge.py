@@ -12,18 +12,10 @@ from ..benchmarks.grading import JudgeRequest, JudgeSummary
 from ..benchmarks.llmjudge import LLMJudge
 from ..benchmarks.registry import of_sweep, preset
 from ..errors import ConfigError
-from ..record.sweepdir import SweepDir
+from ..record.sweepdir import sweep_root
 
 MODEL_FREE = "match"
 """The preset a dataset's default model preset gives way to when no grading model is given."""
-
-
-def sweep_root(run_dir: Path) -> Path | None:
-    """The sweep directory (holding ``sweep.json``) above ``run_dir``, if any."""
-    for p in [run_dir, *run_dir.parents]:
-        if SweepDir(p).manifest_path.exists():
-            return p
-    return None
 
 
 def judge_runs(

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from .jsonio import dumps, raise_if_full, read_jsonl_lenient
-from .sweepdir import SweepDir
+from .sweepdir import sweep_root
 
 AUDIT = "audit.jsonl"
 AUDIT_SCHEMA = 1
@@ -58,10 +58,7 @@ def audit_home(path: Path) -> Path:
     """Where the marks of runs under ``path`` are kept: the sweep directory holding ``path`` (itself
     included), else ``path``."""
     path = Path(path).resolve()
-    for p in [path, *path.parents]:
-        if SweepDir(p).manifest_path.exists():
-            return p
-    return path
+    return sweep_root(path) or path
 
 
 def now_iso() -> str:

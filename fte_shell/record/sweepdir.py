@@ -102,3 +102,11 @@ class SweepDir:
         """Append one line to ``failures.jsonl`` (thread-safe)."""
         with self._lock, naming_full_disk(self.failures_path), self.failures_path.open("a", encoding="utf-8") as f:
             f.write(dumps(row) + "\n")
+
+
+def sweep_root(path: Path) -> Path | None:
+    """The sweep directory (holding ``sweep.json``) that is ``path`` or lies above it, if any."""
+    for p in [path, *path.parents]:
+        if SweepDir(p).manifest_path.exists():
+            return p
+    return None

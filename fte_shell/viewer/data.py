@@ -68,7 +68,7 @@ class Catalog:
         self.runs: list[Run] = []
         self.homes = {p: audit_home(p) for p in self.roots}
         """Where each root's hand-check marks are kept (:func:`fte_shell.record.audit.audit_home`)."""
-        self._marks: dict[Path, tuple[tuple[int, int] | None, list[AuditMark]]] = {}
+        self._marks: dict[Path, tuple[tuple[int, int] | None, dict[str, list[AuditMark]]]] = {}
         self._gold: dict[Path, dict[str, Any]] = {}
         self._rows: dict[Path, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self.refresh()
@@ -131,9 +131,11 @@ class Catalog:
         sig = _stat(home / AUDIT)
         hit = self._marks.get(home)
         if hit is None or hit[0] != sig:
-            hit = self._marks[home] = (sig, read_marks(home))
-        key = run_key(home, run.dir)
-        return [m for m in hit[1] if m.run == key]
+            by_run: dict[str, list[AuditMark]] = {}
+            for m in read_marks(home):
+                by_run.setdefault(m.run, []).append(m)
+            hit = self._marks[home] = (sig, by_run)
+        return hit[1].get(run_key(home, run.dir), [])
 
     def _hand(self, run: Run) -> dict[str, Any]:
         marks = self.marks(run)
@@ -157,7 +159,7 @@ class Catalog:
         correct, _ = judged(judgement)
         home = self.homes[run.root]
         m = AuditMark(run=run_key(home, run.dir), mark=mark, note=note, who=who or "reviewer", at=now_iso(),
-                      judge_correct=correct, judge=_judge_name(judgement))
+                      judge_correct=correct, judge=primary_key(judgement))
         append_mark(home, m)
         return m.model_dump()
 
@@ -219,11 +221,6 @@ class Catalog:
 
     def siblings(self, qid: str | None) -> Iterable[Run]:
         return (r for r in self.runs if r.qid == qid)
-
-
-def _judge_name(judgement: dict[str, Any] | None) -> str | None:
-    """Which judge's verdict the run is counted by (``match``, ``gaia``, ``PRESET@MODEL``; None: none)."""
-    return primary_key(judgement)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
