@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     t = time.perf_counter()
     pool.warm_up()
     print(
-        f"conversion pool warm-up (spawn {pool.pool_size()} workers, import crawl4ai): "
+        f"conversion pool warm-up (start {pool.pool_size()} workers, import crawl4ai): "
         f"{time.perf_counter() - t:.1f} s (once per process)"
     )
     with LoopbackServer(directory=PYDOCS) as srv:
