@@ -1,5 +1,5 @@
-"""The one option table (fte_shell/cli/options.py): run, bench, shell and demo take their config flags from
-it, run and bench share the same set, and every flag sets the config path it names."""
+"""The one option table (fte_shell/cli/options.py): run, bench, shell, demo, judge and sandbox doctor take
+their config flags from it, run and bench share the same set, and every flag sets the config path it names."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from fte_shell.config import RunConfig, load_config
 ROOT: Any = get_command(app)  # typer's own (vendored) click group
 TABLE_PARAMS = {f.param for f in FLAGS}
 # what each command needs before its flags parse: the positional argument and required options
-PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"]}
+PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"],
+          "doctor": []}
+COMMANDS = list(PREFIX)
 
 
 def command(name: str) -> Any:
-    return ROOT.commands[name]
+    return ROOT.commands["sandbox"].commands[name] if name == "doctor" else ROOT.commands[name]
 
 
 def table_opts(name: str) -> set[str]:
@@ -55,12 +57,13 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
 
 
 def test_every_command_shows_exactly_its_rows() -> None:
-    for name in ("run", "bench", "shell", "demo", "judge"):
+    for name in COMMANDS:
         params = {p.name for p in command(name).params} & TABLE_PARAMS
         assert params == {f.param for f in flags_for(name)}, name
     assert {f.path.split(".")[0] for f in flags_for("shell")} == {"search", "sandbox", "snapshot"}
     assert [f.flag for f in flags_for("demo")] == ["--profile", "--sandbox-provider", "--sandbox-runtime"]
     assert [f.flag for f in flags_for("judge")] == ["--judge-preset"]
+    assert [f.flag for f in flags_for("doctor")] == ["--sandbox-provider", "--sandbox-runtime"]
 
 
 def test_every_row_names_a_documented_field() -> None:
@@ -96,7 +99,7 @@ def _at(cfg: RunConfig, path: str) -> Any:
     return node.get_secret_value() if hasattr(node, "get_secret_value") else node
 
 
-@pytest.mark.parametrize("name", ["run", "bench", "shell", "demo", "judge"])
+@pytest.mark.parametrize("name", COMMANDS)
 def test_each_flag_sets_its_config_path(name: str, tmp_path: Path) -> None:
     flags = flags_for(name)
     for f in flags:

@@ -1,5 +1,5 @@
 """THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo`` (and
-``judge``, which takes the ``[judge]`` rows).
+``judge``, which takes the ``[judge]`` rows, and ``sandbox doctor``, which takes the provider's).
 
 Each row names a config path (``model.temperature``), its flag(s) and the commands that take it; the
 flag's type, help text, choices and default are derived from the config model's field (its annotation
@@ -35,7 +35,7 @@ from ..config import RunConfig
 RUNS = frozenset({"run", "bench"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge"})
+COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor"})
 
 
 @dataclass(frozen=True)
@@ -162,8 +162,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
     ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
     # [sandbox]: a run's workspace is its run directory's
-    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo"}),
-    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo"}),
+    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo", "doctor"}),
+    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo", "doctor"}),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]
@@ -180,7 +180,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
 
 
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo`` or ``judge``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo``, ``judge`` or ``doctor``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)

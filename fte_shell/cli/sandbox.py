@@ -107,32 +107,36 @@ def _summary(name: str, runtime: str, cfg) -> tuple[str, bool, str]:
 
 
 @sandbox_app.command("doctor")
-def doctor_cmd(config: ConfigOpt = None) -> None:
+@config_flags("doctor")
+def doctor_cmd(config: ConfigOpt = None, *, overrides: dict[str, Any]) -> None:
     """List every sandbox provider (and gVisor as a runtime), whether it works on this host and the one
-    thing to do when it does not; then every check of the configured provider on a real test box."""
+    thing to do when it does not; then every check of the configured provider on a real test box. With
+    --sandbox-provider or --sandbox-runtime: the checks of that provider only."""
     from ..sandbox.base import PROVIDERS
 
     try:
-        cfg = _load(config).sandbox
+        cfg = _load(config, overrides).sandbox
     except FteError as e:
         _fail(e)
         return
-    summary = Table(show_header=True, header_style="bold", title="sandbox providers on this host")
-    summary.add_column("provider")
-    summary.add_column("works")
-    summary.add_column("what to do")
-    for name in PROVIDERS:
-        for runtime in ("runc", "runsc") if name in ("docker", "podman") else ("runc",):
-            label, ok, todo = _summary(name, runtime, cfg)
-            summary.add_row(label, "[green]yes[/green]" if ok else "[red]no[/red]", todo)
-    _out.print(summary)
+    if not overrides.get("sandbox"):  # no provider asked for: the overview first
+        summary = Table(show_header=True, header_style="bold", title="sandbox providers on this host")
+        summary.add_column("provider")
+        summary.add_column("works")
+        summary.add_column("what to do")
+        for name in PROVIDERS:
+            for runtime in ("runc", "runsc") if name in ("docker", "podman") else ("runc",):
+                label, ok, todo = _summary(name, runtime, cfg)
+                summary.add_row(label, "[green]yes[/green]" if ok else "[red]no[/red]", todo)
+        _out.print(summary)
     try:
         checks = _provider(cfg).doctor(cfg)
     except FteError as e:
         _fail(e)
         return
+    which = "asked for" if overrides.get("sandbox") else "configured"
     table = Table(show_header=True, header_style="bold",
-                  title=f"configured: {cfg.provider}" + (f" ({cfg.runtime})" if cfg.runtime != "runc" else ""))
+                  title=f"{which}: {cfg.provider}" + (f" ({cfg.runtime})" if cfg.runtime != "runc" else ""))
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail / fix")
