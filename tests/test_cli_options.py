@@ -185,3 +185,17 @@ def test_docs_config_md_lists_the_table() -> None:
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "config.md"
     assert flags_markdown() in doc.read_text(), "docs/config.md is stale: run python3 docs/gen_config_md.py"
+
+
+def test_old_spellings_go_when_their_release_comes() -> None:
+    """A renamed flag is accepted for one release: once the package reaches ``removed_in``, remove it."""
+    from fte_shell.version import __version__
+
+    def release(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split(".")[:3])
+
+    old = [(f, r) for f in FLAGS for r in f.renamed]
+    assert old, "judge --method is an old spelling of --judge-preset"
+    for f, r in old:
+        assert release(__version__) < release(r.removed_in), f"{r.decl} (now {f.flag}) was due to go in {r.removed_in}"
+        assert r.commands <= f.commands and r.decl not in {d for g in FLAGS for d in g.decls}

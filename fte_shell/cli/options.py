@@ -13,6 +13,10 @@ and docstring), so the commands cannot drift apart and a new field needs one row
 The decorated command shows the table's flags (grouped in ``--help`` under Model, Agent, Search,
 Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the nested dict
 :func:`~fte_shell.config.load_config` merges last (flags beat the file and the environment).
+
+A renamed flag keeps working for one release: a :class:`Renamed` entry of the row (hidden from ``--help``)
+sets the row's value and prints a one-line note naming the new spelling (:func:`renamed_note`, which a
+renamed command calls too).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import functools
 import inspect
 import re
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -36,6 +40,48 @@ RUNS = frozenset({"run", "bench"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
 COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor"})
+
+
+def renamed_note(old: str, new: str, removed_in: str) -> None:
+    """The one-line note of a renamed flag or command that still works: ``old`` and what to write instead."""
+    typer.echo(f"note: {old} is an old spelling, accepted until fte-shell {removed_in}: use {new}", err=True)
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """An old spelling of a row's flag, still accepted (hidden from ``--help``) until ``removed_in``."""
+
+    decl: str
+    """The old flag (``--method``)."""
+
+    commands: frozenset[str]
+    """The commands that had it."""
+
+    removed_in: str
+    """The first release that no longer accepts it (a test fails once the package reaches it)."""
+
+    values: Mapping[str, str | None] | None = None
+    """Old value -> the row's value (None: leave the flag out, the default); None: the value as given."""
+
+    @property
+    def param(self) -> str:
+        """The command function's parameter name (``renamed_method``)."""
+        return "renamed_" + self.decl.lstrip("-").replace("-", "_")
+
+    def option(self, row: ConfigFlag) -> Any:
+        """A hidden option that checks the old value, prints the note and hands on the row's value."""
+
+        def translate(value: str | None) -> str | None:
+            if value is None:
+                return None
+            if self.values is not None and value not in self.values:
+                raise typer.BadParameter(f"{self.decl} takes {', '.join(self.values)} (now: {row.flag})")
+            new = self.values[value] if self.values is not None else value
+            renamed_note(f"{self.decl} {value}", f"{row.flag} {new}" if new is not None else
+                         f"no {row.flag} (the default)", self.removed_in)
+            return new
+
+        return Annotated[str | None, typer.Option(self.decl, hidden=True, callback=translate)]
 
 
 @dataclass(frozen=True)
@@ -53,6 +99,9 @@ class ConfigFlag:
 
     negatable: bool = True
     """Booleans: also a ``--no-…`` form (else the flag can only switch the setting on)."""
+
+    renamed: tuple[Renamed, ...] = ()
+    """Old spellings still accepted for one release."""
 
     @property
     def flag(self) -> str:
@@ -171,7 +220,10 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
     # [judge]: grading (judge; bench's model-free pass at the end)
-    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"})),
+    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
+        # judge --method auto|llm|match (until 0.1.0): llm graded with what is now the browsecomp preset
+        Renamed("--method", frozenset({"judge"}), "0.3.0", {"auto": None, "llm": "browsecomp", "match": "match"}),
+    )),
     # [benchmark]: dataset plugin options
     ConfigFlag("benchmark.gaia_text_only", ("--gaia-text-only",), commands=frozenset({"bench"})),
     ConfigFlag("benchmark.frames_closed", ("--frames-closed",), commands=frozenset({"bench"})),
@@ -193,6 +245,8 @@ def flags_markdown() -> str:
         names = ", ".join(f"`{d}`" for d in f.decls)
         if f.value_type is bool and f.negatable:
             names += f", `--no-{f.flag.removeprefix('--')}`"
+        for r in f.renamed:
+            names += f" (old: `{r.decl}` of {', '.join(sorted(r.commands))}, until {r.removed_in})"
         rows.append(f"| {names} | `{f.path}` | {', '.join(c for c in sorted(COMMANDS) if c in f.commands)} |")
     return "\n".join(rows) + "\n"
 
@@ -229,12 +283,18 @@ def config_flags(command: str) -> Callable[[F], F]:
         clash = {f.param for f in flags} & {p.name for p in own}
         if clash:
             raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} clash with the option table")
+        old = [(f, r) for f in flags for r in f.renamed if command in r.commands]
         extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
                  for f in flags]
+        extra += [inspect.Parameter(r.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=r.option(f))
+                  for f, r in old]
 
         @functools.wraps(fn)
         def command_fn(*args: Any, **kwargs: Any) -> Any:
             values = {f.param: kwargs.pop(f.param, None) for f in flags}
+            for f, r in old:  # the old spelling's value, unless the new one was given too
+                given = kwargs.pop(r.param, None)
+                values[f.param] = values[f.param] if values[f.param] is not None else given
             return fn(*args, overrides=overrides_of(flags, values), **kwargs)
 
         params = own + extra
