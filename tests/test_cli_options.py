@@ -4,6 +4,8 @@ their config flags from it, run and bench share the same set, and every flag set
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +201,26 @@ def test_old_spellings_go_when_their_release_comes() -> None:
     for f, r in old:
         assert release(__version__) < release(r.removed_in), f"{r.decl} (now {f.flag}) was due to go in {r.removed_in}"
         assert r.commands <= f.commands and r.decl not in {d for g in FLAGS for d in g.decls}
+
+
+PROVIDER_FLAGS = {f.param for f in FLAGS if f.path in ("sandbox.provider", "sandbox.runtime")}
+
+
+def _help_texts(cmd: Any, path: str = "fte-shell") -> Iterable[tuple[str, str]]:
+    """(where, text) of every command's help and every option's help, the whole tree."""
+    yield path, " ".join((cmd.help or "").split())
+    for p in cmd.params:
+        if p.name not in PROVIDER_FLAGS:  # those two describe each provider by name
+            yield f"{path} {p.opts[0]}", " ".join((getattr(p, "help", None) or "").split())
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _help_texts(sub, f"{path} {name}")
+
+
+def test_the_help_speaks_of_the_box_not_of_docker_only() -> None:
+    top = " ".join(CliRunner().invoke(app, ["--help"], env={"COLUMNS": "300"}).stdout.split())
+    assert "hardened box with no network (a Docker or podman container, or a bubblewrap sandbox" in top
+    docker_only = re.compile(r"\bDocker\b|\bcontainers?\b")
+    named = [(where, text) for where, text in _help_texts(ROOT) if docker_only.search(text)]
+    assert named, "the top-level help names the providers"
+    for where, text in named:  # the provider-neutral commands speak of the box; Docker only beside the others
+        assert "podman" in text or "bubblewrap" in text or "bwrap" in text, f"{where}: {text}"

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int, typer.Option("--seed", help="Seed of --sample.")] = 0,
         config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
         corpus_dir: Annotated[Path | None, typer.Option("--corpus-dir", help="HotpotQA: where its corpus index is built once.")] = None,
-        endpoint_wait: Annotated[float, typer.Option("--endpoint-wait", help="Seconds to wait for a model endpoint, Docker daemon or search backend that stopped answering before giving up.")] = 900.0,
+        endpoint_wait: Annotated[float, typer.Option("--endpoint-wait", help="Seconds to wait for a model endpoint, sandbox provider or search backend that stopped answering before giving up.")] = 900.0,
         allow_config_change: Annotated[bool, typer.Option("--allow-config-change", help="Resume although model, sampling, agent or profile settings changed (recorded in sweep.json).")] = False,
         retries: Annotated[int, typer.Option("--retries", help="Immediate retries of a run whose harness raised.")] = 1,
         scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,

@@ -23,7 +23,7 @@ _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
 sandbox_app = typer.Typer(
-    help="Build the sandbox image, remove leftover containers, check the sandbox provider's set-up.",
+    help="Build the sandbox image, remove leftover boxes, check the sandbox providers' set-up.",
     no_args_is_help=True,
 )
 
@@ -78,8 +78,9 @@ def rebuild(config: ConfigOpt = None) -> None:
 
 @sandbox_app.command("gc")
 def gc_cmd(config: ConfigOpt = None) -> None:
-    """Remove fte-shell containers (and temporary sandbox directories) whose owning process is gone or
-    whose TTL has passed, and sandbox images superseded by a rebuild that no container uses."""
+    """Remove what fte-shell boxes left behind (Docker or podman containers, bwrap cgroups, temporary
+    sandbox directories) when their owning process is gone or their TTL has passed, and sandbox images
+    superseded by a rebuild that no box uses."""
     try:
         res = _provider(_load(config).sandbox).gc(log=lambda m: _out.print(escape(m)), images=True)
     except FteError as e:
@@ -157,7 +158,7 @@ def shell(
     """Open an interactive terminal in a fresh sandbox (same limits and helpers as the agent's).
 
     `search` and `fetch` work when a search backend is configured (Serper key or local corpus). Leaving
-    the shell (exit or Ctrl-D) removes the container.
+    the shell (exit or Ctrl-D) removes the box.
     """
     from ..sandbox import Sandbox
 
