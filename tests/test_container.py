@@ -21,11 +21,11 @@ import pytest
 from fte_shell import Sandbox, SandboxConfig
 from fte_shell.sandbox import BoxSpec, get_provider
 from fte_shell.sandbox import ownership as O
-from fte_shell.sandbox.docker import api as A
-from fte_shell.sandbox.docker import container as C
-from fte_shell.sandbox.docker import doctor as D
-from fte_shell.sandbox.docker import image as I
 from fte_shell.sandbox.hardening import RUNSC_PIDS_HEADROOM
+from fte_shell.sandbox.providers.docker import api as A
+from fte_shell.sandbox.providers.docker import container as C
+from fte_shell.sandbox.providers.docker import doctor as D
+from fte_shell.sandbox.providers.docker import image as I
 from tests.providers import ProviderCase, box_exists, box_inspect, box_labels, case_cannot, cgroup_v1, holds
 
 pytestmark = pytest.mark.docker

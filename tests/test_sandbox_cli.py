@@ -12,8 +12,8 @@ import pytest
 
 from fte_shell.config import SandboxConfig
 from fte_shell.sandbox.base import PROVIDERS
-from fte_shell.sandbox.docker import api as A
-from fte_shell.sandbox.docker import image as I
+from fte_shell.sandbox.providers.docker import api as A
+from fte_shell.sandbox.providers.docker import image as I
 
 pytestmark = pytest.mark.docker
 
