@@ -124,7 +124,7 @@ def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -
         if log:
             log("no Docker on the driver: every node must already hold the sandbox image")
         return None, None
-    image_id = image.ensure_image(cfg, log=log or image.stderr_log)
+    image_id = image.ensure_image(cfg, log=log)
     labels = api.client().images.get(image_id).labels or {}
     return labels.get(image.HASH_LABEL), image_id
 

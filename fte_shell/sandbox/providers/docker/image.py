@@ -1,4 +1,5 @@
-"""The sandbox image: its build inputs, their content hash, the build, and the check before use.
+"""The sandbox image in Docker: the build, and the engine the one check before use binds to
+(:class:`~fte_shell.sandbox.image_inputs.CheckedImages`).
 
 The image is built from ``Dockerfile.sandbox`` plus ``sandbox/bin`` and ``sandbox/lib`` with the legacy
 builder through the docker SDK (buildx is not needed). Its label holds a hash of those inputs: a process
@@ -7,46 +8,56 @@ checks it once and then creates containers from the image's id (see :func:`ensur
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
 
 from ....config import SandboxConfig
 from ....errors import SandboxUnavailable
 from ...base import Log
-from ...image_inputs import DOCKERFILE, HASH_LABEL, IMAGE_LABEL, REPO_ROOT, build_context, content_hash
+from ...image_inputs import (
+    DOCKERFILE,
+    HASH_LABEL,
+    IMAGE_LABEL,
+    REPO_ROOT,
+    CheckedImages,
+    build_context,
+    content_hash,
+    image_status,
+)
 from .api import client
 
 
-def stderr_log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+class DockerImages:
+    """The Docker daemon's images (an :class:`~fte_shell.sandbox.image_inputs.ImageEngine`)."""
+
+    where = ""
+    prepare_hint = "fte-shell sandbox build"
+
+    def inspect(self, name: str) -> tuple[str, dict[str, str]] | None:
+        import docker.errors
+
+        try:
+            img = client().images.get(name)
+        except docker.errors.ImageNotFound:
+            return None
+        return img.id, dict(img.labels or {})
+
+    def make(self, cfg: SandboxConfig, log: Log) -> None:
+        build_image(cfg, log)
 
 
-def image_status(cfg: SandboxConfig) -> tuple[bool, str]:
+IMAGES = CheckedImages(DockerImages())
+ensure_image = IMAGES.ensure
+forget = IMAGES.forget
+
+
+def status(cfg: SandboxConfig) -> tuple[bool, str]:
     """(up to date, reason) of the sandbox image for the current build inputs."""
-    ok, reason, _ = _check_image(cfg)
+    ok, reason, _ = image_status(IMAGES.engine, cfg)
     return ok, reason
 
 
-def _check_image(cfg: SandboxConfig) -> tuple[bool, str, str | None]:
-    """``image_status`` plus the id of the image that was checked (None when there is none)."""
-    import docker.errors
-
-    try:
-        img = client().images.get(cfg.image)
-    except docker.errors.ImageNotFound:
-        return False, f"image {cfg.image} does not exist", None
-    if not (REPO_ROOT / DOCKERFILE).exists():  # an installed package without the build inputs
-        return True, f"image {cfg.image} exists (no {DOCKERFILE} here to check it against)", img.id
-    want = content_hash(cfg)
-    have = (img.labels or {}).get(HASH_LABEL)
-    if have != want:
-        return False, f"image {cfg.image} is out of date (Dockerfile.sandbox or sandbox/ changed)", img.id
-    return True, f"image {cfg.image} is up to date ({want})", img.id
-
-
-def build_image(cfg: SandboxConfig, log: Log = stderr_log) -> str:
-    """Build the sandbox image (legacy builder via the SDK); returns the image id."""
+def build_image(cfg: SandboxConfig, log: Log) -> None:
+    """Build the sandbox image (legacy builder via the SDK)."""
     import docker.errors
 
     if not (REPO_ROOT / DOCKERFILE).exists():
@@ -74,7 +85,6 @@ def build_image(cfg: SandboxConfig, log: Log = stderr_log) -> str:
             forcerm=True,
             decode=True,
         )
-        image_id = None
         tail: list[str] = []
         for chunk in stream:
             if "error" in chunk:
@@ -84,46 +94,9 @@ def build_image(cfg: SandboxConfig, log: Log = stderr_log) -> str:
             if "stream" in chunk:
                 tail.append(chunk["stream"])
                 tail = tail[-30:]
-            aux = chunk.get("aux")
-            if isinstance(aux, dict) and "ID" in aux:
-                image_id = aux["ID"]
     except docker.errors.APIError as e:
         raise SandboxUnavailable(f"building {cfg.image} failed: {e}") from e
     log(f"[fte-shell] built {cfg.image} in {time.monotonic() - t0:.1f} s")
-    return image_id or c.images.get(cfg.image).id
-
-
-_image_lock = threading.Lock()
-_image_ok: dict[tuple[str, str], str] = {}
-"""(image, base image) -> id of the image this process checked against its build inputs (or built)."""
-
-
-def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = stderr_log) -> str:
-    """Make sure ``cfg.image`` exists and matches the build inputs; build it when not (or when ``force``).
-
-    Returns the image's id. Containers are created from that id, not from the tag, so a process that
-    rebuilds the tag from other build inputs (a checkout being edited) never changes the image under a
-    running harness: its host code and the in-container warden and helpers always match."""
-    key = (cfg.image, cfg.base_image)
-    with _image_lock:
-        if not force and key in _image_ok:
-            return _image_ok[key]
-        ok, reason, image_id = _check_image(cfg)
-        if force or not ok or image_id is None:
-            if not ok and not cfg.auto_build and not force:
-                raise SandboxUnavailable(f"{reason}; build it with: fte-shell sandbox build")
-            if not force:
-                log(f"[fte-shell] {reason}")
-            image_id = build_image(cfg, log)
-        _image_ok[key] = image_id
-        return image_id
-
-
-def forget(cfg: SandboxConfig) -> None:
-    """Check (and build if need be) ``cfg.image`` again at the next :func:`ensure_image` (its checked
-    image was pruned meanwhile)."""
-    with _image_lock:
-        _image_ok.pop((cfg.image, cfg.base_image), None)
 
 
 def prune_images() -> tuple[int, int]:

@@ -75,10 +75,10 @@ class DockerProvider:
                          spec.config.image)
 
     def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
-        return image.ensure_image(cfg, force=force, log=log or image.stderr_log)
+        return image.ensure_image(cfg, force=force, log=log)
 
     def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
-        return image.image_status(cfg)
+        return image.status(cfg)
 
     def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
         res = container.gc(log=log)

@@ -1,25 +1,28 @@
 """The sandbox image in podman's storage (root's, or the plain user's when rootless): taken from the
 Docker image when Docker has an up-to-date one (``docker save | podman load``, about 10 s), else built by
-podman from ``Dockerfile.sandbox`` with the base image podman already holds (``--pull=never``: no registry)."""
+podman from ``Dockerfile.sandbox`` with the base image podman already holds (``--pull=never``: no registry).
+The check before use is the shared :class:`~fte_shell.sandbox.image_inputs.CheckedImages`."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-import sys
-import threading
 import time
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import Log
-from ...image_inputs import DOCKERFILE, HASH_LABEL, IMAGE_LABEL, REPO_ROOT, content_hash
+from ...image_inputs import (
+    DOCKERFILE,
+    HASH_LABEL,
+    IMAGE_LABEL,
+    REPO_ROOT,
+    CheckedImages,
+    content_hash,
+    image_status,
+)
 from . import cli
-
-
-def stderr_log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _inspect(name: str) -> dict | None:
@@ -30,21 +33,35 @@ def _inspect(name: str) -> dict | None:
     return data[0] if data else None
 
 
-def _labels(info: dict) -> dict[str, str]:
-    return info.get("Labels") or (info.get("Config") or {}).get("Labels") or {}
+class PodmanImages:
+    """podman's images (an :class:`~fte_shell.sandbox.image_inputs.ImageEngine`)."""
+
+    where = " in podman"
+    prepare_hint = "fte-shell sandbox build --sandbox-provider podman (loads it from Docker or builds it)"
+
+    def inspect(self, name: str) -> tuple[str, dict[str, str]] | None:
+        info = _inspect(name)
+        if info is None:
+            return None
+        return info["Id"], info.get("Labels") or (info.get("Config") or {}).get("Labels") or {}
+
+    def make(self, cfg: SandboxConfig, log: Log) -> None:
+        """Load ``cfg.image`` from Docker when Docker holds it for the current build inputs, else build it."""
+        if _docker_has(cfg.image, content_hash(cfg) if (REPO_ROOT / DOCKERFILE).exists() else None):
+            _load_from_docker(cfg.image, log)
+        else:
+            build_image(cfg, log)
 
 
-def check_image(cfg: SandboxConfig) -> tuple[bool, str, str | None]:
-    """(up to date, reason, image id) of ``cfg.image`` in podman's storage."""
-    info = _inspect(cfg.image)
-    if info is None:
-        return False, f"image {cfg.image} is not in podman's storage", None
-    if not (REPO_ROOT / DOCKERFILE).exists():
-        return True, f"image {cfg.image} exists in podman (no {DOCKERFILE} here to check it against)", info["Id"]
-    want = content_hash(cfg)
-    if _labels(info).get(HASH_LABEL) != want:
-        return False, f"image {cfg.image} in podman is out of date (Dockerfile.sandbox or sandbox/ changed)", info["Id"]
-    return True, f"image {cfg.image} in podman is up to date ({want})", info["Id"]
+IMAGES = CheckedImages(PodmanImages())
+ensure_image = IMAGES.ensure
+forget = IMAGES.forget
+
+
+def status(cfg: SandboxConfig) -> tuple[bool, str]:
+    """(up to date, reason) of ``cfg.image`` in podman's storage."""
+    ok, reason, _ = image_status(IMAGES.engine, cfg)
+    return ok, reason
 
 
 def _docker_has(name: str, want: str | None) -> bool:
@@ -94,39 +111,6 @@ def build_image(cfg: SandboxConfig, log: Log) -> None:
              "--label", f"{IMAGE_LABEL}=1", "-t", cfg.image, str(REPO_ROOT)], timeout=1800,
             doing=f"building {cfg.image}")
     log(f"[fte-shell] built {cfg.image} with podman in {time.monotonic() - t0:.1f} s")
-
-
-_lock = threading.Lock()
-_ok: dict[tuple[str, str], str] = {}
-
-
-def ensure_image(cfg: SandboxConfig, *, force: bool = False, log: Log = stderr_log) -> str:
-    """The id of an up-to-date ``cfg.image`` in podman (loaded or built when missing, stale or ``force``);
-    boxes are created from that id (a rebuild of the tag never changes a running harness's image)."""
-    key = (cfg.image, cfg.base_image)
-    with _lock:
-        if not force and key in _ok:
-            return _ok[key]
-        ok, reason, image_id = check_image(cfg)
-        if force or not ok or image_id is None:
-            if not ok and not cfg.auto_build and not force:
-                raise SandboxError(f"{reason}; prepare it with: fte-shell sandbox build --sandbox-provider podman")
-            if not force:
-                log(f"[fte-shell] {reason}")
-            if _docker_has(cfg.image, content_hash(cfg) if (REPO_ROOT / DOCKERFILE).exists() else None):
-                _load_from_docker(cfg.image, log)
-            else:
-                build_image(cfg, log)
-            ok, reason, image_id = check_image(cfg)
-            if not ok or image_id is None:
-                raise SandboxError(f"after loading or building it: {reason}")
-        _ok[key] = image_id
-        return image_id
-
-
-def forget(cfg: SandboxConfig) -> None:
-    with _lock:
-        _ok.pop((cfg.image, cfg.base_image), None)
 
 
 def prune_images() -> tuple[int, int]:

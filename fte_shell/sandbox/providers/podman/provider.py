@@ -16,11 +16,10 @@ class PodmanProvider:
         return box.start(spec)
 
     def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
-        return image.ensure_image(cfg, force=force, log=log or image.stderr_log)
+        return image.ensure_image(cfg, force=force, log=log)
 
     def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
-        ok, reason, _ = image.check_image(cfg)
-        return ok, reason
+        return image.status(cfg)
 
     def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
         res = box.gc(log=log)
