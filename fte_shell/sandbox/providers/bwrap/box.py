@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pexpect.fdpexpect import fdspawn
-
 from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import GATEWAY_SOCKET, BoxSpec
+from ...output import PtySpawn
 from ...ownership import name_part
 from . import limits as L
 from .launch import (
@@ -95,28 +94,6 @@ class BwrapSpawn:
         except subprocess.TimeoutExpired:
             return None
         return 128 - code if code < 0 else code
-
-
-class _PtyStream(fdspawn):
-    """pexpect over the box terminal's master; alive while the entered process runs."""
-
-    def __init__(self, fd: int, proc: subprocess.Popen, timeout: float, maxread: int):
-        super().__init__(fd, timeout=timeout, maxread=maxread, use_poll=True)
-        self.delaybeforesend = None
-        self._proc = proc
-
-    def isalive(self) -> bool:
-        return not self.closed and self._proc.poll() is None
-
-    def close(self, force: bool = True) -> None:
-        if self.closed:
-            return
-        if self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self._proc.kill()
-        super().close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=5)
 
 
 @dataclass
@@ -182,7 +159,7 @@ class BwrapBox:
             os.close(master)
             raise
         self.shells = [p for p in self.shells if p.poll() is None] + [proc]
-        return BwrapSpawn(proc, _PtyStream(master, proc, timeout, 1 << 20))
+        return BwrapSpawn(proc, PtySpawn(master, proc, timeout=timeout))
 
     def is_running(self) -> bool:
         return self.proc.poll() is None
