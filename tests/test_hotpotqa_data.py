@@ -5,13 +5,16 @@ local copy (the tests never reach the internet)."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from fte_shell.benchmarks.hotpotqa import HOTPOTQA_FILES, HOTPOTQA_URL, HotpotQADataError, ensure_hotpotqa_data
+from fte_shell.benchmarks.hotpotqa import (
+    HOTPOTQA_FILES,
+    HOTPOTQA_URL,
+    HotpotQADataError,
+    ensure_hotpotqa_data,
+)
 from tests.servers import LoopbackServer
 
 PREFIX = "/JianGuanTHU/AMOR/pinned/data/hotpotqa"
