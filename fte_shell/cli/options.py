@@ -34,6 +34,7 @@ import typer
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from ..benchmarks.presets import BUILTIN
 from ..config import RunConfig
 
 RUNS = frozenset({"run", "bench"})
@@ -221,8 +222,9 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
     # [judge]: grading (judge; bench's model-free pass at the end)
     ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
-        # judge --method auto|llm|match (until 0.1.0): llm graded with what is now the browsecomp preset
-        Renamed("--method", frozenset({"judge"}), "0.3.0", {"auto": None, "llm": "browsecomp", "match": "match"}),
+        # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
+        Renamed("--method", frozenset({"judge"}), "0.3.0",
+                {"auto": None, "llm": next(p.name for p in BUILTIN.values() if p.legacy == "llm"), "match": "match"}),
     )),
     # [benchmark]: dataset plugin options
     ConfigFlag("benchmark.gaia_text_only", ("--gaia-text-only",), commands=frozenset({"bench"})),
