@@ -180,7 +180,7 @@ def test_bench_passes_the_new_model_flags_to_every_run(tmp_path: Path) -> None:
 def test_bench_sweep_options_are_the_fields_of_its_bench_config(tmp_path: Path) -> None:
     """bench's own options are rows of SWEEP_FLAGS: each sets its BenchConfig field (the sweep's bench
     record), its help is the field's docstring, its default the field's."""
-    from fte_shell.bench.sweep import BenchConfig
+    from fte_shell.sweep import BenchConfig
 
     assert {f.name for f in SWEEP_FLAGS} <= set(BenchConfig.model_fields)
     shown = {p.name: p for p in command("bench").params}

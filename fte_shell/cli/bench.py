@@ -38,8 +38,8 @@ def _scripted_endpoint(enabled: bool) -> Iterator[str | None]:
     if not enabled:
         yield None
         return
-    from ..policies import ResearchPolicy
-    from ..scripted import ScriptedServer
+    from ..standins.research import ResearchPolicy
+    from ..standins.server import ScriptedServer
 
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         yield srv.base_url
@@ -66,9 +66,9 @@ def bench_cmd(
     """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
     directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
     skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
-    from ..bench.sweep import BenchConfig
     from ..config import load_config
     from ..model import resolve_endpoint
+    from ..sweep import BenchConfig
 
     try:
         bench = BenchConfig(dataset=dataset, **sweep)
@@ -144,7 +144,7 @@ def _print_stats(stats: Any, cfg: Any, out: Path) -> None:
 def _judge_model_free(out: Path, preset: str | None) -> None:
     """``bench --judge``: grade the sweep without a model (the named preset or the dataset's, else exact
     match; notes say so)."""
-    from ..bench.judge import judge_runs
+    from ..sweep.judge import judge_runs
 
     try:
         js = judge_runs([out], preset)
@@ -169,8 +169,8 @@ def judge_cmd(
     """Judge every finished run against the gold answers of its sweep (questions.jsonl) with a grading
     preset (the dataset's default unless --judge-preset names another); each judge's verdicts are kept
     side by side in each run's judgement.json."""
-    from ..bench.judge import judge_runs
     from ..benchmarks.llmjudge import LLMJudge, judge_model_config
+    from ..sweep.judge import judge_runs
 
     preset_name = (overrides.get("judge") or {}).get("preset")
     if not compare or judge_model or preset_name:
@@ -201,8 +201,8 @@ def report_cmd(
 ) -> None:
     """Compute the behavioural metrics of every run and write the report (Markdown, one self-contained
     HTML page, metrics.json, PNG plots)."""
-    from ..bench.report import write_report
-    from ..bench.report_sections import main_table
+    from ..report.build import write_report
+    from ..report.sections import main_table
 
     try:
         r = write_report(run_dirs, out, title=title,
@@ -272,7 +272,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
         TimeRemainingColumn,
     )
 
-    from ..bench.sweep import run_sweep
+    from ..sweep import run_sweep
 
     def log(msg: str) -> None:
         _err.print(f"[dim]{escape(msg)}[/dim]", soft_wrap=True)

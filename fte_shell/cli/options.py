@@ -15,7 +15,7 @@ Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the 
 :func:`~fte_shell.config.load_config` merges last (flags beat the file and the environment).
 
 ``bench``'s own options are the same kind of table over its sweep's
-:class:`~fte_shell.bench.sweep.BenchConfig` (:data:`SWEEP_FLAGS`, :func:`sweep_flags`): the command gets
+:class:`~fte_shell.sweep.BenchConfig` (:data:`SWEEP_FLAGS`, :func:`sweep_flags`): the command gets
 them as ``sweep``, the keyword arguments of that model.
 """
 
@@ -186,7 +186,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
 @dataclass(frozen=True)
 class SweepFlag:
     """One option of ``bench`` that sets a field of the sweep's
-    :class:`~fte_shell.bench.sweep.BenchConfig`: its type, default and help come from the field."""
+    :class:`~fte_shell.sweep.BenchConfig`: its type, default and help come from the field."""
 
     name: str
     """The BenchConfig field (and the command function's parameter)."""
@@ -199,7 +199,7 @@ class SweepFlag:
 
     @property
     def field(self) -> FieldInfo:
-        from ..bench.sweep.config import BenchConfig
+        from ..sweep.config import BenchConfig
 
         return BenchConfig.model_fields[self.name]
 
@@ -292,7 +292,7 @@ def config_flags(command: str) -> Callable[[F], F]:
 
 def sweep_flags(fn: F) -> F:
     """Decorator of ``bench``: adds :data:`SWEEP_FLAGS` to its signature and passes their values as
-    ``sweep`` (keyword arguments of :class:`~fte_shell.bench.sweep.BenchConfig`)."""
+    ``sweep`` (keyword arguments of :class:`~fte_shell.sweep.BenchConfig`)."""
     extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.option())
              for f in SWEEP_FLAGS]
     return _adding(extra, "sweep", lambda values: {f.name: f.value(values[f.name]) for f in SWEEP_FLAGS})(fn)
