@@ -29,13 +29,13 @@ class BenchConfig(BaseModel):
     """HotpotQA split (``dev`` or ``test``)."""
 
     limit: int | None = None
-    """Keep the first N questions (after ``sample``)."""
+    """Keep the first N questions (after the random draw of ``sample``)."""
 
     sample: int | None = None
-    """Draw N questions at random with ``seed``."""
+    """Draw N questions at random (seeded by ``seed``)."""
 
     seed: int = 0
-    """Seed of ``sample``."""
+    """Seed of the random draw of ``sample``."""
 
     profiles: list[str] = Field(default_factory=lambda: ["shell", "fte"])
     """Profiles to compare, each on every question."""
@@ -44,10 +44,10 @@ class BenchConfig(BaseModel):
     """Repetitions per (question, profile)."""
 
     concurrency: int = 4
-    """Runs in flight at once (threads; each shell run holds one container)."""
+    """Runs in flight at once (threads; each shell run holds one box)."""
 
     out: Path
-    """Sweep directory."""
+    """Sweep directory; a sweep started again with the same one resumes."""
 
     corpus_dir: Path | None = None
     """HotpotQA and BrowseComp-Plus only: where the dataset's local corpus index is built once and reused
@@ -60,7 +60,7 @@ class BenchConfig(BaseModel):
 
     endpoint_wait_s: float = Field(default=900.0, ge=0)
     """How long the sweep waits for infrastructure that stopped answering — the model endpoint, the sandbox
-    provider (e.g. the Docker daemon), the search backend — probing it with backoff, before it gives up
+    provider (Docker, podman or bwrap), the search backend — probing it with backoff, before it gives up
     (status named after what failed, e.g. ``endpoint_unavailable``). 0 = give up at the first failed probe."""
 
     probe_backoff_s: float = Field(default=2.0, gt=0)
