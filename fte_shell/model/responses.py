@@ -63,7 +63,7 @@ def function_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+def function_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
     """A chat-completions ``tool_choice`` in the Responses form (strings are the same)."""
     if isinstance(choice, dict):
         return {"type": "function", "name": (choice.get("function") or {}).get("name")}
@@ -116,7 +116,7 @@ class ResponsesApi:
         self,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
-        choice: str | dict[str, Any] | None,
+        tool_choice: str | dict[str, Any] | None,
         max_tokens: int | None,
         temperature: float | None,
     ) -> WireRequest:
@@ -129,8 +129,8 @@ class ResponsesApi:
         fields["max_output_tokens"] = cfg.max_tokens if max_tokens is None else max_tokens
         if tools:
             fields["tools"] = [function_tool(t) for t in tools]
-            if choice is not None:
-                fields["tool_choice"] = tool_choice(choice)
+            if tool_choice is not None:
+                fields["tool_choice"] = function_choice(tool_choice)
         fields["store"] = cfg.store
         if not cfg.store:
             fields["include"] = ["reasoning.encrypted_content"]
