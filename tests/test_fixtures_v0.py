@@ -129,7 +129,7 @@ def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_
     sd = SweepDir(sweep)
     manifest = sd.manifest()
     assert manifest is not None
-    manifest["dataset"]["source"] = str(hotpotqa_dir)
+    manifest.dataset.source = str(hotpotqa_dir)
     sd.write_manifest(manifest)
     r = runner.invoke(app, ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte,open-find", "--limit", "2",
                             "--out", str(sweep), "--scripted", "--no-progress", "-j", "2"])

@@ -20,7 +20,7 @@ from ..record.rundir import (
     verdicts,
     workspace_files,
 )
-from ..stops import is_infra_failure
+from ..stops import NO_RESULT, RunStatus, is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
 
 
@@ -43,7 +43,8 @@ class RunMetrics(_M):
     """Repetition index (``r<k>``)."""
 
     stop_reason: str
-    """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete`` (no result.json)."""
+    """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete``
+    (:data:`fte_shell.stops.NO_RESULT`: no result.json)."""
 
     infra_failure: bool = False
     """The run is not a result: its stop reason is an infrastructure failure
@@ -160,7 +161,7 @@ class RunMetrics(_M):
     """The action sequence (ops), for n-grams."""
 
 
-def run_status(m: RunMetrics) -> str:
+def run_status(m: RunMetrics) -> RunStatus:
     """``failed`` (an infrastructure failure or no result: not a result at all,
     :attr:`RunMetrics.infra_failure`), ``correct``, ``wrong`` (judged wrong, or no answer), ``unjudged``."""
     if m.infra_failure:
@@ -220,7 +221,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         summary_usage = _summed(e.meta.summary_usage for e in tool_calls)
     counts = Counter(a.op for a in actions)
     cats = Counter(CATEGORY[a.op] for a in actions)
-    stop = (result or {}).get("stop_reason") or "incomplete"
+    stop = (result or {}).get("stop_reason") or NO_RESULT
     digest = (result or {}).get("config_digest")
     wall = (result or {}).get("wall_s")
     if wall is None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from fte_shell.metrics import actions_from_events, judged, revisited_docs, run_metrics, run_status
 from fte_shell.record.audit import (
     AUDIT,
     NOTE_MAX,
     AuditMark,
+    Mark,
     append_mark,
     audit_home,
     now_iso,
@@ -148,8 +149,8 @@ class Catalog:
         sweep's audit file, with the judge's verdict it overrides; ValueError on a bad request."""
         if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.runs):
             raise ValueError(f"no such run: {key!r}")
-        if mark not in ("correct", "wrong"):
-            raise ValueError("mark must be 'correct' or 'wrong'")
+        if mark not in get_args(Mark):
+            raise ValueError(f"mark must be one of {', '.join(map(repr, get_args(Mark)))}")
         if note is not None and not isinstance(note, str):
             raise ValueError("note must be text")
         note = (note or "").strip() or None
