@@ -1,13 +1,13 @@
 """Loopback emulators of real OpenAI-compatible servers: one personality per server kind.
 
 ``Emulator(personality, brain)`` serves ``POST /v1/chat/completions`` (plus each personality's discovery
-routes) on 127.0.0.1. The *brain* is a policy of :mod:`fte_shell.policies` / :mod:`fte_shell.scripted`
-(``request_json -> ScriptTurn``): it makes the real research moves; the *personality* wraps it in the
-server's documented behaviour — its reasoning field, what it refuses in a request and with which status and
-text, its context window, its discovery endpoints. Every behaviour is commented with its source (the table
-"Real model servers" in /work/shared/DESIGN.md collects them).
+routes) on 127.0.0.1. The *brain* is a policy of :mod:`fte_shell.standins.research` /
+:mod:`fte_shell.standins.server` (``request_json -> ScriptTurn``): it makes the real research moves; the
+*personality* wraps it in the server's documented behaviour — its reasoning field, what it refuses in a
+request and with which status and text, its context window, its discovery endpoints. Every behaviour is
+commented with its source (the table "Real model servers" in /work/shared/DESIGN.md collects them).
 
-Token counts follow :func:`fte_shell.scripted.tokens_for` (a quarter of the JSON length), so a test can
+Token counts follow :func:`fte_shell.standins.server.tokens_for` (a quarter of the JSON length), so a test can
 compute a window that overflows at a known turn.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from fte_shell.scripted import ScriptTurn, as_turn, tokens_for
+from fte_shell.standins.server import ScriptTurn, as_turn, tokens_for
 
 Brain = Callable[[dict[str, Any]], Any]
 Reply = tuple[int, Any]  # (HTTP status, JSON payload or text)

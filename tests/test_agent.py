@@ -18,7 +18,7 @@ from fte_shell.errors import ToolError
 from fte_shell.model import ModelClient
 from fte_shell.profiles import ToolResult
 from fte_shell.record.rundir import RunWriter
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 
 class NotesProfile:

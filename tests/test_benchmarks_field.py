@@ -26,7 +26,7 @@ from fte_shell.config import BenchmarkOptions
 from fte_shell.errors import ConfigError
 from fte_shell.metrics.scores import calibration_error, grade_summary
 from fte_shell.record.rundir import find_runs, read_judgement, write_judgement
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
 
 runner = CliRunner()
 

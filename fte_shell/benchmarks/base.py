@@ -98,7 +98,7 @@ class ScriptedTask:
     """The text to research (the question without the benchmark's answer-format instructions)."""
 
     finish: Callable[[Any], Any]
-    """Turns the policy's final turn (a ``fte_shell.scripted.ScriptTurn``) into one in the benchmark's
+    """Turns the policy's final turn (a ``fte_shell.standins.server.ScriptTurn``) into one in the benchmark's
     answer format; other turns pass unchanged."""
 
 

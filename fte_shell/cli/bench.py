@@ -38,8 +38,8 @@ def _scripted_endpoint(enabled: bool) -> Iterator[str | None]:
     if not enabled:
         yield None
         return
-    from ..policies import ResearchPolicy
-    from ..scripted import ScriptedServer
+    from ..standins.research import ResearchPolicy
+    from ..standins.server import ScriptedServer
 
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         yield srv.base_url
@@ -75,9 +75,9 @@ def register(app: typer.Typer) -> None:
         """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
         directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
         skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
-        from ..bench.sweep import BenchConfig
         from ..config import load_config
         from ..model import resolve_endpoint
+        from ..sweep import BenchConfig
 
         try:
             bench = BenchConfig(
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             _err.print(f"[red]gave up[/red] ({stats.gave_up}): {stats.pending} run(s) without a result; rerun the "
                        f"same command to resume", soft_wrap=True)
         if judge:
-            from ..bench.judge import judge_runs
+            from ..sweep.judge import judge_runs
 
             try:  # model-free only: the named preset or the dataset's, else exact match (notes say so)
                 js = judge_runs([out], cfg.judge.preset)
@@ -171,8 +171,8 @@ def register(app: typer.Typer) -> None:
         """Judge every finished run against the gold answers of its sweep (questions.jsonl) with a grading
         preset (the dataset's default unless --judge-preset names another); each judge's verdicts are kept
         side by side in each run's judgement.json."""
-        from ..bench.judge import judge_runs
         from ..benchmarks.llmjudge import LLMJudge, judge_model_config
+        from ..sweep.judge import judge_runs
 
         preset_name = (overrides.get("judge") or {}).get("preset")
         if not compare or judge_model or preset_name:
@@ -203,8 +203,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compute the behavioural metrics of every run and write the report (Markdown, one self-contained
         HTML page, metrics.json, PNG plots)."""
-        from ..bench.report import write_report
-        from ..bench.report_sections import main_table
+        from ..report.build import write_report
+        from ..report.sections import main_table
 
         try:
             r = write_report(run_dirs, out, title=title,
@@ -274,7 +274,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
         TimeRemainingColumn,
     )
 
-    from ..bench.sweep import run_sweep
+    from ..sweep import run_sweep
 
     def log(msg: str) -> None:
         _err.print(f"[dim]{escape(msg)}[/dim]", soft_wrap=True)

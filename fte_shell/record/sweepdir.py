@@ -81,7 +81,7 @@ class SweepManifest(_Record):
     questions: int = 0
     """Questions selected."""
     bench: dict[str, Any] = Field(default_factory=dict)
-    """The bench options (``fte_shell.bench.sweep.config.BenchConfig``, as JSON)."""
+    """The bench options (``fte_shell.sweep.config.BenchConfig``, as JSON)."""
     profiles: list[str] = Field(default_factory=list)
     """Profiles compared."""
     runs: int = 1
@@ -103,7 +103,7 @@ class SweepManifest(_Record):
     status: str = "running"
     """A :data:`fte_shell.stops.SweepStatus` (a ``str`` here, so that a newer version's status still opens)."""
     stats: dict[str, Any] | None = None
-    """The counts of the last invocation (``fte_shell.bench.sweep.config.SweepStats``, as JSON)."""
+    """The counts of the last invocation (``fte_shell.sweep.config.SweepStats``, as JSON)."""
     sandboxes: dict[str, int] = Field(default_factory=dict)
     """``{"provider/runtime": shell runs done with it}`` (a Ray node may choose its own provider)."""
 

@@ -131,7 +131,7 @@ def split_task_prompt(question_text: str) -> tuple[str, list[str] | None]:
 
 
 def table_answer(turn: Any, columns: list[str]) -> Any:
-    """A scripted policy's final turn (a :class:`fte_shell.scripted.ScriptTurn` holding
+    """A scripted policy's final turn (a :class:`fte_shell.standins.server.ScriptTurn` holding
     ``<answer>SPAN</answer>``) with the answer turned into a one-row table of ``columns`` (SPAN in the
     first column, the others empty); any other turn unchanged."""
     import re
