@@ -7,7 +7,7 @@ Serves Debian's python3.11-doc HTML on a loopback server (tests/servers.py) and 
 1. cached re-fetch latency: ``FetchService.fetch`` of a page the workspace already holds (target ≤ 5 ms),
    and a page-cache hit (another question's workspace, shared PageCache);
 2. HTML -> text median per page, in this process, one page at a time, interleaved: our converter vs
-   crawl4ai's converters as-is (LXMLWebScrapingStrategy + DefaultMarkdownGenerator, DESIGN.md settings)
+   crawl4ai's converters as-is (LXMLWebScrapingStrategy + DefaultMarkdownGenerator, the settings of convert.crawl4ai_reference)
    vs trafilatura; and end to end (download + convert) our FetchService vs crawl4ai's full
    ``AsyncWebCrawler`` (with its browserless AsyncHTTPCrawlerStrategy: no playwright browsers here);
    plus word precision/recall of our text vs crawl4ai's and vs the page's main content;

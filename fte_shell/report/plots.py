@@ -12,7 +12,6 @@ from ..metrics import ProfileSummary
 COLORS = {"shell": "#d95f02", "fte": "#1b9e77", "open-find": "#7570b3", "visit-snippet": "#8da0cb",
           "visit-summary": "#a6a6d9", "snippet-only": "#999999", "fte-no-grep": "#66c2a5",
           "fte-no-read": "#a6d854", "fte-single-grep": "#b3de69"}
-PLOTS = ["accuracy", "calls", "revisit", "cache", "tokens"]
 
 
 def base_profile(label: str) -> str:

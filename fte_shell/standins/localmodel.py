@@ -10,7 +10,7 @@ Two unmodified OpenAI-compatible servers can serve it (:func:`serve`):
 - ``llama-cpp-python``: the stock ``python -m llama_cpp.server`` of ``llama-cpp-python[server]``;
 - ``xllamacpp``: llama.cpp's own C++ server, embedded in the prebuilt ``xllamacpp`` wheel.
 
-Command line (what ``sandbox/setup-local-model.sh`` runs)::
+Command line (``bash sandbox/setup-host.sh --tests`` runs ``setup``)::
 
     python3 -m fte_shell.standins.localmodel setup                 # weights (+ check) and both engines
     python3 -m fte_shell.standins.localmodel serve --engine xllamacpp --port 8080

@@ -21,10 +21,29 @@ BenchConfig, Task, SweepStats; :mod:`.shared` the search, corpus and caches ever
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .config import BenchConfig, RunFn, SweepStats, Task
-from .execute import LocalRuns, RemoteRuns
-from .run import run_sweep
-from .shared import Shared
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .execute import LocalRuns, RemoteRuns
+    from .run import run_sweep
+    from .shared import Shared
+
+_LAZY = {"LocalRuns": ".execute", "RemoteRuns": ".execute", "run_sweep": ".run", "Shared": ".shared"}
+"""Imported on first access, so the CLI reads :class:`BenchConfig` (its flags' help) without the sweep's
+machinery (the sandbox, fetch and search stacks)."""
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BenchConfig",

@@ -29,13 +29,13 @@ class BenchConfig(BaseModel):
     """HotpotQA split (``dev`` or ``test``)."""
 
     limit: int | None = None
-    """Keep the first N questions (after ``sample``)."""
+    """Keep the first N questions (after the random draw of ``sample``)."""
 
     sample: int | None = None
-    """Draw N questions at random with ``seed``."""
+    """Draw N questions at random (seeded by ``seed``)."""
 
     seed: int = 0
-    """Seed of ``sample``."""
+    """Seed of the random draw of ``sample``."""
 
     profiles: list[str] = Field(default_factory=lambda: ["shell", "fte"])
     """Profiles to compare, each on every question."""
@@ -47,7 +47,7 @@ class BenchConfig(BaseModel):
     """Runs in flight at once (threads; each shell run holds one container)."""
 
     out: Path
-    """Sweep directory."""
+    """Sweep directory; a sweep started again with the same one resumes."""
 
     corpus_dir: Path | None = None
     """HotpotQA and BrowseComp-Plus only: where the dataset's local corpus index is built once and reused

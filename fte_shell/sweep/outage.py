@@ -161,10 +161,6 @@ class Outages:
         self._closed_at: float | None = None
         self._cond = threading.Condition()
 
-    def is_down(self, resource: str) -> bool:
-        with self._cond:
-            return resource in self._down
-
     def report(self, resource: str, problem: str | None = None) -> None:
         """A run ended because ``resource`` was unavailable: close the gate and watch it (once per outage).
         The watcher probes at once; if that probe answers it was no outage (the gate opens again without

@@ -98,9 +98,6 @@ class Evaluation(BaseModel):
                 raise ValueError(f"column {c!r}: number_near needs a numeric criterion")
         return self
 
-    def uses_llm_judge(self) -> bool:
-        return any("llm_judge" in e.metric for c, e in self.eval_pipeline.items() if c not in self.unique_columns)
-
 
 def table_instructions(required: list[str]) -> str:
     """The table-answer instructions for ``required`` columns (this project's own words)."""
