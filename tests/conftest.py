@@ -118,3 +118,12 @@ def hotpotqa_dir() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return d
+
+
+def trajectory(run_dir: Path) -> list[dict]:
+    """A run's events as the JSON objects written, for assertions on their keys: read through the one
+    reader (``fte_shell.record.rundir.read_events``: typed, an old run converted) and dumped back."""
+    from fte_shell.record.events import event_dict
+    from fte_shell.record.rundir import read_events
+
+    return [event_dict(e) for e in read_events(run_dir)]

@@ -132,7 +132,8 @@ class SweepStats(BaseModel):
 
     gave_up: str | None = None
     """Set when the sweep stopped because infrastructure stayed unavailable longer than
-    ``endpoint_wait_s``: ``endpoint_unavailable``, ``sandbox_unavailable`` or ``search_unavailable``."""
+    ``endpoint_wait_s``: the resource's status in :data:`fte_shell.stops.GAVE_UP` (``endpoint_unavailable``,
+    ``sandbox_unavailable`` or ``search_unavailable``)."""
 
     outages: int = 0
     """Times the sweep paused because infrastructure stopped answering."""
