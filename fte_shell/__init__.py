@@ -36,7 +36,7 @@ _LAZY: dict[str, str] = {
     "Agent": "fte_shell.agent",
     "RunResult": "fte_shell.agent",
     "run_question": "fte_shell.runner",
-    "ScriptedServer": "fte_shell.scripted",
+    "ScriptedServer": "fte_shell.standins.server",
 }
 
 __all__ = [
@@ -76,5 +76,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .fetch import FetchService
     from .runner import run_question
     from .sandbox import Observation, Sandbox
-    from .scripted import ScriptedServer
+    from .standins.server import ScriptedServer
     from .workspace import FetchRecord, Workspace

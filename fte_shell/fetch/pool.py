@@ -19,7 +19,7 @@ only ``fte_shell.fetch.worker`` (with the parent's ``sys.path``, as spawn would)
 of multiprocessing (no start method, no resource tracker, no signal handlers), and is stopped by the end
 of its stdin or, if the parent is SIGKILLed, by its own check of its parent (no orphans). The cost is the
 one a spawned worker paid too (a Python start, once per worker); per conversion it is one pickle one way
-and two strings back (benchmarks/convert_pool.py times it against the former ProcessPoolExecutor).
+and two strings back (perf/convert_pool.py times it against the former ProcessPoolExecutor).
 """
 
 from __future__ import annotations
