@@ -21,7 +21,7 @@ from .config import RunConfig
 from .record.rundir import EventListener
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import RunResult
+    from .episode import RunResult
 
 DEMO_QUESTIONS: tuple[tuple[str, str | None], ...] = (
     ("Which function in the json module serializes an object to a JSON formatted str?", "json.dumps"),
@@ -70,8 +70,9 @@ def run_demo(
 ) -> list[RunResult]:
     """Answer ``questions`` with the scripted policy; one run directory per question under ``out_root``
     (``01-<slug>``, …). Prints what it does to ``console``; ``log`` gets every trajectory event."""
+    from .episode import slugify
     from .policies import ResearchPolicy
-    from .runner import run_question, slugify
+    from .runner import run_question
     from .scripted import ScriptedServer
     from .search.pydoc_corpus import build_pydoc_corpus
     from .workspace import Workspace

@@ -163,10 +163,11 @@ MAX_FILES_PER_COMMAND = 7
 
 @pytest.mark.docker
 def test_one_bash_command_crosses_at_most_seven_files(docker_ready: None, tmp_path: Path) -> None:
-    """Follow one bash tool call for real, from the loop's dispatch (``Agent.execute``) to its observation
-    in the conversation: the fte_shell files whose code runs on the way (the trajectory writer included)."""
-    from fte_shell.agent import Agent
+    """Follow one bash tool call for real, from the episode's dispatch (``Episode.call_raw``: what the
+    loop, a script or any other driver calls) to its result (the fte_shell files whose code runs on the
+    way, the trajectory writer included)."""
     from fte_shell.config import RunConfig
+    from fte_shell.episode import Episode
     from fte_shell.profiles import QuestionContext, make_profile
     from fte_shell.record.rundir import RunWriter
     from fte_shell.world import RunWorld
@@ -175,9 +176,9 @@ def test_one_bash_command_crosses_at_most_seven_files(docker_ready: None, tmp_pa
     with RunWriter(tmp_path / "run") as rec:
         profile = make_profile("shell", QuestionContext(cfg, rec.workspace_dir, RunWorld(), "arch-trace"))
         try:
-            agent = Agent(cfg, None, profile, rec)  # type: ignore[arg-type]  # no model call is made
+            ep = Episode(cfg, "q", profile, rec)
             call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}
-            agent.execute(call, {"bash"}, salvaged=False)  # warm: the first command may start the shell
+            ep.call_raw(call, turn=1)  # warm: the first command may start the shell
             files: set[str] = set()
 
             def profiler(frame: object, event: str, arg: object) -> None:
@@ -188,11 +189,11 @@ def test_one_bash_command_crosses_at_most_seven_files(docker_ready: None, tmp_pa
 
             sys.setprofile(profiler)
             try:
-                failed = agent.execute(call, {"bash"}, salvaged=False)
+                _, res = ep.call_raw(call, turn=1)
             finally:
                 sys.setprofile(None)
         finally:
             profile.close()
-    assert not failed and agent.messages[-1]["content"].startswith("hi")
+    assert not res.error and res.output.startswith("hi")
     assert len(files) <= MAX_FILES_PER_COMMAND, f"{len(files)} files: {sorted(files)}"
     print(f"one bash command crosses {len(files)} files: {sorted(files)}")
