@@ -20,6 +20,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
+_count_lock = threading.Lock()
 _open_episodes = 0
 """Episodes inside :func:`sigterm_as_interrupt_if_unowned` that installed or share its handler."""
 
@@ -52,24 +53,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt_if_unowned() -> Iterator[None]:
-    """While inside, SIGTERM raises KeyboardInterrupt in the main thread — only if nobody else handles
-    SIGTERM (its handler is the default, or this one of an episode still open). No-op otherwise and
-    outside the main thread."""
+    """While inside, SIGTERM raises KeyboardInterrupt in the main thread — through this module's handler,
+    installed only when SIGTERM's handler is the default (a handler chained on top of it later, such as
+    a sandbox provider's clean-up, still ends in it). No-op outside the main thread."""
     global _open_episodes
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    current = signal.getsignal(signal.SIGTERM)
-    if current is not signal.SIG_DFL and current is not _raise_while_open:
-        yield
-        return
-    if current is signal.SIG_DFL:
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _raise_while_open)
-    _open_episodes += 1
+    with _count_lock:  # counted under another handler too: one chained on top of ours (a provider's) calls it
+        _open_episodes += 1
     try:
         yield
     finally:
-        _open_episodes -= 1
+        with _count_lock:  # the episode may be closed in another thread (``aclose``)
+            _open_episodes -= 1
         if (_open_episodes == 0 and threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGTERM) is _raise_while_open):  # closed elsewhere: acts as the default
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
