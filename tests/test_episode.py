@@ -17,21 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter
 from servers import LoopbackServer
+from test_events_written import typed_events
 
 from fte_shell import Episode, load_config
 from fte_shell.config import RunConfig
 from fte_shell.errors import SearchUnavailable
-from fte_shell.record.events import KnownEvent
-from fte_shell.record.rundir import read_result, read_trajectory
+from fte_shell.record.rundir import read_result
 
 Q = "Who built the Kestrel Bridge?"
 HTML = """<!doctype html><html><head><title>Kestrel Bridge</title></head><body><main>
 <h1>Kestrel Bridge</h1><p>Kestrel Bridge crosses the Alder river in seven stone arches.</p>
 <p>It was completed in 1841 by the engineer Mara Vell.</p>
 <p>Heavy traffic was banned from the bridge in 1978.</p></main></body></html>"""
-STRICT: TypeAdapter[Any] = TypeAdapter(KnownEvent)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +48,7 @@ def config(web: LoopbackServer, profile: str) -> RunConfig:
 
 def events_of(run: Path) -> list[dict[str, Any]]:
     """Every trajectory line, each validated strictly against its own model (no fallback)."""
-    lines = (run / "trajectory.jsonl").read_text().splitlines()
-    for line in lines:
-        STRICT.validate_json(line, strict=True)
-    return [json.loads(line) for line in lines]
+    return typed_events(run)
 
 
 @pytest.mark.docker
@@ -66,7 +61,7 @@ def test_shell_by_hand_fetch_grep_finish(docker_ready: None, web: LoopbackServer
         (fact,) = fetched.meta["fetches"]
         assert fact["ok"] and fact["new"] and fact["path"].startswith("/work/")
         grep = ep.call("bash", {"command": "grep -n 'Mara Vell' /work/*.txt"})
-        assert re.search(r"^\d+:.*completed in 1841 by the engineer Mara Vell", grep.output, re.M), grep.output
+        assert re.search(r"^\d+:.*completed in 1841 by the engineer Mara Vell", grep.output, re.MULTILINE), grep.output
         box = ep.profile.sandbox.box  # type: ignore[attr-defined]
         assert box.is_running()
         result = ep.finish(answer="Mara Vell")
@@ -89,7 +84,7 @@ def test_fte_by_hand_fetch_grep_read_finish(web: LoopbackServer, tmp_path: Path)
         assert not fetched.error, fetched.output
         path = fetched.meta["path"]
         grep = ep.call("grep", {"pattern": "Mara Vell", "context": 0})
-        line = int(re.search(r"^(\d+): .*Mara Vell", grep.output, re.M).group(1))  # type: ignore[union-attr]
+        line = int(re.search(r"^(\d+): .*Mara Vell", grep.output, re.MULTILINE).group(1))  # type: ignore[union-attr]
         read = ep.call("read", {"path": path, "offset": line, "limit": 1})
         assert read.output.startswith(f"{line}: It was completed in 1841 by the engineer Mara Vell.")
         ep.finish(answer="Mara Vell")
@@ -255,7 +250,7 @@ print("ok")
 def test_sigterm_handler_only_when_nobody_owns_it(tmp_path: Path) -> None:
     """A fresh process (this one's handlers are what earlier tests left): the episode's handler while
     SIGTERM's was the default, none over a host's own."""
-    out = subprocess.run([sys.executable, "-c", HANDLERS, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", HANDLERS, str(tmp_path)], check=False, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
