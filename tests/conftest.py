@@ -42,7 +42,7 @@ def docker_ready() -> None:
             pytest.fail(problem)
         pytest.skip(problem)
     from fte_shell.config import SandboxConfig
-    from fte_shell.sandbox.docker.image import ensure_image
+    from fte_shell.sandbox.providers.docker.image import ensure_image
 
     ensure_image(SandboxConfig())
 

@@ -17,7 +17,7 @@ from fte_shell.errors import ToolError
 from fte_shell.model import ModelClient
 from fte_shell.profiles import ToolResult
 from fte_shell.record.rundir import RunWriter, read_trajectory
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 
 class NotesProfile:

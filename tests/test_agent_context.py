@@ -18,7 +18,7 @@ from fte_shell.agent.replies import estimate_tokens
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.model import ModelClient
 from fte_shell.record.rundir import RunWriter
-from fte_shell.scripted import ScriptedServer, ScriptTurn, tokens_for
+from fte_shell.standins.server import ScriptedServer, ScriptTurn, tokens_for
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden" / "keep_all_requests.json"
 WINDOW = 8000

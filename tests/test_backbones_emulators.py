@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.model.completion import OUTPUT_ITEMS
-from fte_shell.policies import ResearchPolicy
 from fte_shell.record.rundir import read_trajectory
+from fte_shell.standins.research import ResearchPolicy
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
-from fte_shell.policies import ResearchPolicy
 from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
+from fte_shell.standins.research import ResearchPolicy
 from fte_shell.stops import RESULT_STOP_REASONS
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"

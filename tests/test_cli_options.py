@@ -14,7 +14,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
-from fte_shell.cli.options import FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
+from fte_shell.cli.options import FLAGS, SWEEP_FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
 from fte_shell.config import RunConfig, load_config
 
 ROOT: Any = get_command(app)  # typer's own (vendored) click group
@@ -175,6 +175,32 @@ def test_bench_passes_the_new_model_flags_to_every_run(tmp_path: Path) -> None:
     assert cfg["model"]["parse_text_tool_calls"] is True
     assert (cfg["agent"]["time_budget_s"], cfg["agent"]["max_turns"], cfg["agent"]["current_date"]) == (120.0, 4, "2030-01-02")
     assert cfg["model"]["model"] == "scripted"  # --scripted still stands in for the endpoint
+
+
+def test_bench_sweep_options_are_the_fields_of_its_bench_config(tmp_path: Path) -> None:
+    """bench's own options are rows of SWEEP_FLAGS: each sets its BenchConfig field (the sweep's bench
+    record), its help is the field's docstring, its default the field's."""
+    from fte_shell.sweep import BenchConfig
+
+    assert {f.name for f in SWEEP_FLAGS} <= set(BenchConfig.model_fields)
+    shown = {p.name: p for p in command("bench").params}
+    for f in SWEEP_FLAGS:
+        assert f.field.description and shown[f.name].help.startswith(f.field.description.split()[0]), f.name
+    assert shown["out"].required and shown["profiles"].default == "shell,fte" and shown["runs"].default == 1
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} times 7?", "answer": str(7 * i)}) + "\n"
+                          for i in range(3)))
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(app, ["bench", f"jsonl:{qs}", "-o", str(out), "-p", " fte, ", "-k", "2", "--limit", "1",
+                                 "--retries", "0", "--endpoint-wait", "5", "--scripted", "--search", "none",
+                                 "--no-progress", "--no-judge"])
+    assert r.exit_code in (0, 1), r.output
+    bench = json.loads((out / "sweep.json").read_text())["bench"]
+    assert (bench["profiles"], bench["runs"], bench["limit"], bench["retries"], bench["endpoint_wait_s"]) == (
+        ["fte"], 2, 1, 0, 5.0)
+    assert (bench["concurrency"], bench["seed"], bench["split"]) == (4, 0, "dev")  # BenchConfig's defaults
+    r = CliRunner().invoke(app, ["bench", f"jsonl:{qs}", "-o", str(out), "--endpoint-wait", "-1"])
+    assert r.exit_code == 2 and "endpoint_wait_s" in r.output  # the field's own check, named
 
 
 def test_docs_config_md_lists_the_table() -> None:

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.report import write_report
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.metrics import run_metrics, summarize
 from fte_shell.record.rundir import read_trajectory
+from fte_shell.report.build import write_report
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn
 from fte_shell.search import LocalCorpus, SearchResult
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
+from fte_shell.sweep import BenchConfig, run_sweep
 from fte_shell.world import RunWorld, World
 from tests.servers import FakeSerper
 

@@ -13,12 +13,12 @@ import pytest
 from pydantic import TypeAdapter
 
 from fte_shell.config import RunConfig
-from fte_shell.policies import ResearchPolicy
 from fte_shell.profiles import PROFILES
 from fte_shell.record.events import EVENT_TYPES, KnownEvent
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
 
 STRICT: TypeAdapter[Any] = TypeAdapter(KnownEvent)
 
@@ -78,7 +78,7 @@ def test_every_event_kind_the_loop_writes_has_its_model(tmp_path: Path) -> None:
     from fte_shell.config import ModelConfig
     from fte_shell.model import ModelClient
     from fte_shell.record.rundir import RunWriter
-    from fte_shell.scripted import ScriptTurn
+    from fte_shell.standins.server import ScriptTurn
 
     script = [
         ScriptTurn(status=503),  # retried

@@ -14,8 +14,6 @@ import pytest
 from conftest import REPO
 from typer.testing import CliRunner
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.report import write_report
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.metrics import actions_from_events, run_metrics
@@ -30,6 +28,8 @@ from fte_shell.record.events import (
 )
 from fte_shell.record.rundir import find_runs, read_events, read_judgement, read_trajectory
 from fte_shell.record.sweepdir import SweepDir
+from fte_shell.report.build import write_report
+from fte_shell.sweep.judge import judge_runs
 from fte_shell.viewer import Catalog
 
 FIXTURES = REPO / "tests" / "fixtures" / "v0"
@@ -138,9 +138,9 @@ def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_
 
 def test_a_run_written_now_records_schema_1_and_its_facts(tmp_path: Path, hotpotqa_dir: Path) -> None:
     from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-    from fte_shell.policies import ResearchPolicy
     from fte_shell.runner import run_question
-    from fte_shell.scripted import ScriptedServer
+    from fte_shell.standins.research import ResearchPolicy
+    from fte_shell.standins.server import ScriptedServer
 
     corpus = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "corpus" / "hotpotqa")
     q = json.loads((hotpotqa_dir / "dev.jsonl").read_text().splitlines()[0])

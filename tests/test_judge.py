@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell.bench.judge import judge_runs
 from fte_shell.benchmarks.answers import exact_match, normalize_answer, token_f1
 from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
 from fte_shell.benchmarks.presets import parse_grader_reply
 from fte_shell.errors import ConfigError
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep.judge import judge_runs
 
 REPLY_YES = """extracted_final_answer: Paris
 reasoning: The response names Paris, which is the reference answer.

@@ -21,10 +21,10 @@ from fte_shell.model.completion import OUTPUT_ITEMS
 from fte_shell.model.prices import usage_cost
 from fte_shell.model.ratelimit import estimate_request_tokens
 from fte_shell.model.responses import to_completion, to_input
-from fte_shell.policies import ResearchPolicy
 from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}

@@ -14,9 +14,9 @@ from fte_shell.config import RunConfig
 from fte_shell.profiles import QuestionContext, make_profile
 from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.server import ScriptedServer
 from fte_shell.workspace import filename_for
 from fte_shell.world import RunWorld, World
 

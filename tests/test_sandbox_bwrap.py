@@ -27,7 +27,7 @@ from fte_shell import Sandbox, SandboxConfig
 from fte_shell.config import FetchPolicy
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import get_provider
-from fte_shell.sandbox.bwrap import rootfs as R
+from fte_shell.sandbox.providers.bwrap import rootfs as R
 from tests.conftest import IN_CI
 from tests.servers import LoopbackServer
 
@@ -111,7 +111,7 @@ def test_a_tar_is_extracted_once_into_its_content_addressed_entry(tmp_path: Path
 
 
 def test_the_image_tree_is_keyed_by_the_image_content_hash(tree: R.Rootfs) -> None:
-    from fte_shell.sandbox.docker.image import content_hash
+    from fte_shell.sandbox.providers.docker.image import content_hash
 
     assert tree.key == content_hash(SandboxConfig())
     assert tree.path == R.cache_dir(SandboxConfig()) / tree.key
@@ -396,13 +396,13 @@ def test_a_ray_sweep_on_bwrap_nodes(tree: R.Rootfs, tmp_path: Path, hotpotqa_dir
     prepare the provider stops the sweep before any run, naming the node."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = pytest.importorskip("ray")
-    from fte_shell.bench.sweep import BenchConfig, run_sweep
     from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
     from fte_shell.config import ModelConfig, RunConfig
     from fte_shell.distributed import RayExecutor
     from fte_shell.distributed.nodes import check_nodes
-    from fte_shell.policies import ResearchPolicy
-    from fte_shell.scripted import ScriptedServer
+    from fte_shell.standins.research import ResearchPolicy
+    from fte_shell.standins.server import ScriptedServer
+    from fte_shell.sweep import BenchConfig, run_sweep
 
     rows = [json.loads(line) for line in (hotpotqa_dir / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:3]]
     data = tmp_path / "q.jsonl"

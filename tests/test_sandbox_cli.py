@@ -12,8 +12,8 @@ import pytest
 
 from fte_shell.config import SandboxConfig
 from fte_shell.sandbox.base import PROVIDERS
-from fte_shell.sandbox.docker import api as A
-from fte_shell.sandbox.docker import image as I
+from fte_shell.sandbox.providers.docker import api as A
+from fte_shell.sandbox.providers.docker import image as I
 
 pytestmark = pytest.mark.docker
 
@@ -43,7 +43,7 @@ def test_interactive_shell_runs_hardened_and_leaves_nothing(docker_ready: None) 
 
 
 def test_doctor_command_prints_every_check(docker_ready: None) -> None:
-    I._image_ok.clear()
+    I.forget(SandboxConfig())
     I.ensure_image(SandboxConfig())
     out = subprocess.run(
         [sys.executable, "-m", "fte_shell", "sandbox", "doctor"],

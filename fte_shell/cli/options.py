@@ -13,6 +13,10 @@ and docstring), so the commands cannot drift apart and a new field needs one row
 The decorated command shows the table's flags (grouped in ``--help`` under Model, Agent, Search,
 Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the nested dict
 :func:`~fte_shell.config.load_config` merges last (flags beat the file and the environment).
+
+``bench``'s own options are the same kind of table over its sweep's
+:class:`~fte_shell.sweep.BenchConfig` (:data:`SWEEP_FLAGS`, :func:`sweep_flags`): the command gets
+them as ``sweep``, the keyword arguments of that model.
 """
 
 from __future__ import annotations
@@ -179,6 +183,67 @@ FLAGS: tuple[ConfigFlag, ...] = (
 """Every config flag of the CLI, in ``--help`` order."""
 
 
+@dataclass(frozen=True)
+class SweepFlag:
+    """One option of ``bench`` that sets a field of the sweep's
+    :class:`~fte_shell.sweep.BenchConfig`: its type, default and help come from the field."""
+
+    name: str
+    """The BenchConfig field (and the command function's parameter)."""
+
+    decls: tuple[str, ...]
+    """Flag names, the long one first."""
+
+    note: str = ""
+    """Said after the field's help (how the flag spells the value, e.g. a comma list)."""
+
+    @property
+    def field(self) -> FieldInfo:
+        from ..sweep.config import BenchConfig
+
+        return BenchConfig.model_fields[self.name]
+
+    @property
+    def is_list(self) -> bool:
+        """A list field, given as one comma-separated value."""
+        return get_origin(self.field.annotation) is list
+
+    @property
+    def default(self) -> Any:
+        """The field's default as the flag takes it (``...``: the flag is required)."""
+        if self.field.is_required():
+            return ...
+        d = self.field.get_default(call_default_factory=True)
+        return ",".join(d) if self.is_list else d
+
+    def value(self, given: Any) -> Any:
+        """The field's value from what the flag read."""
+        return [p.strip() for p in given.split(",") if p.strip()] if self.is_list else given
+
+    def option(self) -> Any:
+        """The ``Annotated[type, typer.Option(...)]`` of the command parameter."""
+        vt = str if self.is_list else self.field.annotation
+        doc = " ".join((self.field.description or "").split()).replace("``", "`")
+        return Annotated[vt, typer.Option(*self.decls, help=_SENTENCE.split(doc)[0] + self.note, rich_help_panel="Sweep")]
+
+
+SWEEP_FLAGS: tuple[SweepFlag, ...] = (
+    SweepFlag("out", ("--out", "-o")),
+    SweepFlag("profiles", ("--profiles", "-p"), note=" Comma-separated."),
+    SweepFlag("runs", ("--runs", "-k")),
+    SweepFlag("concurrency", ("--concurrency", "-j")),
+    SweepFlag("split", ("--split",)),
+    SweepFlag("limit", ("--limit",)),
+    SweepFlag("sample", ("--sample",)),
+    SweepFlag("seed", ("--seed",)),
+    SweepFlag("corpus_dir", ("--corpus-dir",)),
+    SweepFlag("endpoint_wait_s", ("--endpoint-wait",)),
+    SweepFlag("allow_config_change", ("--allow-config-change",)),
+    SweepFlag("retries", ("--retries",)),
+)
+"""``bench``'s own options: the fields of the sweep's BenchConfig it takes, in ``--help`` order."""
+
+
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
     """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo`` or ``judge``)."""
     if command not in COMMANDS:
@@ -220,24 +285,39 @@ def config_flags(command: str) -> Callable[[F], F]:
     """Decorator of a typer command function: adds the table's flags of ``command`` to its signature and
     passes the given ones as ``overrides`` (the function's parameter of that name, hidden from the CLI)."""
     flags = flags_for(command)
+    extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
+             for f in flags]
+    return _adding(extra, "overrides", lambda values: overrides_of(flags, values))
+
+
+def sweep_flags(fn: F) -> F:
+    """Decorator of ``bench``: adds :data:`SWEEP_FLAGS` to its signature and passes their values as
+    ``sweep`` (keyword arguments of :class:`~fte_shell.sweep.BenchConfig`)."""
+    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.option())
+             for f in SWEEP_FLAGS]
+    return _adding(extra, "sweep", lambda values: {f.name: f.value(values[f.name]) for f in SWEEP_FLAGS})(fn)
+
+
+def _adding(extra: list[inspect.Parameter], name: str, collect: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
+    """Add ``extra`` to a command function's signature; the command gets ``collect(their values)`` as its
+    parameter ``name`` (hidden from the CLI)."""
 
     def decorate(fn: F) -> F:
         sig = inspect.signature(fn, eval_str=True)
-        if "overrides" not in sig.parameters:
-            raise TypeError(f"{fn.__name__} takes no 'overrides' parameter")
-        own = [p for p in sig.parameters.values() if p.name != "overrides"]
-        clash = {f.param for f in flags} & {p.name for p in own}
+        if name not in sig.parameters:
+            raise TypeError(f"{fn.__name__} takes no {name!r} parameter")
+        own = [p for p in sig.parameters.values() if p.name != name]
+        clash = {p.name for p in extra} & {p.name for p in own}
         if clash:
             raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} clash with the option table")
-        extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
-                 for f in flags]
 
         @functools.wraps(fn)
         def command_fn(*args: Any, **kwargs: Any) -> Any:
-            values = {f.param: kwargs.pop(f.param, None) for f in flags}
-            return fn(*args, overrides=overrides_of(flags, values), **kwargs)
+            values = {p.name: kwargs.pop(p.name, None) for p in extra}
+            return fn(*args, **{name: collect(values)}, **kwargs)
 
-        params = own + extra
+        params = [*own, *extra]
+        params.sort(key=lambda p: p.kind)  # the added keyword-only ones after the command's own
         command_fn.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
         return command_fn  # type: ignore[return-value]

@@ -46,7 +46,6 @@ PLACEHOLDER_API_KEY = "sk-no-key-required"
 
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 300.0
-RETRYABLE_STATUS = frozenset({408, 409, 429})
 TRANSIENT_5XX = frozenset({502, 503, 504})
 """5xx statuses always retried (a proxy or an overloaded server); any other 5xx whose body repeats is a
 deterministic refusal (llama-cpp-python answers a message it cannot validate with 500)."""

@@ -42,7 +42,7 @@ from .errors import EndpointUnavailable
 TYPED_PARAMS = ("model", "tool_choice", "max_output_tokens", "temperature", "top_p", "store", "include", "reasoning")
 """Request fields given to ``client.responses.create`` as its parameters. ``input`` and ``tools`` go in its
 ``extra_body``: the SDK's parameter transform walks every input item, which grows with the conversation
-(benchmarks/responses_request.py: 2.2 s against 0.05 s per request at 900 items, 2 cores), and our items
+(perf/responses_request.py: 2.2 s against 0.05 s per request at 900 items, 2 cores), and our items
 are plain JSON already."""
 
 FINISH_OF_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
