@@ -78,6 +78,35 @@ RESOURCE_OF: dict[str, str] = {s.name: s.blames for s in STOPS if s.blames is no
 """Stop reasons that mean a piece of infrastructure stopped answering: the sweep pauses and probes it."""
 
 
+NO_RESULT = "incomplete"
+"""Not a stop reason: what the metrics and the report show as the stop of a run without ``result.json``
+(it never ended; like an infrastructure failure, not a result)."""
+
+GAVE_UP: dict[str, str] = {}
+"""``{resource: the sweep's status}`` when a sweep gives up waiting for a resource: the first stop reason
+of :data:`STOPS` that blames it (``endpoint_unavailable``, ``sandbox_unavailable``, ``search_unavailable``)."""
+for _s in STOPS:
+    if _s.blames is not None:
+        GAVE_UP.setdefault(_s.blames, _s.name)
+
+SweepStatus = Literal["running", "finished", "interrupted", "budget_reached", "endpoint_unavailable",
+                      "sandbox_unavailable", "search_unavailable", "disk_full"]
+"""A sweep's ``status`` (``sweep.json``): ``running``, ``finished``, ``interrupted`` (the stop reason of
+that name: SIGINT/SIGTERM), ``budget_reached``, or the :data:`GAVE_UP` status of the resource it gave up on."""
+
+if set(get_args(SweepStatus)) != {"running", "finished", "budget_reached", "interrupted", *GAVE_UP.values()} \
+        or "interrupted" not in BY_NAME:  # pragma: no cover - a typo here
+    raise AssertionError("fte_shell.stops: SweepStatus and STOPS disagree")
+
+RunState = Literal["done", "failed", "partial", "new"]
+"""A run directory as a sweep finds it: ``done`` (a result: its stop reason is a result), ``failed`` (it
+ended for an infrastructure reason), ``partial`` (no readable ``result.json``), ``new`` (no directory)."""
+
+RunStatus = Literal["correct", "wrong", "unjudged", "failed"]
+"""A run as the report and the viewer count it: ``failed`` when it is not a result (an infrastructure
+stop, or no result at all), else its primary verdict (``unjudged`` without one)."""
+
+
 def is_infra_failure(stop_reason: str | None) -> bool:
     """True when a run that ended with ``stop_reason`` is a failure of the infrastructure, not a result.
     A missing or unknown stop reason (no result) counts as a failure too."""

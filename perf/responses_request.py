@@ -2,7 +2,7 @@
 
     python3 perf/responses_request.py [--turns 100,300] [--repeat 5]
 
-``fte_shell.model.responses.post`` gives ``input`` and ``tools`` to ``client.responses.create`` in its
+``fte_shell.model.responses.ResponsesApi.send`` gives ``input`` and ``tools`` to ``client.responses.create`` in its
 ``extra_body`` (sent as they are); the baseline passes them as ``input=`` / ``tools=``, which the SDK walks
 against its TypedDicts before sending. Both send the same conversation (``turns`` tool-call turns: a
 reasoning item with encrypted content, a function call and its output each) to the loopback Responses
@@ -55,7 +55,9 @@ def main() -> None:
     with ResponsesEmulator(ResponsesAPI(strict=False), lambda b: "ok") as emu:
         cfg = ModelConfig(base_url=emu.base_url, model="emu-model", api="responses")
         client = ModelClient(cfg)
-        sdk = client._client  # the same openai client, the same connection pool
+        wire = client.wire
+        assert isinstance(wire, responses.ResponsesApi)
+        sdk = wire.channel.client  # the same openai client, the same connection pool
         # the emulator does not know these made-up reasoning ids: register them as its own
         for i in range(max(int(t) for t in args.turns.split(","))):
             emu.personality.items[f"rs_{i}"] = {"id": f"rs_{i}", "encrypted_content": "gAAAAAB" + "x" * 1200}
@@ -63,12 +65,13 @@ def main() -> None:
         print(f"{'turns':>6} {'items':>6} {'ours':>10} {'sdk transform':>14} {'ratio':>7}")
         for turns in (int(t) for t in args.turns.split(",")):
             msgs = conversation(turns)
-            kwargs = responses.request(cfg, "emu-model", msgs, TOOLS, None, 256, None)
+            request = wire.request(msgs, TOOLS, None, 256, None)
+            kwargs = request.fields
             ours, base = [], []
-            responses.post(sdk, kwargs)  # warm: connection, imports
+            wire.send(request, None)  # warm: connection, imports
             for _ in range(args.repeat):  # interleaved
                 t = time.perf_counter()
-                responses.post(sdk, kwargs)
+                wire.send(request, None)
                 ours.append(time.perf_counter() - t)
                 typed = {k: kwargs[k] for k in responses.TYPED_PARAMS if k in kwargs}
                 t = time.perf_counter()

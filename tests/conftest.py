@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("FTE_SHARED_DATA", REPO.parent / "shared" / "data"))
-HOTPOTQA_DIR = SHARED_DATA / "hotpotqa-amor"
 PYDOCS_DIR = Path("/usr/share/doc/python3.11/html")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -101,11 +99,31 @@ def pydocs_dir() -> Path:
     return PYDOCS_DIR
 
 
+def hotpotqa_data_dir() -> Path:
+    """The package's own choice (``fte_shell.benchmarks.hotpotqa.default_hotpotqa_dir``): the copy beside
+    the repository (``../shared/data/hotpotqa-amor``) or ``$FTE_HOTPOTQA_DIR``/``$FTE_SHARED_DATA``, else the
+    download that ``fte-shell corpus hotpotqa --download --no-index`` (setup-host.sh --tests) made."""
+    from fte_shell.benchmarks.hotpotqa import default_hotpotqa_dir
+
+    return default_hotpotqa_dir()
+
+
 @pytest.fixture(scope="session")
 def hotpotqa_dir() -> Path:
-    if not (HOTPOTQA_DIR / "dev.jsonl").exists():
-        msg = f"HotpotQA data not found at {HOTPOTQA_DIR} (set FTE_SHARED_DATA)"
+    d = hotpotqa_data_dir()
+    if not (d / "dev.jsonl").exists():
+        msg = (f"HotpotQA data not found at {d}: download it with `fte-shell corpus hotpotqa --download "
+               "--no-index` (bash sandbox/setup-host.sh --tests does), or set FTE_HOTPOTQA_DIR")
         if IN_CI:
             pytest.fail(msg)
         pytest.skip(msg)
-    return HOTPOTQA_DIR
+    return d
+
+
+def trajectory(run_dir: Path) -> list[dict]:
+    """A run's events as the JSON objects written, for assertions on their keys: read through the one
+    reader (``fte_shell.record.rundir.read_events``: typed, an old run converted) and dumped back."""
+    from fte_shell.record.events import event_dict
+    from fte_shell.record.rundir import read_events
+
+    return [event_dict(e) for e in read_events(run_dir)]

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 
 from fte_shell.agent import NUDGE, Agent, extract_answer
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ToolError
 from fte_shell.model import ModelClient
 from fte_shell.profiles import ToolResult
-from fte_shell.record.rundir import RunWriter, read_trajectory
+from fte_shell.record.rundir import RunWriter
 from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 
@@ -80,7 +81,7 @@ def run(tmp_path: Path, script: list[Any], **agent_kw: Any) -> tuple[Any, Script
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
             result = Agent(cfg, ModelClient(cfg.model), profile, rec, run_id="r1").run("What is noted?")
-    return result, srv, profile, read_trajectory(tmp_path / "run")
+    return result, srv, profile, trajectory(tmp_path / "run")
 
 
 def result_json(tmp_path: Path) -> dict[str, Any]:
@@ -243,7 +244,7 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
         cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
         with RunWriter(tmp_path / "run") as rec, pytest.raises(KeyboardInterrupt):
             Agent(cfg, ModelClient(cfg.model), profile, rec).run("q")
-    events = read_trajectory(tmp_path / "run")
+    events = trajectory(tmp_path / "run")
     assert events[-1]["type"] == "end" and events[-1]["stop_reason"] == "interrupted"
     assert result_json(tmp_path)["stop_reason"] == "interrupted"
     # the interrupted call is recorded, so the trajectory agrees with result.json's tool-call counts
@@ -270,7 +271,7 @@ def test_an_exception_that_names_its_stop_reason_ends_the_run_with_it(tmp_path: 
             cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
             with RunWriter(run_dir) as rec, pytest.raises(type(exc)):
                 Agent(cfg, ModelClient(cfg.model), Raising(), rec).run("q")
-        events = read_trajectory(run_dir)
+        events = trajectory(run_dir)
         assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
         assert events[-1]["stop_reason"] == want == json.loads((run_dir / "result.json").read_text())["stop_reason"]
 
@@ -292,4 +293,4 @@ def test_a_failing_live_log_does_not_stop_the_run(tmp_path: Path) -> None:
         with RunWriter(tmp_path / "run", listener=broken) as rec:
             result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec).run("q")
     assert result.answer == "fine"
-    assert [e["type"] for e in read_trajectory(tmp_path / "run")] == ["start", "model_call", "end"]
+    assert [e["type"] for e in trajectory(tmp_path / "run")] == ["start", "model_call", "end"]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from rich.console import Console
 from test_agent import NotesProfile, call
 
@@ -22,7 +23,7 @@ from fte_shell.metrics import summarize_profile
 from fte_shell.metrics.runs import run_metrics
 from fte_shell.model import ModelClient
 from fte_shell.model.prices import PRICES, billed_tokens, price_for, usage_cost
-from fte_shell.record.rundir import RunWriter, read_trajectory
+from fte_shell.record.rundir import RunWriter
 from fte_shell.report.build import write_report
 from fte_shell.standins.server import ScriptedServer, ScriptTurn
 from fte_shell.stops import is_infra_failure
@@ -79,7 +80,7 @@ def run_notes(tmp_path: Path, script: list[Any], price: ModelPrice | None, **age
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
             result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec, run_id="r1").run("q")
-    return result, read_trajectory(tmp_path / "run")
+    return result, trajectory(tmp_path / "run")
 
 
 def test_cost_per_call_and_per_run(tmp_path: Path) -> None:

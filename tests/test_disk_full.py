@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, REPO
+from conftest import IN_CI, REPO, trajectory
 
 from fte_shell.record.events import ModelCallEvent, StartEvent
 from fte_shell.record.jsonio import DiskFull
-from fte_shell.record.rundir import RunWriter, find_runs, read_result, read_trajectory
+from fte_shell.record.rundir import RunWriter, find_runs, read_result
 from fte_shell.stops import RESULT_STOP_REASONS, stop_of_exception
 
 
@@ -132,6 +132,6 @@ def test_bench_on_a_full_disk_stops_in_one_line_and_resumes(
         for d, *_ in runs:
             res = read_result(d)
             assert res is not None and res["stop_reason"] in RESULT_STOP_REASONS, (d, res)
-            assert read_trajectory(d)[-1]["type"] == "end"
+            assert trajectory(d)[-1]["type"] == "end"
         assert json.loads((out / "sweep.json").read_text())["status"] == "finished"
         no_half_written_file(out)

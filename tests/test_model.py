@@ -209,7 +209,7 @@ def test_server_kinds_force_a_first_call_the_way_their_engine_enforces_it() -> N
 
 
 def test_thinking_switches_and_their_merge_with_extra_body() -> None:
-    from fte_shell.model.client import merge_body
+    from fte_shell.model.chat import merge_body
     from fte_shell.model.window import kind_named, thinking_fields
 
     assert thinking_fields(kind_named("vllm"), False, "Qwen/Qwen3.5-32B") == {"chat_template_kwargs": {"enable_thinking": False}}

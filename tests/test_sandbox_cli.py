@@ -67,6 +67,20 @@ def test_doctor_command_prints_every_check(docker_ready: None) -> None:
     assert rows["podman (runsc)"] == "no" and "flag provided but not defined: -tty" in summary, summary
 
 
+def test_doctor_checks_the_provider_asked_for() -> None:
+    """`sandbox doctor --sandbox-provider bwrap`: that provider's checks on a real box, not the overview."""
+    out = subprocess.run([sys.executable, "-m", "fte_shell", "sandbox", "doctor", "--sandbox-provider", "bwrap"],
+                         check=False, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "asked for: bwrap" in out.stdout and "sandbox providers on this host" not in out.stdout
+    for name in ("root file system", "non-root user", "read-only root", "no network", "the warden is PID 1"):
+        assert name in out.stdout
+    refused = subprocess.run([sys.executable, "-m", "fte_shell", "sandbox", "doctor", "--sandbox-runtime", "gvisor"],
+                             check=False, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "COLUMNS": "250"})
+    assert refused.returncode == 2 and "Input should be 'runc' or 'runsc'" in refused.stderr
+
+
 def test_shell_reads_commands_from_a_pipe(docker_ready: None) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "fte_shell", "shell"],

@@ -1,5 +1,5 @@
 """THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo`` (and
-``judge``, which takes the ``[judge]`` rows).
+``judge``, which takes the ``[judge]`` rows, and ``sandbox doctor``, which takes the provider's).
 
 Each row names a config path (``model.temperature``), its flag(s) and the commands that take it; the
 flag's type, help text, choices and default are derived from the config model's field (its annotation
@@ -17,6 +17,10 @@ Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the 
 ``bench``'s own options are the same kind of table over its sweep's
 :class:`~fte_shell.sweep.BenchConfig` (:data:`SWEEP_FLAGS`, :func:`sweep_flags`): the command gets
 them as ``sweep``, the keyword arguments of that model.
+
+A renamed flag keeps working for one release: a :class:`Renamed` entry of the row (hidden from ``--help``)
+sets the row's value and prints a one-line note naming the new spelling (:func:`renamed_note`, which a
+renamed command calls too).
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ import typer
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from ..benchmarks.presets import BUILTIN
 from ..config import RunConfig
+from .renamed import Renamed
 
 RUNS = frozenset({"run", "bench"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge"})
+COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,9 @@ class ConfigFlag:
 
     negatable: bool = True
     """Booleans: also a ``--no-…`` form (else the flag can only switch the setting on)."""
+
+    renamed: tuple[Renamed, ...] = ()
+    """Old spellings still accepted for one release."""
 
     @property
     def flag(self) -> str:
@@ -166,8 +175,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
     ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
     # [sandbox]: a run's workspace is its run directory's
-    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo"}),
-    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo"}),
+    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo", "doctor"}),
+    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo", "doctor"}),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]
@@ -175,7 +184,11 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
     # [judge]: grading (judge; bench's model-free pass at the end)
-    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"})),
+    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
+        # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
+        Renamed("--method", frozenset({"judge"}), "0.3.0",
+                {"auto": None, "llm": next(p.name for p in BUILTIN.values() if p.legacy == "llm"), "match": "match"}),
+    )),
     # [benchmark]: dataset plugin options
     ConfigFlag("benchmark.gaia_text_only", ("--gaia-text-only",), commands=frozenset({"bench"})),
     ConfigFlag("benchmark.frames_closed", ("--frames-closed",), commands=frozenset({"bench"})),
@@ -245,7 +258,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
 
 
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo`` or ``judge``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo``, ``judge`` or ``doctor``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)
@@ -258,6 +271,8 @@ def flags_markdown() -> str:
         names = ", ".join(f"`{d}`" for d in f.decls)
         if f.value_type is bool and f.negatable:
             names += f", `--no-{f.flag.removeprefix('--')}`"
+        for r in f.renamed:
+            names += f" (old: `{r.decl}` of {', '.join(sorted(r.commands))}, until {r.removed_in})"
         rows.append(f"| {names} | `{f.path}` | {', '.join(c for c in sorted(COMMANDS) if c in f.commands)} |")
     return "\n".join(rows) + "\n"
 
@@ -285,9 +300,18 @@ def config_flags(command: str) -> Callable[[F], F]:
     """Decorator of a typer command function: adds the table's flags of ``command`` to its signature and
     passes the given ones as ``overrides`` (the function's parameter of that name, hidden from the CLI)."""
     flags = flags_for(command)
+    old = [(f, r) for f in flags for r in f.renamed if command in r.commands]
     extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
              for f in flags]
-    return _adding(extra, "overrides", lambda values: overrides_of(flags, values))
+    extra += [inspect.Parameter(r.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=r.option(f.flag))
+              for f, r in old]
+
+    def collect(values: dict[str, Any]) -> dict[str, Any]:
+        for f, r in old:  # the old spelling's value, unless the new one was given too
+            values[f.param] = values[f.param] if values[f.param] is not None else values[r.param]
+        return overrides_of(flags, values)
+
+    return _adding(extra, "overrides", collect)
 
 
 def sweep_flags(fn: F) -> F:

@@ -178,6 +178,21 @@ class ToolMeta(BaseModel):
     """The fetches the call made (None: not recorded, e.g. a schema-0 run or a tool that fetches nothing)."""
     searches: list[SearchFact] | None = None
     """The searches the call made (None: not recorded)."""
+    path: str | None = None
+    """Structured ``fetch``: agent path of the workspace file it wrote or found (the schema-0 runs' only
+    record of the fetch besides the observation)."""
+    new: bool | None = None
+    """Structured ``fetch``: True = it wrote the file, False = the workspace already held it."""
+    source: str | None = None
+    """The page a call materialized or read: structured ``fetch``'s canonical URL or docid, the transient
+    profiles' ``open``/``visit``/``find`` page."""
+    refused: bool | None = None
+    """True when the profile refused the call (fte-single-grep's grep without one fetched file)."""
+    summary_usage: dict[str, Any] | None = None
+    """Token usage of a model the tool called itself (visit-summary's reader model), summed into the
+    run's ``summary_usage``."""
+    timed_out: bool | None = None
+    """``bash``: the command was stopped at the sandbox's time limit."""
 
 
 class ToolCallEvent(_Event):

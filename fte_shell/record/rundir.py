@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
 
-from .events import EVENT_TYPES, SCHEMA_VERSION, Event, KnownEvent, convert, schema_version, typed_events
+from .events import EVENT_TYPES, SCHEMA_VERSION, ErrorEvent, Event, KnownEvent, typed_events
 from .jsonio import (
     naming_full_disk,
     raise_if_full,
@@ -74,17 +74,10 @@ def update_result(run_dir: Path, changes: dict[str, Any], *, default: dict[str, 
     return rec
 
 
-def read_trajectory(run_dir: Path) -> list[dict[str, Any]]:
-    """The events of ``trajectory.jsonl`` as JSON objects in the current schema (an old run's converted on
-    read: :func:`fte_shell.record.events.convert`; a torn or non-JSON line, e.g. from a killed run, is
-    skipped). [] when there is none."""
-    raw = read_jsonl_lenient(Path(run_dir) / TRAJECTORY)
-    version = schema_version(raw)
-    return [convert(ev, version) for ev in raw]
-
-
 def read_events(run_dir: Path) -> list[Event]:
-    """The typed events of ``trajectory.jsonl`` (converted on read, like :func:`read_trajectory`)."""
+    """The typed events of ``trajectory.jsonl``, THE reader of that file (an old run's converted on read:
+    :func:`fte_shell.record.events.convert`; a torn or non-JSON line, e.g. from a killed run, is skipped;
+    [] when there is none). :func:`fte_shell.record.events.event_dict` gives an event back as written."""
     return typed_events(read_jsonl_lenient(Path(run_dir) / TRAJECTORY))
 
 
@@ -188,10 +181,7 @@ def is_run_dir(path: Path) -> bool:
 
 def last_error(run_dir: Path) -> str | None:
     """The message of the last ``error`` event of a run's trajectory (why it ended), if any."""
-    for ev in reversed(read_trajectory(run_dir)):
-        if ev.get("type") == "error":
-            return str(ev.get("message") or "")
-    return None
+    return next((ev.message for ev in reversed(read_events(run_dir)) if isinstance(ev, ErrorEvent)), None)
 
 
 def workspace_files(run_dir: Path) -> dict[str, int]:

@@ -44,7 +44,7 @@ class BenchConfig(BaseModel):
     """Repetitions per (question, profile)."""
 
     concurrency: int = 4
-    """Runs in flight at once (threads; each shell run holds one container)."""
+    """Runs in flight at once (threads; each shell run holds one box)."""
 
     out: Path
     """Sweep directory; a sweep started again with the same one resumes."""
@@ -60,7 +60,7 @@ class BenchConfig(BaseModel):
 
     endpoint_wait_s: float = Field(default=900.0, ge=0)
     """How long the sweep waits for infrastructure that stopped answering — the model endpoint, the sandbox
-    provider (e.g. the Docker daemon), the search backend — probing it with backoff, before it gives up
+    provider (Docker, podman or bwrap), the search backend — probing it with backoff, before it gives up
     (status named after what failed, e.g. ``endpoint_unavailable``). 0 = give up at the first failed probe."""
 
     probe_backoff_s: float = Field(default=2.0, gt=0)
@@ -132,7 +132,8 @@ class SweepStats(BaseModel):
 
     gave_up: str | None = None
     """Set when the sweep stopped because infrastructure stayed unavailable longer than
-    ``endpoint_wait_s``: ``endpoint_unavailable``, ``sandbox_unavailable`` or ``search_unavailable``."""
+    ``endpoint_wait_s``: the resource's status in :data:`fte_shell.stops.GAVE_UP` (``endpoint_unavailable``,
+    ``sandbox_unavailable`` or ``search_unavailable``)."""
 
     outages: int = 0
     """Times the sweep paused because infrastructure stopped answering."""

@@ -19,13 +19,6 @@ from ..record.rundir import read_result, update_result
 from .config import Task
 from .state import now
 
-GIVE_UP_STATUS: dict[str, str] = {
-    "endpoint": "endpoint_unavailable",
-    "sandbox": "sandbox_unavailable",
-    "search": "search_unavailable",
-}
-"""The sweep's status (``sweep.json``) when it gave up waiting for a resource."""
-
 
 def describe_exception(e: BaseException) -> str:
     """``Class: message`` (plus the last frames of the traceback for unexpected exceptions)."""

@@ -10,16 +10,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..benchmarks.base import Dataset
 from ..config import RunConfig
 from ..record.rundir import read_result
-from ..record.sweepdir import SweepDir
-from ..stops import RESOURCE_OF, is_infra_failure
+from ..record.sweepdir import ConfigChange, SweepDir
+from ..stops import GAVE_UP, RESOURCE_OF, SweepStatus, is_infra_failure
 from .config import BenchConfig, SweepStats, Task
 from .execute import Outcome
-from .failures import GIVE_UP_STATUS, failure_row, record_raised
+from .failures import failure_row, record_raised
 from .outage import Outages
 from .state import now, run_state, write_manifest
 
@@ -34,7 +33,7 @@ class Ledger:
     """The books of one invocation (thread-safe: the workers report to it concurrently)."""
 
     def __init__(self, bench: BenchConfig, dataset: Dataset, config: RunConfig, tasks: list[Task], *,
-                 history: list[dict[str, Any]], t0: float, outages: Outages, on_event: OnEvent | None, log: Callable[[str], None]):
+                 history: list[ConfigChange], t0: float, outages: Outages, on_event: OnEvent | None, log: Callable[[str], None]):
         self.bench, self.dataset, self.config, self.tasks = bench, dataset, config, tasks
         self.history, self.outages, self.on_event, self.log = history, outages, on_event, log
         self.stats = SweepStats(total=len(tasks))
@@ -126,7 +125,7 @@ class Ledger:
             self._in_flight.clear()
 
     # --- sweep.json -------------------------------------------------------------------------------------
-    def write(self, status: str) -> None:
+    def write(self, status: SweepStatus) -> None:
         self.stats.wall_s = time.monotonic() - self._t0
         write_manifest(self.bench, self.dataset, self.config, status, self.stats, self.started_at,
                        config_changes=self.history, sandboxes=dict(self.sandboxes))
@@ -135,7 +134,7 @@ class Ledger:
         """The closing counts, written with the sweep's final status (interrupted, gave up or finished)."""
         self.outages.finish()
         s = self.stats
-        s.gave_up = GIVE_UP_STATUS.get(self.outages.gave_up or "")
+        s.gave_up = GAVE_UP.get(self.outages.gave_up or "")
         s.outages, s.outage_s = self.outages.count, round(self.outages.paused_s, 3)
         s.pending = sum(1 for t in self.tasks if run_state(t.run_dir) != "done")
         self.write("interrupted" if s.interrupted else s.gave_up or ("budget_reached" if s.budget_reached else "finished"))

@@ -13,8 +13,8 @@ from ..config import RunConfig
 from ..digest import canonical_config, config_changes, digest_of
 from ..errors import ConfigError
 from ..record.rundir import read_result
-from ..record.sweepdir import MANIFEST, SweepDir
-from ..stops import is_infra_failure
+from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
+from ..stops import RunState, SweepStatus, is_infra_failure
 from .config import BenchConfig, SweepStats, Task
 
 
@@ -35,7 +35,7 @@ def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
     ]
 
 
-def run_state(run_dir: Path) -> str:
+def run_state(run_dir: Path) -> RunState:
     """``done`` (a result), ``failed`` (ended for an infrastructure reason: not a result), ``partial``
     (a directory without a readable ``result.json``) or ``new``."""
     result = read_result(run_dir)
@@ -44,7 +44,7 @@ def run_state(run_dir: Path) -> str:
     return "partial" if run_dir.exists() else "new"
 
 
-def read_manifest(out: Path) -> dict[str, Any] | None:
+def read_manifest(out: Path) -> SweepManifest | None:
     """``OUT/sweep.json``, or None when there is none (or it is unreadable)."""
     return SweepDir(Path(out)).manifest()
 
@@ -67,19 +67,19 @@ def run_digests(cfg: RunConfig, profiles: list[str]) -> dict[str, str]:
     return out
 
 
-def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[ConfigChange], list[str]]:
     """Refuse to resume a sweep whose behaviour-relevant configuration changed (the message names every
     changed key), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
     change appended when there is one) and this change's lines (empty: no change)."""
     old = read_manifest(out)
     if old is None:
         return [], []
-    history = list(old.get("config_changes") or [])
-    before = old.get("config_canonical")
-    if not isinstance(before, dict):  # older manifests: derive it from the (masked) config snapshot
-        if not isinstance(old.get("config"), dict):
+    history = list(old.config_changes)
+    before = old.config_canonical
+    if before is None:  # older manifests: derive it from the (masked) config snapshot
+        if not old.config:
             return history, []
-        before = sweep_canonical(old["config"])
+        before = sweep_canonical(old.config)
     after = sweep_canonical(cfg)
     changes = config_changes(before, after)
     if not changes:
@@ -90,7 +90,7 @@ def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[di
             f"Changed: {'; '.join(changes)}. Restore the old settings, choose another --out, or pass "
             f"--allow-config-change to resume anyway (the change is recorded in {MANIFEST})"
         )
-    history.append({"at": now(), "from_digest": digest_of(before), "to_digest": digest_of(after), "changes": changes})
+    history.append(ConfigChange(at=now(), from_digest=digest_of(before), to_digest=digest_of(after), changes=changes))
     return history, changes
 
 
@@ -98,32 +98,32 @@ def write_manifest(
     bench: BenchConfig,
     dataset: Dataset,
     cfg: RunConfig,
-    status: str,
+    status: SweepStatus,
     stats: SweepStats | None,
     started: str,
     *,
-    config_changes: list[dict[str, Any]] | None = None,
+    config_changes: list[ConfigChange] | None = None,
     sandboxes: dict[str, int] | None = None,
 ) -> None:
     """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
     canonical = sweep_canonical(cfg)
-    manifest = {
-        "dataset": {k: v for k, v in dataset.model_dump(mode="json").items() if k != "questions"},
-        "questions": len(dataset.questions),
-        "bench": bench.model_dump(mode="json"),
-        "profiles": bench.profiles,
-        "runs": bench.runs,
-        "config": cfg.model_dump(mode="json"),
-        "config_digest": digest_of(canonical),
-        "run_config_digests": run_digests(cfg, bench.profiles),
-        "config_canonical": canonical,
-        "config_changes": config_changes or [],
-        "started_at": started,
-        "updated_at": now(),
-        "status": status,
-        "stats": stats.model_dump() if stats else None,
-        "sandboxes": sandboxes or {},
-    }
+    manifest = SweepManifest(
+        dataset=ManifestDataset.model_validate(dataset.model_dump(mode="json", exclude={"questions"})),
+        questions=len(dataset.questions),
+        bench=bench.model_dump(mode="json"),
+        profiles=bench.profiles,
+        runs=bench.runs,
+        config=cfg.model_dump(mode="json"),
+        config_digest=digest_of(canonical),
+        run_config_digests=run_digests(cfg, bench.profiles),
+        config_canonical=canonical,
+        config_changes=config_changes or [],
+        started_at=started,
+        updated_at=now(),
+        status=status,
+        stats=stats.model_dump() if stats else None,
+        sandboxes=sandboxes or {},
+    )
     SweepDir(Path(bench.out)).write_manifest(manifest)
 
 
@@ -137,9 +137,9 @@ def check_compatible(out: Path, dataset: Dataset) -> None:
     old = read_manifest(out)
     if old is None:
         return
-    od = old.get("dataset") or {}
-    if (od.get("source"), od.get("split")) != (dataset.source, dataset.split):
+    od = old.dataset
+    if (od.source, od.split) != (dataset.source, dataset.split):
         raise ConfigError(
-            f"{out} holds a sweep of {od.get('source')} (split {od.get('split')}); this is "
+            f"{out} holds a sweep of {od.source} (split {od.split}); this is "
             f"{dataset.source} (split {dataset.split}): choose another --out"
         )

@@ -26,6 +26,7 @@ from typing import IO
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
+from ....safetar import extract
 from ...base import WARDEN, Log
 from ...image_inputs import REPO_ROOT, content_hash
 
@@ -186,19 +187,33 @@ def _export(cfg: SandboxConfig, cache: Path, key: str, log: Log | None) -> Rootf
         raise SandboxError(f"{exe} create {cfg.image} failed: {r.stderr.strip()[:300]}")
     cid = r.stdout.strip()
     try:
-        proc = subprocess.Popen([exe, "export", cid], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None
-        try:
-            rf = _install(cache, key, proc.stdout,
-                          {"env": env, "source": f"{Path(exe).name} export of {cfg.image} ({image_id})"}, log)
-        finally:
-            proc.stdout.close()
-            err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
-            if proc.wait() != 0:
-                raise SandboxError(f"{exe} export failed: {err.strip()[:300]}")
+        return _install_from([exe, "export", cid], cache, key,
+                             {"env": env, "source": f"{Path(exe).name} export of {cfg.image} ({image_id})"}, log)
     finally:
         subprocess.run([exe, "rm", "-f", cid], capture_output=True, timeout=120, check=False)
-    return rf
+
+
+def _install_from(argv: list[str], cache: Path, key: str, meta: dict, log: Log | None) -> Rootfs:
+    """:func:`_install` of the tar that ``argv`` (``docker export CID``) writes to its stdout. A failure
+    names its cause: the extraction's exception (type and text) and the command's exit status and stderr
+    (an extraction that stops early leaves the command writing into a closed pipe)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    failure: Exception | None = None
+    try:
+        rf = _install(cache, key, proc.stdout, meta, log)
+    except Exception as e:  # noqa: BLE001 - reported below with the command's own account
+        failure = e
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode("utf-8", "replace").strip()
+        code = proc.wait()
+    if failure is None and code == 0:
+        return rf
+    causes = [f"{type(failure).__name__}: {failure}"] if failure is not None else []
+    if code != 0:
+        causes.append(f"{Path(argv[0]).name} exited with status {code}" + (f": {err[:300]}" if err else " and no message"))
+    raise SandboxError(f"{' '.join(argv[:2])} failed: " + "; ".join(causes)) from failure
 
 
 def _install(cache: Path, key: str, stream: IO[bytes], meta: dict, log: Log | None) -> Rootfs:
@@ -215,8 +230,8 @@ def _install(cache: Path, key: str, stream: IO[bytes], meta: dict, log: Log | No
                 if m.isdev() or m.isfifo():
                     continue
                 if m.isdir():  # its mode once its files are in (a 0555 directory takes none)
-                    dirs.append((tmp / m.name, m.mode & 0o1777))
-                tar.extract(m, tmp, set_attrs=m.isfile(), numeric_owner=True, filter="tar")
+                    dirs.append((tmp / m.name.lstrip("/"), m.mode & 0o1777))
+                extract(tar, m, tmp, kind="tar", set_attrs=m.isfile(), numeric_owner=True)
         for d, mode in reversed(dirs):
             os.chmod(d, mode | 0o500)
         os.chmod(tmp, 0o755)
