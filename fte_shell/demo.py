@@ -21,7 +21,7 @@ from .config import RunConfig
 from .record.rundir import EventListener
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import RunResult
+    from .episode import RunResult
 
 DEMO_QUESTIONS: tuple[tuple[str, str | None], ...] = (
     ("Which function in the json module serializes an object to a JSON formatted str?", "json.dumps"),
@@ -71,7 +71,8 @@ def run_demo(
 ) -> list[RunResult]:
     """Answer ``questions`` with the scripted policy; one run directory per question under ``out_root``
     (``01-<slug>``, …). Prints what it does to ``console``; ``log`` gets every trajectory event."""
-    from .runner import run_question, slugify
+    from .episode import slugify
+    from .runner import run_question
     from .search.pydoc_corpus import build_pydoc_corpus
     from .standins.research import ResearchPolicy
     from .standins.server import ScriptedServer

@@ -55,6 +55,7 @@ STOPS: tuple[Stop, ...] = (
     Stop("snapshot_miss", True, None, "replay with snapshot.on_miss = fail-run: a page or search not in the snapshot"),
     Stop("disk_full", True, "disk", "no space left on the device of the run or sweep directory"),
     Stop("interrupted", True, None, "Ctrl-C / SIGTERM"),
+    Stop("abandoned", True, None, "an episode closed by its driver without finish (fte_shell.episode.Episode)"),
     Stop("crashed", True, None, "an unexpected exception in a profile or the loop (a harness bug)"),
     Stop("failed", True, None, "the harness raised outside the loop, or the run wrote no result (the sweep's record)"),
 )
@@ -64,7 +65,7 @@ BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
 StopReason = Literal[
     "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
     "reply_cut", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
-    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "crashed", "failed",
+    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "abandoned", "crashed", "failed",
 ]
 """Every name of :data:`STOPS` (checked against the table on import)."""
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from fte_shell.export.atif_trajectory import export_atif
 from fte_shell.export.common import read_runs
 from fte_shell.export.inspect_log import export_inspect
+from fte_shell.record.events import EndEvent, ErrorEvent, ModelCallEvent, StartEvent, ToolCallEvent
 from fte_shell.record.rundir import RunWriter, write_judgement
 from fte_shell.record.sweepdir import SweepDir
 
@@ -62,17 +63,17 @@ def write_run(sd: SweepDir, profile: str, qid: str, rep: int, question: str, gol
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     counts: dict[str, int] = {}
     with RunWriter(d) as w:
-        w.event("start", question=question, profile=profile, model="bench-model",
+        w.write(StartEvent(question=question, profile=profile, model="bench-model",
                 config={"model": {"model": "bench-model", "temperature": 1.0, "top_p": 0.95, "max_tokens": 16384},
                         "agent": {"max_turns": 300}},
                 system_prompt=text(rng, 2500), tools=tools(names), run_id=f"{qid}-{profile}-r{rep}",
-                reasoning_passback="auto", server={"context_window": 131072})
+                reasoning_passback="auto", server={"context_window": 131072}))
         prompt = 900
         for t in range(1, turns + 1):
             last = t == turns
             if infra and last:
-                w.event("error", turn=t, message="model endpoint unavailable: connection refused",
-                        error_class="EndpointUnavailable")
+                w.write(ErrorEvent(turn=t, message="model endpoint unavailable: connection refused",
+                        error_class="EndpointUnavailable"))
                 break
             name = rng.choice(names)
             call_id = f"call_{t}_0"
@@ -87,24 +88,24 @@ def write_run(sd: SweepDir, profile: str, qid: str, rep: int, question: str, gol
             if not last:
                 msg["tool_calls"] = [{"id": call_id, "type": "function",
                                       "function": {"name": name, "arguments": json.dumps(args)}}]
-            w.event("model_call", turn=t, latency_s=round(rng.uniform(0.5, 8), 3), usage=u, usage_details=u,
+            w.write(ModelCallEvent(turn=t, latency_s=round(rng.uniform(0.5, 8), 3), usage=u, usage_details=u,
                     message=msg, finish_reason="stop" if last else "tool_calls", attempts=1,
                     request={"model": "bench-model", "temperature": 1.0, "max_tokens": 16384, "tools": names},
                     response={"id": f"chatcmpl-{qid}-{t}", "model": "bench-model"},
-                    reasoning=text(rng, rng.randint(100, 1500)), reasoning_fields=["reasoning_content"])
+                    reasoning=text(rng, rng.randint(100, 1500)), reasoning_fields=["reasoning_content"]))
             if last:
                 break
             size = min(24000, int(rng.lognormvariate(7.8, 1.0)))
             obs = text(rng, size)
             prompt += size // 4
             counts[name] = counts.get(name, 0) + 1
-            w.event("tool_call", turn=t, id=call_id, name=name, arguments=args,
+            w.write(ToolCallEvent(turn=t, id=call_id, name=name, arguments=args,
                     raw_arguments=msg["tool_calls"][0]["function"]["arguments"], observation=obs, error=False,
                     duration_s=round(rng.uniform(0.01, 2), 3),
-                    meta={"exit_code": 0, "timed_out": False, "truncated": size >= 24000, "fetches": [], "searches": []})
+                    meta={"exit_code": 0, "timed_out": False, "truncated": size >= 24000, "fetches": [], "searches": []}))
         stop = "endpoint_unavailable" if infra else "answer"
         answer = None if infra else gold
-        w.event("end", stop_reason=stop, answer=answer, turns=t, wall_s=round(t * 3.1, 3))
+        w.write(EndEvent(stop_reason=stop, answer=answer, turns=t, wall_s=round(t * 3.1, 3)))
         w.write_result({"question": question, "answer": answer, "profile": profile, "model": "bench-model",
                         "turns": t, "stop_reason": stop, "tool_calls": counts, "usage": usage,
                         "summary_usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},

@@ -171,10 +171,10 @@ whichever provider started the box."""
 
 @pytest.mark.docker
 def test_one_bash_command_crosses_at_most_seven_files(provider_case: ProviderCase) -> None:
-    """Follow one bash tool call for real, from the loop's dispatch (``Agent.execute``) to its observation
-    in the conversation: the fte_shell files whose code runs on the way (the trajectory writer included),
-    with a box of each provider case."""
-    from fte_shell.agent import Agent
+    """Follow one bash tool call for real, from the episode's dispatch (``Episode.call_raw``: what the
+    loop, a script or any other driver calls) to its result: the fte_shell files whose code runs on the
+    way (the trajectory writer included), with a box of each provider case."""
+    from fte_shell.episode import Episode
     from fte_shell.profiles import QuestionContext, make_profile
     from fte_shell.record.rundir import RunWriter
     from fte_shell.world import RunWorld
@@ -186,10 +186,10 @@ def test_one_bash_command_crosses_at_most_seven_files(provider_case: ProviderCas
         with RunWriter(tmp / "run") as rec:
             profile = make_profile("shell", QuestionContext(cfg, rec.workspace_dir, RunWorld(), "arch-trace"))
             try:
-                agent = Agent(cfg, None, profile, rec)  # type: ignore[arg-type]  # no model call is made
+                ep = Episode(cfg, "q", profile, rec)
                 call = {"id": "c1", "type": "function",
                         "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}
-                agent.execute(call, {"bash"}, salvaged=False)  # warm: the first command may start the shell
+                ep.call_raw(call, turn=1)  # warm: the first command may start the shell
                 files: set[str] = set()
 
                 def profiler(frame: object, event: str, arg: object) -> None:
@@ -200,14 +200,14 @@ def test_one_bash_command_crosses_at_most_seven_files(provider_case: ProviderCas
 
                 sys.setprofile(profiler)
                 try:
-                    failed = agent.execute(call, {"bash"}, salvaged=False)
+                    _, res = ep.call_raw(call, turn=1)
                 finally:
                     sys.setprofile(None)
             finally:
                 profile.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    assert not failed and agent.messages[-1]["content"].startswith("hi")
+    assert not res.error and res.output.startswith("hi")
     assert len(files) <= MAX_FILES_PER_COMMAND, f"{provider_case.id}: {len(files)} files: {sorted(files)}"
     assert not [f for f in files if "/providers/" in f], f"provider code ran for a command: {sorted(files)}"
     print(f"{provider_case.id}: one bash command crosses {len(files)} files: {sorted(files)}")

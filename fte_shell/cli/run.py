@@ -146,7 +146,7 @@ class EventPrinter:
 
 def default_out_dir(question: str, root: Path = Path("runs")) -> Path:
     """``runs/<UTC timestamp>-<slug of the question>``."""
-    from ..runner import slugify
+    from ..episode import slugify
 
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return root / f"{stamp}-{slugify(question)}"

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
 
-from .events import SCHEMA_VERSION, ErrorEvent, Event, typed_events
+from .events import EVENT_TYPES, SCHEMA_VERSION, ErrorEvent, Event, KnownEvent, typed_events
 from .jsonio import (
     naming_full_disk,
     raise_if_full,
@@ -214,7 +214,7 @@ def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
 
 
 class RunWriter:
-    """Appends trajectory events and writes ``result.json`` for one run.
+    """Appends typed trajectory events (:meth:`write`) and writes ``result.json`` for one run.
 
     Opening a writer on a directory that holds an earlier, unfinished or finished run starts it over:
     the old trajectory and result are replaced (the workspace is left as it is)."""
@@ -237,13 +237,18 @@ class RunWriter:
         """Seconds since the writer was opened."""
         return time.monotonic() - self._t0
 
-    def event(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Append one event (``type``, ``t``, then ``fields``; the ``start`` event gets ``schema_version``
-        first) and flush it to the file (models: :mod:`fte_shell.record.events`)."""
-        head: dict[str, Any] = {"type": type_, "t": round(self.elapsed(), 4)}
-        if type_ == "start":
+    def write(self, event: KnownEvent) -> dict[str, Any]:
+        """Append one typed event (a model of :mod:`fte_shell.record.events`) and flush it to the file:
+        ``type``, ``t`` (set here), ``schema_version`` for the start event, then the fields the caller set
+        (values a model does not type, such as a tool's ``meta``, are JSON-encoded with ``str`` as the
+        fallback). Returns the JSON object written (what the listener gets). Raises TypeError for an
+        event type without a model of its own."""
+        if EVENT_TYPES.get(getattr(event, "type", "")) is not type(event):
+            raise TypeError(f"{type(event).__name__} is not an event model of fte_shell.record.events")
+        head: dict[str, Any] = {"type": event.type, "t": round(self.elapsed(), 4)}
+        if event.type == "start":
             head["schema_version"] = SCHEMA_VERSION
-        ev: dict[str, Any] = {**head, **fields}
+        ev = {**head, **event.model_dump(exclude_unset=True, exclude={"type", "t", "schema_version"})}
         line = json.dumps(ev, ensure_ascii=False, default=str)
         with self._lock:
             if self._f is None:
@@ -251,7 +256,7 @@ class RunWriter:
             try:  # not naming_full_disk: a plain try keeps the per-event path free of calls until it fails
                 self._f.write(line + "\n")
                 self._f.flush()
-                if type_ == "end":
+                if event.type == "end":
                     os.fsync(self._f.fileno())
             except OSError as e:
                 raise_if_full(e, self.run_dir / TRAJECTORY)  # a full disk ends the run ``disk_full``

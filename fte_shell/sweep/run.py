@@ -28,10 +28,10 @@ from pathlib import Path
 
 from ..benchmarks.registry import load_dataset
 from ..config import RunConfig
+from ..episode import sigterm_as_interrupt
 from ..errors import ConfigError, FteError
 from ..record.jsonio import DiskFull, is_disk_full
 from ..record.rundir import read_result
-from ..runner import sigterm_as_interrupt
 from .config import BenchConfig, RunFn, SweepStats, Task
 from .execute import Attempt, LocalRuns, RemoteRuns, WorkQueue, drain
 from .ledger import Ledger, OnEvent

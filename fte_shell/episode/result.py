@@ -1,5 +1,6 @@
-"""What one run counts as it goes (:class:`LoopState`) and what it produced (:class:`RunResult` =
-``result.json``, written with the ``end`` event by :func:`write_end`)."""
+"""What one run counts into ``result.json`` whoever drives it (:class:`Tally`), what it produced
+(:class:`RunResult` = ``result.json``), and the ``start`` and ``end`` events (:func:`write_start`,
+:func:`write_end`: the end event and ``result.json`` through the one writer)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..config import RunConfig
 from ..digest import config_digest
 from ..model import ServerInfo
+from ..record.events import EndEvent, StartEvent, WarningEvent
 from ..record.rundir import RunWriter
 from ..stops import StopReason
 
@@ -19,7 +21,7 @@ USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 TOOL_USAGE_META = "summary_usage"
 """Key of a tool result's ``meta`` under which a tool that calls a model of its own (visit-summary's
-reader) reports that call's token usage; the loop sums it into :attr:`RunResult.summary_usage`."""
+reader) reports that call's token usage; the episode sums it into :attr:`RunResult.summary_usage`."""
 
 
 def add_usage(total: dict[str, int], usage: Any) -> None:
@@ -33,7 +35,7 @@ def add_usage(total: dict[str, int], usage: Any) -> None:
 
 class RunResult(BaseModel):
     """What one question's run produced. ``result.json`` is this model without ``run_dir`` (fields in
-    this order), plus ``started_at`` and ``meta``."""
+    this order), plus ``started_at``, ``meta`` and ``config_digest``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,7 +60,9 @@ class RunResult(BaseModel):
     """Model name."""
 
     turns: int
-    """Model calls made (successful or not)."""
+    """Turns of the run: model calls made (successful or not) when the agent's loop drives it. An episode
+    driven by hand counts each ``Episode.call`` made without ``turn=`` as a turn of its own; a driver that
+    passes ``turn=`` numbers its turns itself (the highest one recorded is the count)."""
 
     stop_reason: StopReason
     """Why the loop stopped."""
@@ -81,7 +85,8 @@ class RunResult(BaseModel):
     when it is known; None when the agent model's price is unknown."""
 
     wall_s: float
-    """Wall-clock seconds of the loop."""
+    """Wall-clock seconds from the start event to the end (the loop's time; set-up, e.g. the box's start,
+    is the ``t`` of the start event)."""
 
     run_id: str
     """Identifier of this run (also in ``result.json``)."""
@@ -95,42 +100,24 @@ def _zero_usage() -> dict[str, int]:
 
 
 @dataclass
-class LoopState:
-    """Everything the loop counts during one run (besides the conversation itself)."""
+class Tally:
+    """What a run counts into ``result.json``, whoever drives its episode: the episode counts the turns
+    and the tool calls (and a tool's own model tokens), a loop adds its model's usage, cost and the
+    answer's flags."""
 
     turns: int = 0
-    """Model calls made so far (successful or not)."""
-    failed_turns: int = 0
-    """Turns in a row whose tool calls all failed (``agent.max_consecutive_errors``)."""
-    nudges: int = 0
-    """Replies in a row with neither a tool call nor an answer (``agent.max_nudges``)."""
-    cuts: int = 0
-    """Replies in a row cut at ``max_tokens`` (two stop the run)."""
-    repeats: int = 0
-    """Identical replies in a row, this one included (``agent.max_repeated_replies``)."""
-    last_signature: str | None = None
-    answer_unclosed: bool = False
-    answer_unescaped: bool = False
+    """The highest turn so far (see :attr:`RunResult.turns`)."""
     tool_counts: dict[str, int] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=_zero_usage)
     summary_usage: dict[str, int] = field(default_factory=_zero_usage)
     cost_usd: float | None = None
-    """USD spent so far (None: the price is unknown)."""
-    reasoning_fields: list[str] = field(default_factory=list)
-    """The reasoning fields the server used last (sent back per ``model.reasoning_passback``)."""
-    last_prompt: int | None = None
-    """``usage.prompt_tokens`` of the last successful request, and how many messages it had."""
-    last_len: int = 0
+    """USD spent so far (None: the agent model's price is unknown)."""
+    answer_unclosed: bool = False
+    answer_unescaped: bool = False
 
     def tokens_spent(self) -> int:
         """Tokens of the run so far: the agent model's and a reader model's (``agent.max_total_tokens``)."""
         return self.usage["total_tokens"] + self.summary_usage["total_tokens"]
-
-    def reply(self, signature: str, cut: bool) -> None:
-        """Count one reply: identical to the last one? cut at ``max_tokens``?"""
-        self.repeats = self.repeats + 1 if signature == self.last_signature else 1
-        self.last_signature = signature
-        self.cuts = self.cuts + 1 if cut else 0
 
     def result(self, question: str, stop_reason: StopReason, answer: str | None, **run: Any) -> RunResult:
         """The :class:`RunResult` of the run that stopped so (``run``: profile, model, wall_s, run_id, run_dir)."""
@@ -144,24 +131,21 @@ class LoopState:
 def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, system: str,
                 tools: list[dict[str, Any]], run_id: str, info: ServerInfo | None) -> None:
     """Record the ``start`` event (what the run was given) and a ``warning`` per server warning."""
-    rec.event("start", question=question, profile=profile, model=config.model.model,
-              config=config.model_dump(mode="json"), system_prompt=system, tools=tools, run_id=run_id,
-              reasoning_passback=config.model.reasoning_passback,
-              server=info.model_dump(mode="json") if info is not None else None)
+    rec.write(StartEvent(question=question, profile=profile, model=config.model.model,
+                         config=config.model_dump(mode="json"), system_prompt=system, tools=tools, run_id=run_id,
+                         reasoning_passback=config.model.reasoning_passback,
+                         server=info.model_dump(mode="json") if info is not None else None))
     for w in info.warnings if info is not None else []:
-        rec.event("warning", turn=0, message=w)
+        rec.write(WarningEvent(turn=0, message=w))
 
 
 def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:
     """Record the ``end`` event and write ``result.json`` (``answer_unclosed``, ``answer_unescaped`` only when
     true)."""
-    end: dict[str, Any] = {"stop_reason": result.stop_reason, "answer": result.answer, "turns": result.turns,
-                           "wall_s": result.wall_s}
     flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
-    end.update(dict.fromkeys(flags, True))
-    if result.cost_usd is not None:
-        end["cost_usd"] = result.cost_usd
-    rec.event("end", **end)
+    rec.write(EndEvent(stop_reason=result.stop_reason, answer=result.answer, turns=result.turns, wall_s=result.wall_s,
+                       **dict.fromkeys(flags, True),
+                       **({"cost_usd": result.cost_usd} if result.cost_usd is not None else {})))
     hidden = {"run_dir", "answer_unclosed", "answer_unescaped"} - set(flags)
     rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,
                       "config_digest": config_digest(config)})  # fte_shell/digest.py: which config this run used
