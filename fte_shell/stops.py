@@ -45,6 +45,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
     Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
     Stop("token_budget", False, None, "agent.max_total_tokens spent (the run's prompt + completion tokens)"),
+    Stop("abandoned", False, None, "the driver closed the episode without finish: no answer, scored as unanswered "
+                                   "(an MCP client or trainer that walks away; fte_shell.episode.Episode)"),
     # --- infrastructure ---------------------------------------------------------------------------------
     Stop("endpoint_unavailable", True, "endpoint", "connection errors, timeouts, 429/5xx after the retries"),
     Stop("auth", True, None, "HTTP 401/403 from the model endpoint"),
@@ -55,7 +57,6 @@ STOPS: tuple[Stop, ...] = (
     Stop("snapshot_miss", True, None, "replay with snapshot.on_miss = fail-run: a page or search not in the snapshot"),
     Stop("disk_full", True, "disk", "no space left on the device of the run or sweep directory"),
     Stop("interrupted", True, None, "Ctrl-C / SIGTERM"),
-    Stop("abandoned", True, None, "an episode closed by its driver without finish (fte_shell.episode.Episode)"),
     Stop("crashed", True, None, "an unexpected exception in a profile or the loop (a harness bug)"),
     Stop("failed", True, None, "the harness raised outside the loop, or the run wrote no result (the sweep's record)"),
 )
