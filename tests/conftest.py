@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,3 +128,15 @@ def trajectory(run_dir: Path) -> list[dict]:
     from fte_shell.record.rundir import read_events
 
     return [event_dict(e) for e in read_events(run_dir)]
+
+
+def drive(cfg: Any, profile: Any, rec: Any, question: str, *, run_id: str | None = None, **agent_kw: Any) -> Any:
+    """Run fte-shell's loop on an episode over a profile and a run writer the test holds (the start event
+    carries the server's info, as ``run_question``'s does): ``Agent(cfg, model).drive(Episode(…))``."""
+    from fte_shell.agent import Agent
+    from fte_shell.episode import Episode
+    from fte_shell.model import ModelClient
+
+    model = ModelClient(cfg.model)
+    ep = Episode(cfg, question, profile, rec, run_id=run_id, server=model.server_info())
+    return Agent(cfg, model, **agent_kw).drive(ep)

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conftest import drive
 from test_agent import NotesProfile
 from test_events_written import typed_events
 
-from fte_shell.agent import Agent, ContextEdit, ContextView, Sent, estimate_request
+from fte_shell.agent import ContextEdit, ContextView, Sent, estimate_request
 from fte_shell.agent.replies import estimate_tokens
 from fte_shell.config import ModelConfig, RunConfig
-from fte_shell.model import ModelClient
 from fte_shell.record.rundir import RunWriter
 from fte_shell.standins.server import ScriptedServer, ScriptTurn, tokens_for
 
@@ -45,7 +45,7 @@ def run(tmp_path: Path, **agent_kw: Any) -> tuple[Any, list[dict[str, Any]]]:
                                           context_window=WINDOW, parse_text_tool_calls=True))
         cfg.agent.current_date = "2030-01-02"
         with RunWriter(tmp_path / "run") as rec:
-            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec, run_id="g1", **agent_kw).run("What is noted?")
+            result = drive(cfg, NotesProfile(), rec, "What is noted?", run_id="g1", **agent_kw)
     return result, srv.requests
 
 

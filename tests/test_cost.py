@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import trajectory
+from conftest import drive, trajectory
 from rich.console import Console
 from test_agent import NotesProfile, call
 
-from fte_shell.agent import Agent
 from fte_shell.cli.run import EventPrinter
 from fte_shell.config import ModelConfig, ModelPrice, RunConfig
 from fte_shell.metrics import summarize_profile
 from fte_shell.metrics.runs import run_metrics
-from fte_shell.model import ModelClient
 from fte_shell.model.prices import PRICES, billed_tokens, price_for, usage_cost
 from fte_shell.record.rundir import RunWriter
 from fte_shell.report.build import write_report
@@ -79,7 +77,7 @@ def run_notes(tmp_path: Path, script: list[Any], price: ModelPrice | None, **age
         for k, v in agent.items():
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
-            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec, run_id="r1").run("q")
+            result = drive(cfg, NotesProfile(), rec, "q", run_id="r1")
     return result, trajectory(tmp_path / "run")
 
 
@@ -212,7 +210,7 @@ def run_reader(tmp_path: Path, script: list[Any], reader: ModelConfig | None, **
         for k, v in agent.items():
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
-            return Agent(cfg, ModelClient(cfg.model), ReaderProfile(), rec).run("q")
+            return drive(cfg, ReaderProfile(), rec, "q")
 
 
 def test_a_reader_models_tokens_are_in_the_cost_and_the_token_budget(tmp_path: Path) -> None:

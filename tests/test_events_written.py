@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import drive
 from pydantic import TypeAdapter
 
 from fte_shell.config import RunConfig
@@ -74,9 +75,7 @@ def test_every_event_kind_the_loop_writes_has_its_model(tmp_path: Path) -> None:
     that makes the loop write each of them."""
     from test_agent import NotesProfile
 
-    from fte_shell.agent import Agent
     from fte_shell.config import ModelConfig
-    from fte_shell.model import ModelClient
     from fte_shell.record.rundir import RunWriter
     from fte_shell.standins.server import ScriptTurn
 
@@ -93,7 +92,7 @@ def test_every_event_kind_the_loop_writes_has_its_model(tmp_path: Path) -> None:
                                           server="ollama", parse_text_tool_calls=False))
         cfg.agent.on_context_overflow = "final_answer"
         with RunWriter(tmp_path / "run") as rec:
-            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec).run("q")
+            result = drive(cfg, NotesProfile(), rec, "q")
     assert result.stop_reason == "answer", result
     kinds = [e["type"] for e in typed_events(tmp_path / "run")]
     assert {"start", "warning", "retry", "text_tool_call", "nudge", "tool_call", "error", "final_answer_request", "model_call",

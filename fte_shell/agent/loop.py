@@ -30,7 +30,6 @@ from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
 from ..model.prices import price_for, usage_cost
 from ..model.window import kind_named
-from ..profiles import Profile
 from ..record.events import (
     ContextEditEvent,
     ErrorEvent,
@@ -40,7 +39,6 @@ from ..record.events import (
     RetryEvent,
     TextToolCallEvent,
 )
-from ..record.rundir import RunWriter
 from ..stops import StopReason
 from .context import ContextPolicy, ContextView, KeepAll, estimate_request
 from .replies import (
@@ -69,15 +67,12 @@ class Stop(Exception):
 
 
 class Agent:
-    """Drives episodes: ``Agent(config, model).drive(episode) -> RunResult``. With a profile and a run
-    writer the caller holds, ``Agent(config, model, profile, recorder).run(question)`` opens the episode
-    on them and drives it."""
+    """Drives episodes: ``Agent(config, model).drive(episode) -> RunResult`` (an episode from
+    :meth:`Episode.open <fte_shell.episode.Episode.open>`, or one on a profile and run writer the caller
+    holds: ``Episode(config, question, profile, recorder)``)."""
 
-    def __init__(self, config: RunConfig, model: Model, profile: Profile | None = None,
-                 recorder: RunWriter | None = None, *, run_id: str | None = None, meta: dict[str, Any] | None = None,
-                 context: ContextPolicy | None = None):
-        self.config, self.model, self.profile, self.recorder = config, model, profile, recorder
-        self.run_id, self.meta = run_id, meta
+    def __init__(self, config: RunConfig, model: Model, *, context: ContextPolicy | None = None):
+        self.config, self.model = config, model
         self.context: ContextPolicy = context if context is not None else KeepAll()
         """What is sent of the kept conversation (one policy object per run: it may keep state)."""
         self.messages: list[dict[str, Any]] = []
@@ -88,15 +83,6 @@ class Agent:
         self.price = price_for(config.model)
         """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
         self.ep: Episode | None = None
-
-    def run(self, question: str) -> RunResult:
-        """Open an episode on the profile and the run writer given to the constructor (the caller closes
-        them) and :meth:`drive` it; the server's info is probed first, so the start event carries it."""
-        if self.profile is None or self.recorder is None:
-            raise TypeError("Agent.run needs the profile and the run writer; use drive(episode) otherwise")
-        info = self.model.server_info()
-        return self.drive(Episode(self.config, question, self.profile, self.recorder,
-                                  run_id=self.run_id, meta=self.meta, server=info))
 
     @property
     def episode(self) -> Episode:
