@@ -39,7 +39,7 @@ MAX_TOKENS = 192
 
 
 def _server(engine: str, tmp: Path) -> Iterator[Any]:
-    from fte_shell import localmodel
+    from fte_shell.standins import localmodel
 
     problem = None
     if not localmodel.model_path().is_file():
