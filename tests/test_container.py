@@ -347,6 +347,32 @@ def test_container_removed_when_the_harness_ends(provider_case: ProviderCase, ho
             proc.wait()
 
 
+_EMBEDDED = textwrap.dedent(
+    """
+    import signal, sys
+    from fte_shell import Sandbox, SandboxConfig
+    def host(signum, frame):
+        pass
+    if sys.argv[1] == "host":
+        signal.signal(signal.SIGTERM, host)
+    with Sandbox(SandboxConfig(provider=sys.argv[2], runtime=sys.argv[3])) as sb:
+        assert sb.run("echo ok").output.strip() == "ok"
+        term, intr = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    print(getattr(term, "__name__", term), getattr(intr, "__name__", intr))
+    """
+)
+
+
+def test_a_box_takes_no_signal_its_host_program_handles(provider_case: ProviderCase) -> None:
+    """Embedded: a host's own SIGTERM handler stays in place, and SIGINT stays Python's (KeyboardInterrupt
+    unwinds the with-block); only an unhandled SIGTERM (the default) gets the sandbox's clean exit."""
+    for mode, want in (("host", "host default_int_handler"), ("plain", "exit_on_sigterm default_int_handler")):
+        out = subprocess.run([sys.executable, "-c", _EMBEDDED, mode, provider_case.provider, provider_case.runtime],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split("\n")[-2] == want, (mode, out.stdout, out.stderr)
+
+
 def test_exception_inside_with_removes_the_container(docker_ready: None) -> None:
     cid = ""
     with pytest.raises(RuntimeError), Sandbox(SandboxConfig()) as sb:

@@ -4,9 +4,10 @@ thread, so a killed run records ``interrupted``, writes ``result.json`` and clos
 - :func:`sigterm_as_interrupt`: for fte-shell's own programs (``run_question``, the sweep), which own the
   process: installed unconditionally while inside, the previous handler restored after.
 - :func:`sigterm_as_interrupt_if_unowned`: for an :class:`~fte_shell.episode.Episode` embedded in another
-  program: installed only in the main thread and only while SIGTERM's handler is still the default, so a
-  host's own handler is never replaced; removed when the last such episode closes (if another handler
-  was chained on top of it meanwhile, it is left there and acts as the default once no episode is open).
+  program: installed only in the main thread and only while SIGTERM's handler is still the default (or
+  the sandbox's own :func:`~fte_shell.sandbox.base.exit_on_sigterm`, which stands for the default), so a
+  host's own handler is never replaced; the handler it replaced is put back when the last such episode
+  closes.
 
 SIGINT raises ``KeyboardInterrupt`` by itself. Outside the main thread neither does anything (Python sets
 handlers only there); a box whose owner is killed is still removed by its provider's warden.
@@ -19,10 +20,16 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
+
+from ..sandbox.base import exit_on_sigterm
 
 _count_lock = threading.Lock()
 _open_episodes = 0
 """Episodes inside :func:`sigterm_as_interrupt_if_unowned` that installed or share its handler."""
+_replaced: Any = signal.SIG_DFL
+"""The handler :func:`sigterm_as_interrupt_if_unowned` replaced (the default, or the sandbox's)."""
+_UNOWNED = (signal.SIG_DFL, exit_on_sigterm)
 
 
 def _raise(signum: int, frame: object) -> None:
@@ -32,7 +39,9 @@ def _raise(signum: int, frame: object) -> None:
 def _raise_while_open(signum: int, frame: object) -> None:
     if _open_episodes > 0:
         raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signum, signal.SIG_DFL)  # no episode left: what the default handler does
+    signal.signal(signum, _replaced)  # no episode left: what the replaced handler does
+    if callable(_replaced):
+        _replaced(signum, frame)
     os.kill(os.getpid(), signum)
 
 
@@ -54,15 +63,17 @@ def sigterm_as_interrupt() -> Iterator[None]:
 @contextlib.contextmanager
 def sigterm_as_interrupt_if_unowned() -> Iterator[None]:
     """While inside, SIGTERM raises KeyboardInterrupt in the main thread — through this module's handler,
-    installed only when SIGTERM's handler is the default (a handler chained on top of it later, such as
-    a sandbox provider's clean-up, still ends in it). No-op outside the main thread."""
-    global _open_episodes
+    installed only when nobody else handles SIGTERM (its handler is the default or the sandbox's
+    :func:`~fte_shell.sandbox.base.exit_on_sigterm`). No-op outside the main thread."""
+    global _open_episodes, _replaced
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    current = signal.getsignal(signal.SIGTERM)
+    if current in _UNOWNED:
+        _replaced = current
         signal.signal(signal.SIGTERM, _raise_while_open)
-    with _count_lock:  # counted under another handler too: one chained on top of ours (a provider's) calls it
+    with _count_lock:
         _open_episodes += 1
     try:
         yield
@@ -70,5 +81,5 @@ def sigterm_as_interrupt_if_unowned() -> Iterator[None]:
         with _count_lock:  # the episode may be closed in another thread (``aclose``)
             _open_episodes -= 1
         if (_open_episodes == 0 and threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGTERM) is _raise_while_open):  # closed elsewhere: acts as the default
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                and signal.getsignal(signal.SIGTERM) is _raise_while_open):  # closed elsewhere: see _raise_while_open
+            signal.signal(signal.SIGTERM, _replaced)

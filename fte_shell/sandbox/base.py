@@ -16,7 +16,10 @@ Adding a provider is that module plus its name in the Literal.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -182,10 +185,6 @@ class SandboxProvider(Protocol):
         """A quick check with fresh connections that boxes can start now: None when so, else why not."""
         ...
 
-    def install_cleanup_handlers(self) -> None:
-        """Remove this process's boxes at exit and on SIGINT/SIGTERM (signal handlers: main thread only)."""
-        ...
-
     def stop_all(self) -> None:
         """Remove every box this process started and has not removed."""
         ...
@@ -215,3 +214,32 @@ def stop_all_boxes() -> None:
     for provider in list(_loaded.values()):
         provider.stop_all()
 
+
+
+def exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM while nothing else handles it (:func:`install_cleanup`): end as the default would, but as a
+    ``SystemExit`` that unwinds through ``with`` and ``finally`` blocks and atexit, so the boxes go too."""
+    raise SystemExit(128 + signum)
+
+
+_cleanup_lock = threading.Lock()
+_at_exit = False
+
+
+def install_cleanup() -> None:
+    """Remove this process's boxes when it ends, without taking a signal from the program that embeds
+    fte-shell: at exit (atexit, once: :func:`stop_all_boxes`), and on SIGTERM only while its handler is
+    still the default (:func:`exit_on_sigterm`; set from the main thread only — a later call from there
+    sets it). A handler the host program set is never replaced, and SIGINT stays Python's
+    (KeyboardInterrupt unwinds the same way). A box whose owner dies without running any of this
+    (SIGKILL, a host handler that exits at once) is removed by its provider: the warden's owner check,
+    bwrap's ``--die-with-parent``."""
+    global _at_exit
+    with _cleanup_lock:
+        if not _at_exit:
+            _at_exit = True
+            atexit.register(stop_all_boxes)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):  # ValueError: not the main interpreter
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, exit_on_sigterm)

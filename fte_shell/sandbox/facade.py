@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..config import SandboxConfig
 from ..errors import SandboxError
-from .base import GATEWAY_SOCKET, BoxSpec, get_provider
+from .base import GATEWAY_SOCKET, BoxSpec, get_provider, install_cleanup
 from .output import Observation
 from .ownership import OWNER_FILE, name_part, write_owner_file
 from .session import ShellSession
@@ -87,6 +87,7 @@ class Sandbox:
             self._setup_dirs()
             if not _defer_gateway:  # (a pooled sandbox gets its gateway when it is handed out)
                 self._start_gateway()
+            install_cleanup()
             self._box = self.provider.start(BoxSpec(self.config, self.workspace, self.gateway_dir, self.run_id))
             self._session = ShellSession(self._box, self.config)
             self._session.start()

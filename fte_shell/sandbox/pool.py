@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Self
 
 from ..config import SandboxConfig
 from ..errors import SandboxError
-from .base import get_provider
+from .base import install_cleanup
 from .facade import Sandbox
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +55,7 @@ class SandboxPool:
         if size < 1:
             raise SandboxError(f"pool size must be at least 1, got {size}")
         self.size = size
-        get_provider(self.config.provider).install_cleanup_handlers()  # from this thread: the filler cannot set signals
+        install_cleanup()  # from this thread: the filler cannot set signals
         _open_pools.add(self)
         self._ready: list[tuple[float, Sandbox]] = []
         self._cond = threading.Condition()

@@ -4,14 +4,10 @@ user may make one and else by rlimits (:mod:`.limits`)."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
-from typing import Any
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
@@ -54,14 +50,12 @@ class BwrapProvider:
     name = "bwrap"
 
     def __init__(self) -> None:
-        self._cleanup = False
         self._swept = False
 
     def start(self, spec: BoxSpec) -> B.BwrapBox:
         if spec.config.runtime != "runc":
             raise SandboxError(RUNTIME_REFUSED.format(runtime=spec.config.runtime))
         rootfs = R.ensure(spec.config)
-        self.install_cleanup_handlers()
         if not self._swept:
             self._swept = True
             with contextlib.suppress(Exception):
@@ -153,29 +147,6 @@ class BwrapProvider:
 
     def probe(self, timeout_s: float = 10.0) -> str | None:
         return _userns_problem(timeout_s)
-
-    def install_cleanup_handlers(self) -> None:
-        """Boxes end with this process anyway (``--die-with-parent``); at exit and on SIGINT/SIGTERM
-        they are also removed in order (their cgroups with them)."""
-        if self._cleanup:
-            return
-        self._cleanup = True
-        atexit.register(B.stop_all)
-        if threading.current_thread() is not threading.main_thread():
-            self._cleanup = False  # signal handlers only from the main thread: try again from there
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError, OSError):
-                prev = signal.getsignal(sig)
-
-                def handler(signum: int, frame: Any, prev: Any = prev) -> None:
-                    B.stop_all()
-                    if callable(prev):
-                        prev(signum, frame)
-                    elif prev != signal.SIG_IGN:
-                        raise SystemExit(128 + signum)
-
-                signal.signal(sig, handler)
 
     def stop_all(self) -> None:
         B.stop_all()

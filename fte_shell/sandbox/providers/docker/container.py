@@ -15,11 +15,8 @@ Everything goes through the docker SDK (the session's shell is an exec attached 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import signal
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,9 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # --- live registry and cleanup ------------------------------------------------------------------------
 _live: dict[str, str] = {}
-"""Container id -> name of every container this process created and has not removed. No lock: single
-dict operations are atomic, and the signal handlers that read it must never wait for a lock that the
-interrupted main thread holds."""
+"""Container id -> name of every container this process created and has not removed (single dict
+operations are atomic: no lock)."""
 
 
 def _forget_in_child() -> None:
@@ -50,8 +46,6 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
-_handlers_installed = False
-_atexit_installed = False
 
 
 def remove(container_id: str, *, api: docker.APIClient | None = None) -> None:
@@ -73,52 +67,6 @@ def remove_all_live(*, api: docker.APIClient | None = None) -> None:
     for cid in list(_live):
         with contextlib.suppress(Exception):  # best effort at exit
             remove(cid, api=api)
-
-
-_signal_api: docker.APIClient | None = None
-"""A client of its own for the signal handlers: the interrupted main thread may hold a lock of the
-shared client's connection pool, which the handler would then wait on forever."""
-
-
-def _signal_cleanup(signum: int, frame: Any) -> None:
-    remove_all_live(api=_signal_api)
-    prev = _previous.get(signum)
-    if callable(prev):
-        prev(signum, frame)
-    elif prev == signal.SIG_IGN:
-        return
-    else:  # SIG_DFL (or unknown): exit, but through atexit and `finally` (temporary dirs, logs)
-        raise SystemExit(128 + signum)
-
-
-_previous: dict[int, Any] = {}
-
-
-def install_cleanup_handlers() -> None:
-    """atexit (once) + SIGINT/SIGTERM handlers chained to the previous ones. Signal handlers can only be
-    set from the main thread: a call from another thread installs atexit only, and a later call from the
-    main thread installs the signal handlers."""
-    global _handlers_installed, _atexit_installed
-    if not _atexit_installed:
-        _atexit_installed = True
-        atexit.register(remove_all_live)
-    if _handlers_installed or threading.current_thread() is not threading.main_thread():
-        return
-    _handlers_installed = True
-    global _signal_api
-    with contextlib.suppress(Exception):  # without it the handlers use the shared client
-        import docker
-
-        _signal_api = docker.APIClient(**docker.utils.kwargs_from_env(), timeout=60)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            prev = signal.getsignal(sig)
-            if prev is _signal_cleanup:
-                continue
-            _previous[sig] = prev
-            signal.signal(sig, _signal_cleanup)
-        except (ValueError, OSError):  # not the main interpreter
-            pass
 
 
 # --- creation ----------------------------------------------------------------------------------------
@@ -172,13 +120,12 @@ class Handle:
 def create(
     cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
 ) -> Handle:
-    """Start a hardened sandbox container and register it for removal at exit/signals."""
+    """Start a hardened sandbox container, registered for removal at exit (``sandbox.base.install_cleanup``)."""
     import docker.errors
 
     if cfg.user.split(":")[0] in ("0", "root"):
         raise SandboxError("sandbox.user must not be root (uid 0)")
     image_id = ensure_image(cfg)
-    install_cleanup_handlers()
     _startup_sweep()
     kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
     c = client()

@@ -107,9 +107,6 @@ class DockerProvider:
             return f"{e.__class__.__name__}: {e}"
         return None
 
-    def install_cleanup_handlers(self) -> None:
-        container.install_cleanup_handlers()
-
     def stop_all(self) -> None:
         container.remove_all_live()
 

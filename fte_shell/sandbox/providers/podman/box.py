@@ -8,13 +8,10 @@ limits (:func:`.cli.ulimits`) and ``--rm``: when its warden ends (TTL) podman re
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,40 +165,11 @@ def remove_all_live() -> None:
             _live.pop(i, None)
 
 
-_previous: dict[int, Any] = {}
-_atexit = False
-
-
-def _signal_cleanup(signum: int, frame: Any) -> None:
-    remove_all_live()
-    prev = _previous.get(signum)
-    if callable(prev):
-        prev(signum, frame)
-    elif prev != signal.SIG_IGN:
-        raise SystemExit(128 + signum)
-
-
-def install_cleanup_handlers() -> None:
-    """atexit (once) and SIGINT/SIGTERM handlers chained to the previous ones (main thread only)."""
-    global _atexit
-    if not _atexit:
-        _atexit = True
-        atexit.register(remove_all_live)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(ValueError, OSError):
-            prev = signal.getsignal(sig)
-            if prev is not _signal_cleanup:
-                _previous[sig] = prev
-                signal.signal(sig, _signal_cleanup)
-
-
 _swept = False
 
 
 def start(spec: BoxSpec) -> PodmanBox:
-    """A started hardened box, registered for removal at exit and on SIGINT/SIGTERM."""
+    """A started hardened box, registered for removal at exit (``sandbox.base.install_cleanup``)."""
     global _swept
     cfg = spec.config
     if cfg.user.split(":")[0] in ("0", "root"):
@@ -209,7 +177,6 @@ def start(spec: BoxSpec) -> PodmanBox:
     if cfg.runtime == "runsc":
         raise SandboxError(RUNSC_REFUSED)
     image_id = ensure_image(cfg)
-    install_cleanup_handlers()
     if not _swept:
         _swept = True
         with contextlib.suppress(Exception):

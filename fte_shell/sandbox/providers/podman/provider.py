@@ -41,9 +41,6 @@ class PodmanProvider:
             return str(e)
         return None
 
-    def install_cleanup_handlers(self) -> None:
-        box.install_cleanup_handlers()
-
     def stop_all(self) -> None:
         box.remove_all_live()
 
