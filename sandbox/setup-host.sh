@@ -80,8 +80,10 @@ install_python() {  # the virtual environment .venv with this package (and with 
   fi
   if [ ! -x "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then
     log "making the virtual environment $VENV (from $("$BASE_PY" -c 'import sys; print(sys.executable)'), Python $ver)"
-    if ! as_owner "$BASE_PY" -m venv --system-site-packages "$VENV" >/dev/null 2>&1; then
-      # Debian/Ubuntu ship the venv module and its pip apart from python3
+    # the base interpreter's pip serves when it has one (ensurepip's copy costs time); else ensurepip's
+    if ! as_owner "$BASE_PY" -m venv --system-site-packages --without-pip "$VENV" >/dev/null 2>&1 \
+        || { ! "$PY" -m pip --version >/dev/null 2>&1 && ! as_owner "$PY" -m ensurepip -q >/dev/null 2>&1; }; then
+      # Debian/Ubuntu ship the venv module and its pip (ensurepip's wheels) apart from python3
       apt_install "python$ver-venv"
       rm -rf "$VENV"
       as_owner "$BASE_PY" -m venv --system-site-packages "$VENV"

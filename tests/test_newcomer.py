@@ -47,7 +47,7 @@ ENGINE_FLAGS = [  # a privileged container where --privileged is refused (no CAP
 def readme_commands() -> tuple[str, str]:
     """(the README's first command, its plain-user bwrap command), as written there."""
     text = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
     lines = [ln.split("  #")[0].strip() for b in blocks for ln in b.splitlines()]
     first = next(ln for ln in lines if "sandbox/setup-host.sh" in ln)
     bwrap = next(ln for ln in lines if "setup-host.sh --provider bwrap" in ln)
@@ -60,7 +60,7 @@ def test_readme_commands_are_found() -> None:
     assert "demo --sandbox-provider bwrap" in bwrap
     # CI runs the README's test command, verbatim
     ci = (REPO / ".ci" / "run").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
     tests_cmd = next(ln.split("  #")[0].strip() for b in blocks for ln in b.splitlines() if "--tests" in ln)
     assert tests_cmd in ci.splitlines()
 
@@ -164,7 +164,7 @@ def test_readme_first_command_on_stock_debian_with_docker(stock: dict) -> None:
 mkdir -p /etc/docker /root/.cache && echo '{{"storage-driver": "vfs"}}' > /etc/docker/daemon.json
 mount -o remount,rw /sys/fs/cgroup
 tar -C /root -xf /checkout.tar && cd /root/fte-shell
-{first}
+bash -c {_quote(first)}
 echo "driver=$(docker info -f '{{{{.Driver}}}}')"
 echo "base-root-mode=$(docker run --rm --user 1000 {stock['image']} stat -c %a /)"
 echo "box-uid=$(docker run --rm {SandboxConfig().image} id -u)"
