@@ -97,7 +97,9 @@ def _host_registry_access() -> list[str]:
     pipconf = CACHE / "pip.conf"
     pipconf.write_text("[global]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(conf.items())))
     args = ["-v", f"{pipconf}:/etc/pip.conf:ro"]
-    paths = {w.removeprefix("file://") for v in conf.values() for w in v.split()}
+    paths = {w.removeprefix("file://").rstrip("/") for v in conf.values() for w in v.split()}
+    # a local index's pages (…/simple) link to its files beside them
+    paths = {str(Path(p).parent) if Path(p).name == "simple" else p for p in paths}
     for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT"):
         if os.environ.get(var):
             paths.add(os.environ[var])
