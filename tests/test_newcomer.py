@@ -130,6 +130,7 @@ def _run(stock: dict, name: str, script: str, extra: list[str], timeout: int) ->
     (CACHE / "pip-user").mkdir(parents=True, exist_ok=True)
     os.chmod(CACHE / "pip-user", 0o777)  # the plain user's pip cache (uid 1000 in the container)
     argv = ["docker", "run", "--rm", "--name", f"fte-{name}-{os.getpid()}", *extra, *stock["mounts"],
+            "-e", "PYTHONUNBUFFERED=1",
             "-v", f"{_checkout_tar()}:/checkout.tar:ro",
             "-v", f"{CACHE / 'apt-archives'}:/var/cache/apt/archives",
             "-v", f"{CACHE / 'apt-lists'}:/var/lib/apt/lists",
@@ -142,7 +143,9 @@ def _run(stock: dict, name: str, script: str, extra: list[str], timeout: int) ->
         subprocess.run(["docker", "rm", "-f", f"fte-{name}-{os.getpid()}"], capture_output=True, check=False)
     took = time.monotonic() - t0
     out = r.stdout + r.stderr
-    assert r.returncode == 0, f"exit {r.returncode} after {took:.0f} s:\n{out[-6000:]}"
+    (CACHE / f"{name}.log").write_text(out)
+    shown = "\n".join(ln for ln in out.splitlines() if "' is ignored: it is neither" not in ln)
+    assert r.returncode == 0, f"exit {r.returncode} after {took:.0f} s (all of it: {CACHE / name}.log):\n{shown[-6000:]}"
     print(f"\n[newcomer] {name}: {took:.0f} s")
     return out, took
 
@@ -164,7 +167,7 @@ def test_readme_first_command_on_stock_debian_with_docker(stock: dict) -> None:
     first, _ = readme_commands()
     script = STOCK + f"""\
 mkdir -p /etc/docker /root/.cache && echo '{{"storage-driver": "vfs"}}' > /etc/docker/daemon.json
-mount -o remount,rw /sys/fs/cgroup
+awk '$3 ~ /^cgroup/ {{print $2}}' /proc/mounts | while read -r m; do mount -o remount,rw "$m"; done  # v1 and v2
 tar -C /root -xf /checkout.tar && cd /root/fte-shell
 bash -c {_quote(first)}
 echo "driver=$(docker info -f '{{{{.Driver}}}}')"
