@@ -167,7 +167,10 @@ def test_readme_first_command_on_stock_debian_with_docker(stock: dict) -> None:
     first, _ = readme_commands()
     script = STOCK + f"""\
 mkdir -p /etc/docker /root/.cache && echo '{{"storage-driver": "vfs"}}' > /etc/docker/daemon.json
-awk '$3 ~ /^cgroup/ {{print $2}}' /proc/mounts | while read -r m; do mount -o remount,rw "$m"; done  # v1 and v2
+# the cgroup hierarchies writable (cgroup v1: one per controller, bind mounts remount cannot change)
+awk '$3 ~ /^cgroup/ {{print $2, $3, $4}}' /proc/mounts | while read -r m t o; do
+  umount "$m" && mount -t "$t" -o "rw,nosuid,nodev,noexec,${{o##*relatime,}}" "$t" "$m"; done
+mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
 tar -C /root -xf /checkout.tar && cd /root/fte-shell
 bash -c {_quote(first)}
 echo "driver=$(docker info -f '{{{{.Driver}}}}')"
