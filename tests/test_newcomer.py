@@ -202,8 +202,11 @@ runuser -u {USER} -- .venv/bin/fte-shell sandbox doctor || true
         "--security-opt", "apparmor=unconfined", "--security-opt", "systempaths=unconfined",
         "-v", f"{CACHE / 'pip-user'}:/home/{USER}/.cache/pip"], 1700)
     _answers_ok(out)
+    # the doctor: bwrap runs and the root file system is found; with no delegated cgroup (a stock machine)
+    # its limits are rlimits, which the doctor names as the one thing left to ask the admin for
     row = next((ln for ln in out.splitlines() if re.match(r"\W*bwrap\W", ln)), "")
-    assert "yes" in row, out[-3000:]
+    assert "yes" in row or "limits:" in row, out[-3000:]
+    assert "root file system" not in row and "namespaces" not in row, out[-3000:]
 
 
 def _quote(s: str) -> str:
