@@ -6,6 +6,10 @@ Public API (names other tools script against; keep them stable)::
     with Sandbox(SandboxConfig()) as sb:
         obs = sb.run("echo hi")          # -> Observation(output, exit_code, timed_out, truncated, duration_s)
 
+    from fte_shell import Episode, load_config   # one question driven by hand (docs/library.md)
+    with Episode.open(load_config(None, {"agent": {"profile": "shell"}}), "Which …?", Path("runs/e1")) as ep:
+        ep.call("bash", {"command": "fetch https://…"}); ep.finish(answer="…")
+
 Heavy modules (docker, openai, crawl4ai) are imported lazily on first use of a name.
 """
 
@@ -34,14 +38,16 @@ _LAZY: dict[str, str] = {
     "FetchRecord": "fte_shell.workspace",
     "FetchService": "fte_shell.fetch",
     "Agent": "fte_shell.agent",
-    "RunResult": "fte_shell.agent",
+    "RunResult": "fte_shell.episode",
+    "Episode": "fte_shell.episode",
     "run_question": "fte_shell.runner",
-    "ScriptedServer": "fte_shell.scripted",
+    "ScriptedServer": "fte_shell.standins.server",
 }
 
 __all__ = [
     "Agent",
     "AgentConfig",
+    "Episode",
     "FetchPolicy",
     "FetchRecord",
     "FetchService",
@@ -72,9 +78,10 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import Agent, RunResult
+    from .agent import Agent
+    from .episode import Episode, RunResult
     from .fetch import FetchService
     from .runner import run_question
     from .sandbox import Observation, Sandbox
-    from .scripted import ScriptedServer
+    from .standins.server import ScriptedServer
     from .workspace import FetchRecord, Workspace

@@ -1,8 +1,8 @@
 """``fte-shell demo``: the whole pipeline, offline and with no key.
 
 The REAL sandbox (for the shell profile), gateway, local-corpus search, fetch pipeline and workspace run
-end to end; the only thing scripted is the "model": :class:`fte_shell.policies.ResearchPolicy` served
-by :class:`fte_shell.scripted.ScriptedServer` on loopback and reached through the real ``openai``
+end to end; the only thing scripted is the "model": :class:`fte_shell.standins.research.ResearchPolicy` served
+by :class:`fte_shell.standins.server.ScriptedServer` on loopback and reached through the real ``openai``
 client. The corpus is built on the fly from the Python standard library's docstrings
 (:func:`fte_shell.search.pydoc_corpus.build_pydoc_corpus`), so the questions have real answers.
 """
@@ -21,7 +21,7 @@ from .config import RunConfig
 from .record.rundir import EventListener
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .agent import RunResult
+    from .episode import RunResult
 
 DEMO_QUESTIONS: tuple[tuple[str, str | None], ...] = (
     ("Which function in the json module serializes an object to a JSON formatted str?", "json.dumps"),
@@ -32,7 +32,8 @@ DEMO_QUESTIONS: tuple[tuple[str, str | None], ...] = (
 SCRIPTED_MODEL = "scripted-research-policy"
 
 SCRIPTED_NOTICE = (
-    "The model in this demo is SCRIPTED: a deterministic research policy (fte_shell.policies.ResearchPolicy) "
+    "The model in this demo is SCRIPTED: a deterministic research policy "
+    "(fte_shell.standins.research.ResearchPolicy) "
     "served by a loopback OpenAI-compatible server and called through the real openai client. Everything "
     "else is real: {what}, local-corpus search (Python stdlib docstrings), the fetch pipeline and the "
     "workspace. Give a real model with `fte-shell run --base-url URL --model NAME \"QUESTION\"`."
@@ -70,10 +71,11 @@ def run_demo(
 ) -> list[RunResult]:
     """Answer ``questions`` with the scripted policy; one run directory per question under ``out_root``
     (``01-<slug>``, …). Prints what it does to ``console``; ``log`` gets every trajectory event."""
-    from .policies import ResearchPolicy
-    from .runner import run_question, slugify
-    from .scripted import ScriptedServer
+    from .episode import slugify
+    from .runner import run_question
     from .search.pydoc_corpus import build_pydoc_corpus
+    from .standins.research import ResearchPolicy
+    from .standins.server import ScriptedServer
     from .workspace import Workspace
 
     c = console or Console(highlight=False)

@@ -28,14 +28,14 @@ class ConfigError(FteError):
     """The configuration is invalid (unknown key, bad value, missing endpoint)."""
 
 
-class DockerUnavailable(FteError):
-    """No Docker daemon answers, or the sandbox image cannot be built."""
+class SandboxUnavailable(FteError):
+    """No engine answers (the Docker daemon, podman, bubblewrap), or the sandbox image cannot be built."""
 
     stop_reason = "sandbox_unavailable"
 
 
 class SandboxError(FteError):
-    """The container or the shell session failed in a way the harness cannot recover from."""
+    """The box or the shell session failed in a way the harness cannot recover from."""
 
     stop_reason = "sandbox_unavailable"
 

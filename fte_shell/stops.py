@@ -45,6 +45,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
     Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
     Stop("token_budget", False, None, "agent.max_total_tokens spent (the run's prompt + completion tokens)"),
+    Stop("abandoned", False, None, "the driver closed the episode without finish: no answer, scored as unanswered "
+                                   "(an MCP client or trainer that walks away; fte_shell.episode.Episode)"),
     # --- infrastructure ---------------------------------------------------------------------------------
     Stop("endpoint_unavailable", True, "endpoint", "connection errors, timeouts, 429/5xx after the retries"),
     Stop("auth", True, None, "HTTP 401/403 from the model endpoint"),
@@ -64,7 +66,7 @@ BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
 StopReason = Literal[
     "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
     "reply_cut", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
-    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "crashed", "failed",
+    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "abandoned", "crashed", "failed",
 ]
 """Every name of :data:`STOPS` (checked against the table on import)."""
 
@@ -75,6 +77,35 @@ RESULT_STOP_REASONS: frozenset[str] = frozenset(s.name for s in STOPS if not s.i
 INFRA_STOP_REASONS: frozenset[str] = frozenset(s.name for s in STOPS if s.infra)
 RESOURCE_OF: dict[str, str] = {s.name: s.blames for s in STOPS if s.blames is not None}
 """Stop reasons that mean a piece of infrastructure stopped answering: the sweep pauses and probes it."""
+
+
+NO_RESULT = "incomplete"
+"""Not a stop reason: what the metrics and the report show as the stop of a run without ``result.json``
+(it never ended; like an infrastructure failure, not a result)."""
+
+GAVE_UP: dict[str, str] = {}
+"""``{resource: the sweep's status}`` when a sweep gives up waiting for a resource: the first stop reason
+of :data:`STOPS` that blames it (``endpoint_unavailable``, ``sandbox_unavailable``, ``search_unavailable``)."""
+for _s in STOPS:
+    if _s.blames is not None:
+        GAVE_UP.setdefault(_s.blames, _s.name)
+
+SweepStatus = Literal["running", "finished", "interrupted", "budget_reached", "endpoint_unavailable",
+                      "sandbox_unavailable", "search_unavailable", "disk_full"]
+"""A sweep's ``status`` (``sweep.json``): ``running``, ``finished``, ``interrupted`` (the stop reason of
+that name: SIGINT/SIGTERM), ``budget_reached``, or the :data:`GAVE_UP` status of the resource it gave up on."""
+
+if set(get_args(SweepStatus)) != {"running", "finished", "budget_reached", "interrupted", *GAVE_UP.values()} \
+        or "interrupted" not in BY_NAME:  # pragma: no cover - a typo here
+    raise AssertionError("fte_shell.stops: SweepStatus and STOPS disagree")
+
+RunState = Literal["done", "failed", "partial", "new"]
+"""A run directory as a sweep finds it: ``done`` (a result: its stop reason is a result), ``failed`` (it
+ended for an infrastructure reason), ``partial`` (no readable ``result.json``), ``new`` (no directory)."""
+
+RunStatus = Literal["correct", "wrong", "unjudged", "failed"]
+"""A run as the report and the viewer count it: ``failed`` when it is not a result (an infrastructure
+stop, or no result at all), else its primary verdict (``unjudged`` without one)."""
 
 
 def is_infra_failure(stop_reason: str | None) -> bool:

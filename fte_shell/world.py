@@ -23,7 +23,8 @@ from typing import Any, Self
 from .config import RunConfig, SearchConfig
 from .fetch import ClosedWorld, PageArchive, PageCache, PageSource
 from .record.rundir import EventListener
-from .search import SearchBackend, backend_name, make_page_source, make_search, serper_name
+from .search import SearchBackend, backend_name, make_page_source, make_search
+from .search.serper import serper_name
 from .snapshot import RunView, Snapshot, SnapshotSearch, open_session
 
 
@@ -125,7 +126,7 @@ def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotS
     """The configured search through ``archive``, keyed by the name the backend records under (found
     without building it: a replay needs no key; the real backend is built on the first live search)."""
     snap = archive.snapshot if isinstance(archive, RunView) else archive
-    serper = serper_name(cfg)
+    serper = serper_name(cfg.serper_url)
     recorded = snap.mode == "replay" and any(
         c.kind == "search" and f'"backend": "{serper}"' in c.key for c in snap.store.index.all())
     name = backend_name(cfg, serper_recorded=recorded)

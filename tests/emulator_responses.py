@@ -27,7 +27,7 @@ The brain is the same policy as for the chat emulators (it sees the request as a
 - usage has ``input_tokens_details.cached_tokens`` (the tokens of the previous request of the same
   conversation when this one starts with it) and ``output_tokens_details.reasoning_tokens``.
 
-Token counts follow :func:`fte_shell.scripted.tokens_for`, as in the chat emulators.
+Token counts follow :func:`fte_shell.standins.server.tokens_for`, as in the chat emulators.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 from emulators import Brain, Emulator, Personality, Reply, model_for, settings_for, toml_value
 from emulators import settings_lines as chat_settings_lines
 
-from fte_shell.scripted import ScriptTurn, as_turn, tokens_for
+from fte_shell.standins.server import ScriptTurn, as_turn, tokens_for
 
 SECRET = b"emulator-key"
 SUMMARY = "Thinking about step {n} of the question."

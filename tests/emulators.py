@@ -1,13 +1,14 @@
 """Loopback emulators of real OpenAI-compatible servers: one personality per server kind.
 
 ``Emulator(personality, brain)`` serves ``POST /v1/chat/completions`` (plus each personality's discovery
-routes) on 127.0.0.1. The *brain* is a policy of :mod:`fte_shell.policies` / :mod:`fte_shell.scripted`
-(``request_json -> ScriptTurn``): it makes the real research moves; the *personality* wraps it in the
-server's documented behaviour — its reasoning field, what it refuses in a request and with which status and
-text, its context window, its discovery endpoints. Every behaviour is commented with its source (the table
-"Real model servers" in /work/shared/DESIGN.md collects them).
+routes) on 127.0.0.1. The *brain* is a policy of :mod:`fte_shell.standins.research` /
+:mod:`fte_shell.standins.server` (``request_json -> ScriptTurn``): it makes the real research moves; the
+*personality* wraps it in the server's documented behaviour — its reasoning field, what it refuses in a
+request and with which status and text, its context window, its discovery endpoints. Every behaviour is
+commented with its source (the server's documentation or issue, or "measured here" against the stock
+server).
 
-Token counts follow :func:`fte_shell.scripted.tokens_for` (a quarter of the JSON length), so a test can
+Token counts follow :func:`fte_shell.standins.server.tokens_for` (a quarter of the JSON length), so a test can
 compute a window that overflows at a known turn.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-from fte_shell.scripted import ScriptTurn, as_turn, tokens_for
+from fte_shell.standins.server import ScriptTurn, as_turn, tokens_for
 
 Brain = Callable[[dict[str, Any]], Any]
 Reply = tuple[int, Any]  # (HTTP status, JSON payload or text)
@@ -193,7 +194,7 @@ class DeepSeek(Personality):
     def check(self, body: dict[str, Any]) -> Reply | None:
         for i, m in enumerate(body.get("messages") or []):
             if m.get("role") == "assistant" and m.get("tool_calls") and "reasoning_content" not in m:
-                # thinking mode + tools: reasoning_content must be passed back (DeepSeek docs; DESIGN.md)
+                # thinking mode + tools: reasoning_content must be passed back (DeepSeek API docs, thinking mode)
                 return _err(400, f"Missing `reasoning_content` field in the assistant message at message index {i}",
                             "invalid_request_error", "invalid_request_error")
         prompt, want = tokens_for(body.get("messages") or []), int(body.get("max_tokens") or 0)
@@ -307,7 +308,7 @@ class LlamaCpp(Personality):
 
 
 class LlamaCppPython(Personality):
-    """llama-cpp-python's stock ``python -m llama_cpp.server`` (measured here; DESIGN.md). With ``escaping``,
+    """llama-cpp-python's stock ``python -m llama_cpp.server`` (measured here). With ``escaping``,
     its ``chatml-function-calling`` format as the model lives it: every message is rendered HTML-escaped
     (jinja2 ``select_autoescape``), so the model writes its answer tags escaped, ``&lt;answer&gt;…``
     (measured with the real 1.5B model: 9 of 10 runs)."""
@@ -391,7 +392,7 @@ class Ollama(Personality):
 
     def prepare(self, body: dict[str, Any]) -> dict[str, Any]:
         # no error when the prompt exceeds num_ctx: the oldest messages are dropped silently, HTTP 200, and
-        # num_ctx in an OpenAI-style request is ignored (ollama#2722; DESIGN.md)
+        # num_ctx in an OpenAI-style request is ignored (ollama#2722)
         msgs = list(body.get("messages") or [])
         head = 1 if msgs and msgs[0].get("role") == "system" else 0
         sizes = [tokens_for(m) for m in msgs]

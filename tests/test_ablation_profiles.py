@@ -85,9 +85,9 @@ def test_run_cli_and_scripted_policy_with_each_arm(tmp_path: Path, name: str) ->
     from typer.testing import CliRunner
 
     from fte_shell.cli import app
-    from fte_shell.policies import ResearchPolicy
-    from fte_shell.scripted import ScriptedServer
     from fte_shell.search.corpus import CorpusDoc, build_corpus
+    from fte_shell.standins.research import ResearchPolicy
+    from fte_shell.standins.server import ScriptedServer
 
     corpus = build_corpus([CorpusDoc(docid="eiffel", title="Eiffel Tower", text="The Eiffel Tower opened in 1889.\n"
                                      "It is in Paris.", url="https://en.wikipedia.org/wiki/Eiffel_Tower"),

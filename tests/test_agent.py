@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import drive, trajectory
 
-from fte_shell.agent import NUDGE, Agent, extract_answer
+from fte_shell.agent import NUDGE, extract_answer
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ToolError
-from fte_shell.model import ModelClient
 from fte_shell.profiles import ToolResult
-from fte_shell.record.rundir import RunWriter, read_trajectory
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.record.rundir import RunWriter
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 
 class NotesProfile:
@@ -79,8 +79,8 @@ def run(tmp_path: Path, script: list[Any], **agent_kw: Any) -> tuple[Any, Script
         for k, v in agent_kw.items():
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
-            result = Agent(cfg, ModelClient(cfg.model), profile, rec, run_id="r1").run("What is noted?")
-    return result, srv, profile, read_trajectory(tmp_path / "run")
+            result = drive(cfg, profile, rec, "What is noted?", run_id="r1")
+    return result, srv, profile, trajectory(tmp_path / "run")
 
 
 def result_json(tmp_path: Path) -> dict[str, Any]:
@@ -242,8 +242,8 @@ def test_keyboard_interrupt_is_recorded_and_reraised(tmp_path: Path) -> None:
     with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as server:
         cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
         with RunWriter(tmp_path / "run") as rec, pytest.raises(KeyboardInterrupt):
-            Agent(cfg, ModelClient(cfg.model), profile, rec).run("q")
-    events = read_trajectory(tmp_path / "run")
+            drive(cfg, profile, rec, "q")
+    events = trajectory(tmp_path / "run")
     assert events[-1]["type"] == "end" and events[-1]["stop_reason"] == "interrupted"
     assert result_json(tmp_path)["stop_reason"] == "interrupted"
     # the interrupted call is recorded, so the trajectory agrees with result.json's tool-call counts
@@ -269,8 +269,8 @@ def test_an_exception_that_names_its_stop_reason_ends_the_run_with_it(tmp_path: 
         with ScriptedServer([ScriptTurn(tool_calls=[call("show")])]) as server:
             cfg = RunConfig(model=ModelConfig(base_url=server.base_url, model="scripted"))
             with RunWriter(run_dir) as rec, pytest.raises(type(exc)):
-                Agent(cfg, ModelClient(cfg.model), Raising(), rec).run("q")
-        events = read_trajectory(run_dir)
+                drive(cfg, Raising(), rec, "q")
+        events = trajectory(run_dir)
         assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
         assert events[-1]["stop_reason"] == want == json.loads((run_dir / "result.json").read_text())["stop_reason"]
 
@@ -290,6 +290,6 @@ def test_a_failing_live_log_does_not_stop_the_run(tmp_path: Path) -> None:
     with ScriptedServer(["<answer>fine</answer>"]) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted"))
         with RunWriter(tmp_path / "run", listener=broken) as rec:
-            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec).run("q")
+            result = drive(cfg, NotesProfile(), rec, "q")
     assert result.answer == "fine"
-    assert [e["type"] for e in read_trajectory(tmp_path / "run")] == ["start", "model_call", "end"]
+    assert [e["type"] for e in trajectory(tmp_path / "run")] == ["start", "model_call", "end"]

@@ -5,13 +5,19 @@ no module over 400 lines, and one owner for each file of the run and sweep direc
 from __future__ import annotations
 
 import ast
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
+
+from fte_shell.config import RunConfig
+from tests.providers import ProviderCase
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "fte_shell"
@@ -161,40 +167,50 @@ def test_no_dataset_kind_branch_outside_the_benchmarks_package() -> None:
 
 
 MAX_FILES_PER_COMMAND = 7
+"""The bound for every provider: a provider builds the box and the shell's stream (a runtime type of
+sandbox/output.py) when the shell starts, so a command crosses only the runtime (facade, session, output),
+whichever provider started the box."""
 
 
 @pytest.mark.docker
-def test_one_bash_command_crosses_at_most_seven_files(docker_ready: None, tmp_path: Path) -> None:
-    """Follow one bash tool call for real, from the loop's dispatch (``Agent.execute``) to its observation
-    in the conversation: the fte_shell files whose code runs on the way (the trajectory writer included)."""
-    from fte_shell.agent import Agent
-    from fte_shell.config import RunConfig
+def test_one_bash_command_crosses_at_most_seven_files(provider_case: ProviderCase) -> None:
+    """Follow one bash tool call for real, from the episode's dispatch (``Episode.call_raw``: what the
+    loop, a script or any other driver calls) to its result: the fte_shell files whose code runs on the
+    way (the trajectory writer included), with a box of each provider case."""
+    from fte_shell.episode import Episode
     from fte_shell.profiles import QuestionContext, make_profile
     from fte_shell.record.rundir import RunWriter
     from fte_shell.world import RunWorld
 
-    cfg = RunConfig()
-    with RunWriter(tmp_path / "run") as rec:
-        profile = make_profile("shell", QuestionContext(cfg, rec.workspace_dir, RunWorld(), "arch-trace"))
-        try:
-            agent = Agent(cfg, None, profile, rec)  # type: ignore[arg-type]  # no model call is made
-            call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}
-            agent.execute(call, {"bash"}, salvaged=False)  # warm: the first command may start the shell
-            files: set[str] = set()
-
-            def profiler(frame: object, event: str, arg: object) -> None:
-                if event == "call":
-                    name = frame.f_code.co_filename  # type: ignore[attr-defined]
-                    if name.startswith(str(PKG)):
-                        files.add(str(Path(name).relative_to(ROOT)))
-
-            sys.setprofile(profiler)
+    cfg = RunConfig(sandbox=provider_case.config())
+    tmp = Path(tempfile.mkdtemp(prefix="arch-trace-"))
+    os.chmod(tmp, 0o755)  # a bwrap box started by root runs as sandbox.user, who must reach the workspace
+    try:
+        with RunWriter(tmp / "run") as rec:
+            profile = make_profile("shell", QuestionContext(cfg, rec.workspace_dir, RunWorld(), "arch-trace"))
             try:
-                failed = agent.execute(call, {"bash"}, salvaged=False)
+                ep = Episode(cfg, "q", profile, rec)
+                call = {"id": "c1", "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}
+                ep.call_raw(call, turn=1)  # warm: the first command may start the shell
+                files: set[str] = set()
+
+                def profiler(frame: object, event: str, arg: object) -> None:
+                    if event == "call":
+                        name = frame.f_code.co_filename  # type: ignore[attr-defined]
+                        if name.startswith(str(PKG)):
+                            files.add(str(Path(name).relative_to(ROOT)))
+
+                sys.setprofile(profiler)
+                try:
+                    _, res = ep.call_raw(call, turn=1)
+                finally:
+                    sys.setprofile(None)
             finally:
-                sys.setprofile(None)
-        finally:
-            profile.close()
-    assert not failed and agent.messages[-1]["content"].startswith("hi")
-    assert len(files) <= MAX_FILES_PER_COMMAND, f"{len(files)} files: {sorted(files)}"
-    print(f"one bash command crosses {len(files)} files: {sorted(files)}")
+                profile.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert not res.error and res.output.startswith("hi")
+    assert len(files) <= MAX_FILES_PER_COMMAND, f"{provider_case.id}: {len(files)} files: {sorted(files)}"
+    assert not [f for f in files if "/providers/" in f], f"provider code ran for a command: {sorted(files)}"
+    print(f"{provider_case.id}: one bash command crosses {len(files)} files: {sorted(files)}")

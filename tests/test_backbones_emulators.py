@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from emulator_responses import RESPONSES, serve, settings_lines
 from emulators import PERSONALITIES, Emulator
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.model.completion import OUTPUT_ITEMS
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
+from fte_shell.standins.research import ResearchPolicy
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
@@ -73,7 +73,7 @@ def check_run(name: str, emu: Emulator, out: Path, res: Any) -> list[dict[str, A
     assert res.exit_code == 0, res.output
     r = json.loads((out / "result.json").read_text())
     assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps", r
-    events = read_trajectory(out)
+    events = trajectory(out)
     kinds = [e["type"] for e in events]
     assert kinds[0] == "start" and kinds[-1] == "end" and "error" not in kinds
     calls = [e for e in events if e["type"] == "model_call"]
@@ -232,7 +232,7 @@ def test_flags_for_a_small_local_model(tmp_path: Path, pydoc_corpus: Path) -> No
         res = CliRunner().invoke(app, args, env=CLEAN_ENV)
     assert res.exit_code == 0, res.output
     assert "tool call(s) written as text in the content" in res.output and "executing" in res.output
-    start = read_trajectory(tmp_path / "r")[0]
+    start = trajectory(tmp_path / "r")[0]
     assert start["server"]["context_window"] == 50000 and start["server"]["source"] == "config"
     assert start["config"]["agent"]["first_tool_choice"] == "first" and start["config"]["model"]["parse_text_tool_calls"]
     assert json.loads((tmp_path / "r" / "result.json").read_text())["answer"] == "json.dumps"

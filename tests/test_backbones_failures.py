@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from emulator_responses import ResponsesAPI, ResponsesEmulator
 from emulators import (
     PRESERVE,
@@ -28,10 +29,9 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn, tokens_for
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn, tokens_for
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
@@ -53,7 +53,7 @@ def run(tmp_path: Path, base_url: str, corpus: Path, *, model: dict[str, Any] | 
     )
     out = tmp_path / "run"
     result = run_question(Q, cfg, out)
-    return result, read_trajectory(out), json.loads((out / "result.json").read_text())
+    return result, trajectory(out), json.loads((out / "result.json").read_text())
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -321,7 +321,7 @@ def test_escaped_answer_tags_on_llama_cpp_python_are_the_answer_unescaped_and_sa
     assert res.exit_code == 0, res.output
     r = json.loads((tmp_path / "r" / "result.json").read_text())
     assert r["stop_reason"] == "answer" and r["answer"] == "json.dumps" and r["answer_unescaped"] is True
-    events = read_trajectory(tmp_path / "r")
+    events = trajectory(tmp_path / "r")
     assert events[-1]["answer_unescaped"] is True and events[0]["server"]["server"] == "llama-cpp-python"
     warnings = of(events, "warning")
     assert len(warnings) == 1 and "HTML-escapes" in warnings[0]["message"]
@@ -424,7 +424,7 @@ def test_endpoint_down_is_endpoint_unavailable_and_exit_3(tmp_path: Path, corpus
     assert res.exit_code == 3, res.output
     r = json.loads((tmp_path / "r" / "result.json").read_text())
     assert r["stop_reason"] == "endpoint_unavailable" and r["answer"] is None
-    events = read_trajectory(tmp_path / "r")
+    events = trajectory(tmp_path / "r")
     assert len(of(events, "retry")) == 2 and "retry 1 of the model call" in res.output
     assert "infrastructure failure" in res.output
 
@@ -437,7 +437,7 @@ def test_auth_and_bad_request_exit_codes(status: int, stop: str, code: int, tmp_
     assert res.exit_code == code, res.output
     r = json.loads((tmp_path / "r" / "result.json").read_text())
     assert r["stop_reason"] == stop and len(srv.requests) == 1  # never retried
-    assert "nope: the whole server message" in of(read_trajectory(tmp_path / "r"), "error")[-1]["message"]
+    assert "nope: the whole server message" in of(trajectory(tmp_path / "r"), "error")[-1]["message"]
 
 
 def test_a_read_timeout_is_retried_once_and_visibly(tmp_path: Path, corpus: Path) -> None:
@@ -471,7 +471,7 @@ def test_report_warns_when_a_profile_made_no_tool_calls(tmp_path: Path, hotpotqa
     (path,) = (out / "runs").glob("fte/*/r0/result.json")
     r = json.loads(path.read_text())
     assert r["stop_reason"] == "repeated_reply" and r["tool_calls"] == {}  # the same text call, 5 times
-    assert of(read_trajectory(path.parent), "text_tool_call")  # the calls were there, as text
+    assert of(trajectory(path.parent), "text_tool_call")  # the calls were there, as text
     rep = cli(["report", str(out), "--out", str(tmp_path / "rep")])
     assert rep.exit_code == 0, rep.output
     assert "fte: none of its 1 finished run(s) made a tool call" in rep.output

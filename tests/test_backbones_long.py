@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from emulator_responses import RESPONSES, serve, settings, settings_lines
 from emulators import PERSONALITIES, Emulator, Steady
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.config import AgentConfig, ModelConfig, RunConfig, SearchConfig
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
+from fte_shell.standins.research import ResearchPolicy
 from fte_shell.stops import RESULT_STOP_REASONS
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
@@ -43,7 +43,7 @@ def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, lis
             search=SearchConfig(backend="local", corpus=str(corpus)),
         )
         result = run_question(Q, cfg, out)
-    return result, read_trajectory(out), emu
+    return result, trajectory(out), emu
 
 
 def check_long(name: str, result: Any, events: list[dict[str, Any]], emu: Emulator) -> None:
@@ -108,7 +108,7 @@ def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Pat
         r = json.loads(path.read_text())
         assert r["stop_reason"] in RESULT_STOP_REASONS, (name, r["stop_reason"])  # answered or a named result stop
         assert r["tool_calls"], r
-        events = read_trajectory(path.parent)
+        events = trajectory(path.parent)
         assert events[0]["type"] == "start" and events[-1]["type"] == "end"
     assert not (out / "failures.jsonl").exists() or not (out / "failures.jsonl").read_text().strip()
     if name in RESPONSES:  # no refusal: both runs sent their reasoning chains back intact

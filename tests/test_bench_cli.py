@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.errors import ConfigError
-from fte_shell.policies import ResearchPolicy
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep import BenchConfig, run_sweep
 
 runner = CliRunner()
 
@@ -183,7 +183,7 @@ class InProcessRuns:
     """A ``RemoteRuns`` that carries out each run in this process (the seam without a cluster): it counts
     what the sweep asks of it and sends this process SIGTERM from inside the ``stop_at``-th run."""
 
-    uses_local_docker = False
+    uses_local_sandboxes = False
 
     def __init__(self, slots: int, stop_at: int | None = None) -> None:
         import threading

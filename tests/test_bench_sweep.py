@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.report import write_report
-from fte_shell.bench.report_sections import main_table
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.metrics import collect, run_metrics, summarize
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer, as_turn
+from fte_shell.report.build import write_report
+from fte_shell.report.sections import main_table
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, as_turn
+from fte_shell.sweep import BenchConfig, run_sweep
+from fte_shell.sweep.judge import judge_runs
 from tests.servers import run_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.benchmarks.base import Question, question_id
+from fte_shell.benchmarks.base import Question, question_id, require_fields
 from fte_shell.benchmarks.cipher import canary_key, derive_key, encrypt
 from fte_shell.benchmarks.gaia import question_scorer
 from fte_shell.benchmarks.registry import load_dataset
@@ -26,7 +26,7 @@ from fte_shell.config import BenchmarkOptions
 from fte_shell.errors import ConfigError
 from fte_shell.metrics.scores import calibration_error, grade_summary
 from fte_shell.record.rundir import find_runs, read_judgement, write_judgement
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
 
 runner = CliRunner()
 
@@ -140,6 +140,15 @@ def gaia_dir(root: Path) -> Path:
     write_jsonl(root / "metadata.jsonl", [{"task_id": t, "Question": q, "Level": lv, "Final answer": a, "file_name": f,
                                            "Annotator Metadata": {"Steps": "…"}} for t, q, lv, a, f in rows])
     return root
+
+
+def test_required_fields_named_in_order_with_where() -> None:
+    """The one check every loader makes: a header names ``columns:``, a row's object only the names."""
+    require_fields(["a", "b"], ("b", "a"), "f.csv:1", "a thing")  # nothing missing: no error
+    with pytest.raises(ConfigError, match=r"^f.csv:1: not a thing \(missing columns: c, 'd e'\)$"):
+        require_fields(["a"], ("c", "a", "d e"), "f.csv:1", "a thing")
+    with pytest.raises(ConfigError, match=r"^f.jsonl:3: not a row \(missing x\)$"):
+        require_fields({"y": 1}, ("y", "x"), "f.jsonl:3", "a row")
 
 
 def test_gaia_loader(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
-"""The one option table (fte_shell/cli/options.py): run, bench, shell and demo take their config flags from
-it, run and bench share the same set, and every flag sets the config path it names."""
+"""The one option table (fte_shell/cli/options.py): run, bench, shell, demo, judge and sandbox doctor take
+their config flags from it, run and bench share the same set, and every flag sets the config path it names."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +16,19 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
-from fte_shell.cli.options import FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
+from fte_shell.cli.options import FLAGS, SWEEP_FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
 from fte_shell.config import RunConfig, load_config
 
 ROOT: Any = get_command(app)  # typer's own (vendored) click group
 TABLE_PARAMS = {f.param for f in FLAGS}
 # what each command needs before its flags parse: the positional argument and required options
-PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"]}
+PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"],
+          "doctor": []}
+COMMANDS = list(PREFIX)
 
 
 def command(name: str) -> Any:
-    return ROOT.commands[name]
+    return ROOT.commands["sandbox"].commands[name] if name == "doctor" else ROOT.commands[name]
 
 
 def table_opts(name: str) -> set[str]:
@@ -55,12 +59,13 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
 
 
 def test_every_command_shows_exactly_its_rows() -> None:
-    for name in ("run", "bench", "shell", "demo", "judge"):
+    for name in COMMANDS:
         params = {p.name for p in command(name).params} & TABLE_PARAMS
         assert params == {f.param for f in flags_for(name)}, name
     assert {f.path.split(".")[0] for f in flags_for("shell")} == {"search", "sandbox", "snapshot"}
     assert [f.flag for f in flags_for("demo")] == ["--profile", "--sandbox-provider", "--sandbox-runtime"]
     assert [f.flag for f in flags_for("judge")] == ["--judge-preset"]
+    assert [f.flag for f in flags_for("doctor")] == ["--sandbox-provider", "--sandbox-runtime"]
 
 
 def test_every_row_names_a_documented_field() -> None:
@@ -96,7 +101,7 @@ def _at(cfg: RunConfig, path: str) -> Any:
     return node.get_secret_value() if hasattr(node, "get_secret_value") else node
 
 
-@pytest.mark.parametrize("name", ["run", "bench", "shell", "demo", "judge"])
+@pytest.mark.parametrize("name", COMMANDS)
 def test_each_flag_sets_its_config_path(name: str, tmp_path: Path) -> None:
     flags = flags_for(name)
     for f in flags:
@@ -177,8 +182,71 @@ def test_bench_passes_the_new_model_flags_to_every_run(tmp_path: Path) -> None:
     assert cfg["model"]["model"] == "scripted"  # --scripted still stands in for the endpoint
 
 
+def test_bench_sweep_options_are_the_fields_of_its_bench_config(tmp_path: Path) -> None:
+    """bench's own options are rows of SWEEP_FLAGS: each sets its BenchConfig field (the sweep's bench
+    record), its help is the field's docstring, its default the field's."""
+    from fte_shell.sweep import BenchConfig
+
+    assert {f.name for f in SWEEP_FLAGS} <= set(BenchConfig.model_fields)
+    shown = {p.name: p for p in command("bench").params}
+    for f in SWEEP_FLAGS:
+        assert f.field.description and shown[f.name].help.startswith(f.field.description.split()[0]), f.name
+    assert shown["out"].required and shown["profiles"].default == "shell,fte" and shown["runs"].default == 1
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} times 7?", "answer": str(7 * i)}) + "\n"
+                          for i in range(3)))
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(app, ["bench", f"jsonl:{qs}", "-o", str(out), "-p", " fte, ", "-k", "2", "--limit", "1",
+                                 "--retries", "0", "--endpoint-wait", "5", "--scripted", "--search", "none",
+                                 "--no-progress", "--no-judge"])
+    assert r.exit_code in (0, 1), r.output
+    bench = json.loads((out / "sweep.json").read_text())["bench"]
+    assert (bench["profiles"], bench["runs"], bench["limit"], bench["retries"], bench["endpoint_wait_s"]) == (
+        ["fte"], 2, 1, 0, 5.0)
+    assert (bench["concurrency"], bench["seed"], bench["split"]) == (4, 0, "dev")  # BenchConfig's defaults
+    r = CliRunner().invoke(app, ["bench", f"jsonl:{qs}", "-o", str(out), "--endpoint-wait", "-1"])
+    assert r.exit_code == 2 and "endpoint_wait_s" in r.output  # the field's own check, named
+
+
 def test_docs_config_md_lists_the_table() -> None:
     from fte_shell.cli.options import flags_markdown
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "config.md"
     assert flags_markdown() in doc.read_text(), "docs/config.md is stale: run python3 docs/gen_config_md.py"
+
+
+def test_old_spellings_go_when_their_release_comes() -> None:
+    """A renamed flag is accepted for one release: once the package reaches ``removed_in``, remove it."""
+    from fte_shell.version import __version__
+
+    def release(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in v.split(".")[:3])
+
+    old = [(f, r) for f in FLAGS for r in f.renamed]
+    assert old, "judge --method is an old spelling of --judge-preset"
+    for f, r in old:
+        assert release(__version__) < release(r.removed_in), f"{r.decl} (now {f.flag}) was due to go in {r.removed_in}"
+        assert r.commands <= f.commands and r.decl not in {d for g in FLAGS for d in g.decls}
+
+
+PROVIDER_FLAGS = {f.param for f in FLAGS if f.path in ("sandbox.provider", "sandbox.runtime")}
+
+
+def _help_texts(cmd: Any, path: str = "fte-shell") -> Iterable[tuple[str, str]]:
+    """(where, text) of every command's help and every option's help, the whole tree."""
+    yield path, " ".join((cmd.help or "").split())
+    for p in cmd.params:
+        if p.name not in PROVIDER_FLAGS:  # those two describe each provider by name
+            yield f"{path} {p.opts[0]}", " ".join((getattr(p, "help", None) or "").split())
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _help_texts(sub, f"{path} {name}")
+
+
+def test_the_help_speaks_of_the_box_not_of_docker_only() -> None:
+    top = " ".join(CliRunner().invoke(app, ["--help"], env={"COLUMNS": "300"}).stdout.split())
+    assert "hardened box with no network (a Docker or podman container, or a bubblewrap sandbox" in top
+    docker_only = re.compile(r"\bDocker\b|\bcontainers?\b")
+    named = [(where, text) for where, text in _help_texts(ROOT) if docker_only.search(text)]
+    assert named, "the top-level help names the providers"
+    for where, text in named:  # the provider-neutral commands speak of the box; Docker only beside the others
+        assert "podman" in text or "bubblewrap" in text or "bwrap" in text, f"{where}: {text}"

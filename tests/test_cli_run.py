@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from fte_shell.cli import app
 from fte_shell.cli.run import _meta_facts, preview
 from fte_shell.config import deep_merge, env_overrides
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
@@ -122,7 +122,7 @@ def test_ctrl_c_exits_130_with_the_partial_run(tmp_path: Path, pydoc_corpus: Pat
     import sys
     import time
 
-    from fte_shell.scripted import ScriptTurn
+    from fte_shell.standins.server import ScriptTurn
 
     out = tmp_path / "run"
     script = [ScriptTurn(tool_calls=[{"name": "search", "arguments": {"query": "json"}}]), ScriptTurn(content="x", delay_s=20)]

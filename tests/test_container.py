@@ -21,11 +21,11 @@ import pytest
 from fte_shell import Sandbox, SandboxConfig
 from fte_shell.sandbox import BoxSpec, get_provider
 from fte_shell.sandbox import ownership as O
-from fte_shell.sandbox.docker import api as A
-from fte_shell.sandbox.docker import container as C
-from fte_shell.sandbox.docker import doctor as D
-from fte_shell.sandbox.docker import image as I
 from fte_shell.sandbox.hardening import RUNSC_PIDS_HEADROOM
+from fte_shell.sandbox.providers.docker import api as A
+from fte_shell.sandbox.providers.docker import container as C
+from fte_shell.sandbox.providers.docker import doctor as D
+from fte_shell.sandbox.providers.docker import image as I
 from tests.providers import ProviderCase, box_exists, box_inspect, box_labels, case_cannot, cgroup_v1, holds
 
 pytestmark = pytest.mark.docker
@@ -380,9 +380,9 @@ def test_root_user_is_refused(docker_ready: None) -> None:
 def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     cfg = SandboxConfig()
     I.ensure_image(cfg, force=False)
-    I._image_ok.clear()  # another process may change sandbox/bin meanwhile: check the files of now
+    I.forget(cfg)  # another process may change sandbox/bin meanwhile: check the files of now
     I.ensure_image(cfg)
-    ok, reason = I.image_status(cfg)
+    ok, reason = I.status(cfg)
     assert ok, reason
     img = A.client().images.get(cfg.image)
     assert img.labels[I.HASH_LABEL] == I.content_hash(cfg)
@@ -405,14 +405,14 @@ def test_containers_use_the_image_this_process_checked(docker_ready: None) -> No
             assert A.client().api.inspect_container(sb.container_id)["Image"] == image_id
             assert sb.run("test -f /opt/fte/lib/warden.sh && echo ok").output == "ok\n"
     finally:
-        I._image_ok.pop((cfg.image, cfg.base_image), None)
+        I.forget(cfg)
         A.client().images.remove(cfg.image)  # the tag only
         if not A.client().images.get(image_id).tags:  # built just for this test (no cache): dangling now
             A.client().images.remove(image_id)
 
 
 def test_doctor_reports_every_check_ok(docker_ready: None) -> None:
-    I._image_ok.clear()
+    I.forget(SandboxConfig())
     I.ensure_image(SandboxConfig())
     checks = D.doctor(SandboxConfig())
     names = [c.name for c in checks]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from typer.testing import CliRunner
@@ -26,7 +27,7 @@ from fte_shell.search.corpus import (
     wikipedia_url,
 )
 from fte_shell.search.pydoc_corpus import build_pydoc_corpus, pydoc_docs
-from fte_shell.workspace import Workspace
+from fte_shell.workspace import Workspace, canonical_url
 
 DOCS = [
     {"docid": "rust-book", "title": "The Rust Programming Language",
@@ -178,6 +179,19 @@ def test_helpers() -> None:
     assert docid_for_title("!!!").startswith("doc-")
     assert wikipedia_url("Michael Jackson (writer)") == "https://en.wikipedia.org/wiki/Michael_Jackson_%28writer%29"
     assert url_key(wikipedia_url("Beer Hunter's")) == url_key("https://en.wikipedia.org/wiki/Beer_Hunter's")
+
+
+def test_url_key_is_the_canonical_url_decoded() -> None:
+    """One canonicalisation (workspace.canonical_url): a corpus URL is found by any spelling a fetch
+    would store under the same file, IPv6 literals and user info included."""
+    for a, b in [
+        ("HTTP://Example.COM:80/Foo_%28bar%29#top", "http://example.com/Foo_(bar)"),
+        ("https://EXAMPLE.com:443", "https://example.com/"),
+        ("http://[::1]:8080/a%20b?q=1", "http://[::1]:8080/a b?q=1"),
+        ("http://u:p@example.com/x", "http://u:p@example.com/x"),
+    ]:
+        assert url_key(a) == url_key(b) == unquote(canonical_url(b))
+    assert url_key(" not%20a url ") == "not a url"  # no absolute URL: itself, decoded
 
 
 # --- HotpotQA on the real data -----------------------------------------------------------------------------

@@ -12,19 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import drive, trajectory
 from rich.console import Console
 from test_agent import NotesProfile, call
 
-from fte_shell.agent import Agent
-from fte_shell.bench.report import write_report
 from fte_shell.cli.run import EventPrinter
 from fte_shell.config import ModelConfig, ModelPrice, RunConfig
 from fte_shell.metrics import summarize_profile
 from fte_shell.metrics.runs import run_metrics
-from fte_shell.model import ModelClient
 from fte_shell.model.prices import PRICES, billed_tokens, price_for, usage_cost
-from fte_shell.record.rundir import RunWriter, read_trajectory
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.record.rundir import RunWriter
+from fte_shell.report.build import write_report
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 from fte_shell.stops import is_infra_failure
 
 PRICE = ModelPrice(input=2.0, cached_input=0.5, output=8.0)
@@ -78,8 +77,8 @@ def run_notes(tmp_path: Path, script: list[Any], price: ModelPrice | None, **age
         for k, v in agent.items():
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
-            result = Agent(cfg, ModelClient(cfg.model), NotesProfile(), rec, run_id="r1").run("q")
-    return result, read_trajectory(tmp_path / "run")
+            result = drive(cfg, NotesProfile(), rec, "q", run_id="r1")
+    return result, trajectory(tmp_path / "run")
 
 
 def test_cost_per_call_and_per_run(tmp_path: Path) -> None:
@@ -181,9 +180,9 @@ def test_price_limits_and_budget_stay_out_of_the_config_digest() -> None:
 
 
 def test_max_cost_without_a_price_is_refused_before_any_run(tmp_path: Path) -> None:
-    from fte_shell.bench.sweep import BenchConfig, run_sweep
     from fte_shell.config import BudgetConfig
     from fte_shell.errors import ConfigError
+    from fte_shell.sweep import BenchConfig, run_sweep
 
     data = tmp_path / "q.jsonl"
     data.write_text(json.dumps({"id": "q1", "question": "q?", "answer": "a"}) + "\n")
@@ -211,7 +210,7 @@ def run_reader(tmp_path: Path, script: list[Any], reader: ModelConfig | None, **
         for k, v in agent.items():
             setattr(cfg.agent, k, v)
         with RunWriter(tmp_path / "run") as rec:
-            return Agent(cfg, ModelClient(cfg.model), ReaderProfile(), rec).run("q")
+            return drive(cfg, ReaderProfile(), rec, "q")
 
 
 def test_a_reader_models_tokens_are_in_the_cost_and_the_token_budget(tmp_path: Path) -> None:

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, REPO
+from conftest import IN_CI, REPO, trajectory
 
+from fte_shell.record.events import ModelCallEvent, StartEvent
 from fte_shell.record.jsonio import DiskFull
-from fte_shell.record.rundir import RunWriter, find_runs, read_result, read_trajectory
+from fte_shell.record.rundir import RunWriter, find_runs, read_result
 from fte_shell.stops import RESULT_STOP_REASONS, stop_of_exception
 
 
@@ -71,10 +72,10 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> 
 def test_a_trajectory_write_on_a_full_disk_names_the_file_and_stops_disk_full(tmp_path: Path) -> None:
     with small_fs(tmp_path) as mnt:
         w = RunWriter(mnt / "run")
-        w.event("start", question="q?")
+        w.write(StartEvent(question="q?"))
         fill(mnt)
         with pytest.raises(DiskFull) as e:
-            w.event("model_call", turn=1, message={"content": "x" * 100_000})
+            w.write(ModelCallEvent(turn=1, message={"content": "x" * 100_000}))
         assert e.value.path == mnt / "run" / "trajectory.jsonl"
         assert stop_of_exception(e.value) == "disk_full" and "\n" not in str(e.value)
         w.close()  # closes although the buffer cannot be written
@@ -131,6 +132,6 @@ def test_bench_on_a_full_disk_stops_in_one_line_and_resumes(
         for d, *_ in runs:
             res = read_result(d)
             assert res is not None and res["stop_reason"] in RESULT_STOP_REASONS, (d, res)
-            assert read_trajectory(d)[-1]["type"] == "end"
+            assert trajectory(d)[-1]["type"] == "end"
         assert json.loads((out / "sweep.json").read_text())["status"] == "finished"
         no_half_written_file(out)

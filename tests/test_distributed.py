@@ -35,12 +35,12 @@ from typing import Any
 
 import pytest
 
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.distributed.packing import pack_dir, remove_parts, unpack_into
 from fte_shell.metrics import run_metrics
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep import BenchConfig, run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -250,7 +250,7 @@ def test_image_shipped_by_docker_save_and_load(docker_ready: None) -> None:
 
     from fte_shell.config import SandboxConfig
     from fte_shell.distributed.nodes import inspect_here, load_here, save_image
-    from fte_shell.sandbox.docker import image
+    from fte_shell.sandbox.providers.docker import image
 
     image_id = image.ensure_image(SandboxConfig())
     want = (docker.from_env().images.get(image_id).labels or {})[image.HASH_LABEL]

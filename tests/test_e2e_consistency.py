@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from typer.testing import CliRunner
 
-from fte_shell.bench.report import write_report
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.metrics import run_metrics, summarize
-from fte_shell.record.rundir import read_trajectory
+from fte_shell.report.build import write_report
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn
 from fte_shell.search import LocalCorpus, SearchResult
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
+from fte_shell.sweep import BenchConfig, run_sweep
 from fte_shell.world import RunWorld, World
 from tests.servers import FakeSerper
 
@@ -93,7 +93,7 @@ def test_reader_model_tokens_are_counted_apart_and_reach_metrics_and_report(tmp_
     # the agent's usage is the model_call events' sum only; the reader's is apart, from the tool calls' meta
     assert saved["usage"] == result.usage == agent_usage
     assert saved["summary_usage"] == result.summary_usage == reader_usage
-    events = read_trajectory(run_dir)
+    events = trajectory(run_dir)
     assert summed([e["usage"] for e in events if e["type"] == "model_call"]) == agent_usage
     assert summed([e["meta"]["summary_usage"] for e in events if e["type"] == "tool_call"]) == reader_usage
     # documented order of result.json
@@ -140,7 +140,7 @@ def test_model_failing_for_good_mid_run_stops_with_endpoint_unavailable_and_keep
         result = run_question("Who dredged Tern Quay?", cfg, tmp_path / "run", world=World(corpus, corpus))
     assert result.stop_reason == "endpoint_unavailable" and result.answer is None and result.turns == 2
     assert len(srv.requests) == 1 + 3  # the second turn: one attempt and two retries
-    events = read_trajectory(tmp_path / "run")
+    events = trajectory(tmp_path / "run")
     assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "retry", "retry", "error", "end"]
     assert "after 3 attempts" in events[5]["message"] and "upstream exploded" in events[5]["message"]
     assert events[2]["observation"].startswith("/work/tern-quay-")  # the work before the failure is kept
@@ -166,7 +166,7 @@ def test_tool_calls_in_bent_shapes_are_handled(tmp_path: Path, corpus: LocalCorp
         result = run_question("Who dredged Tern Quay?", config(srv.base_url, "fte"), tmp_path / "run",
                               world=World(corpus, corpus))
     assert result.stop_reason == "answer" and result.answer == "Lio Brand" and result.turns == 2
-    calls = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "tool_call"]
+    calls = [e for e in trajectory(tmp_path / "run") if e["type"] == "tool_call"]
     assert [c["name"] for c in calls] == ["fetch", "read", "list_fetched"]
     assert [c["id"] for c in calls] == ["call_1_0", "call_1_1", "call_1_2"]
     assert calls[0]["arguments"] == {"url": "tern-quay"} and not calls[0]["error"]
@@ -183,13 +183,13 @@ def test_tool_calls_in_bent_shapes_are_handled(tmp_path: Path, corpus: LocalCorp
 def test_huge_document_read_stays_under_the_structured_caps(tmp_path: Path, corpus: LocalCorpus) -> None:
     with ScriptedServer([tc("fetch", url="wide-page"), "<answer>x</answer>"]) as srv:
         run_question("Q?", config(srv.base_url, "fte"), tmp_path / "a", world=World(corpus, corpus))
-    path = next(e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call")["observation"].split()[0]
+    path = next(e for e in trajectory(tmp_path / "a") if e["type"] == "tool_call")["observation"].split()[0]
     script = [tc("read", path=path), tc("read", path=path, offset=150, limit=500), tc("grep", pattern="wide", context=10),
               "<answer>x</answer>"]
     with ScriptedServer(script) as srv:
         cfg = config(srv.base_url, "fte")
         run_question("Q?", cfg, tmp_path / "a", world=World(corpus, corpus))  # same workspace
-    *reads, grep = [e for e in read_trajectory(tmp_path / "a") if e["type"] == "tool_call"]
+    *reads, grep = [e for e in trajectory(tmp_path / "a") if e["type"] == "tool_call"]
     cap = cfg.agent.read_max_bytes
     # grep: 402 matching lines (the two header lines too), 20 shown, each cut to grep_line_chars
     assert len(grep["observation"].encode()) <= cap and (grep["meta"]["matches"], grep["meta"]["shown"]) == (402, 20)
@@ -216,7 +216,7 @@ def test_huge_shell_output_stays_under_the_output_cap(tmp_path: Path, docker_rea
         cfg.sandbox.output_cap_bytes = 20_000
         result = run_question("Q?", cfg, tmp_path / "run", qid="huge-output")
     assert result.stop_reason == "answer"
-    (ev,) = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "tool_call"]
+    (ev,) = [e for e in trajectory(tmp_path / "run") if e["type"] == "tool_call"]
     assert ev["meta"]["truncated"] is True and ev["meta"]["exit_code"] == 0
     assert len(ev["observation"].encode()) <= 20_000 + 1_000  # the cap plus the notes
     assert "tail-marker" in ev["observation"]  # the end of the output is kept
@@ -257,7 +257,7 @@ def test_profile_crash_in_a_sweep_is_recorded_and_the_sweep_goes_on(tmp_path: Pa
     for q in ("q1", "q2"):
         crashed = json.loads((out / "runs" / "fte" / q / "r0" / "result.json").read_text())
         assert crashed["stop_reason"] == "crashed" and crashed["tool_calls"] == {"search": 1}
-        events = read_trajectory(out / "runs" / "fte" / q / "r0")
+        events = trajectory(out / "runs" / "fte" / q / "r0")
         assert [e["type"] for e in events] == ["start", "model_call", "tool_call", "error", "end"]
         # the crashed call is in the trajectory too, so the trajectory and result.json's counts agree
         assert events[2]["name"] == "search" and events[2]["error"] is True
@@ -305,7 +305,7 @@ def test_run_with_a_serper_key_talks_serpers_api_shape(tmp_path: Path) -> None:
     (req,) = serper.requests
     assert req["path"] == "/search" and req["headers"]["X-API-KEY"] == "serper-key-1"
     assert req["body"] == {"q": "Tern Quay dredged", "num": 2}
-    (ev,) = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "tool_call"]
+    (ev,) = [e for e in trajectory(tmp_path / "run") if e["type"] == "tool_call"]
     assert "https://harbour.example/tern-quay" in ev["observation"]
     assert ev["observation"].index("Tern Quay - harbour history") < ev["observation"].index("Breakwaters")
     assert "serper-key-1" not in (tmp_path / "run" / "trajectory.jsonl").read_text()  # the key is masked
@@ -374,7 +374,7 @@ def test_shell_and_structured_search_show_the_same_serper_results(tmp_path: Path
                     env={**CLEAN_ENV, "OPENAI_BASE_URL": srv.base_url, "OPENAI_MODEL": "m", "SERPER_API_KEY": "k-2"},
                 )
             assert res.exit_code == 0, res.output
-            (ev,) = [e for e in read_trajectory(tmp_path / profile) if e["type"] == "tool_call"]
+            (ev,) = [e for e in trajectory(tmp_path / profile) if e["type"] == "tool_call"]
             seen[profile] = ev["observation"]
     finally:
         serper.close()

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.config.budget import ModelPrice
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
+from fte_shell.sweep import BenchConfig, run_sweep
 from tests.test_widesearch_cli import EVAL_EXACT, RIGHT
 from tests.widesearch_data import write_tasks
 

@@ -3,7 +3,7 @@
 Our HTML path feeds crawl4ai's html2text converter straight from the lxml tree instead of going through
 crawl4ai's scraper and html.parser (see fte_shell/fetch/convert.py). These tests check that the text does
 not lose quality: word precision/recall vs the page's main content ≥ 0.95, the same words as crawl4ai's
-own converters with the DESIGN.md settings, code blocks and tables kept.
+own converters as used by ``convert.crawl4ai_reference``, code blocks and tables kept.
 """
 
 from __future__ import annotations

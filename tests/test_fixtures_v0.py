@@ -14,8 +14,6 @@ import pytest
 from conftest import REPO
 from typer.testing import CliRunner
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.report import write_report
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.metrics import actions_from_events, run_metrics
@@ -27,9 +25,12 @@ from fte_shell.record.events import (
     ToolCallEvent,
     event_dict,
     parse_event,
+    typed_events,
 )
-from fte_shell.record.rundir import find_runs, read_events, read_judgement, read_trajectory
+from fte_shell.record.rundir import find_runs, read_events, read_judgement
 from fte_shell.record.sweepdir import SweepDir
+from fte_shell.report.build import write_report
+from fte_shell.sweep.judge import judge_runs
 from fte_shell.viewer import Catalog
 
 FIXTURES = REPO / "tests" / "fixtures" / "v0"
@@ -59,8 +60,8 @@ def test_old_trajectories_convert_on_read_and_round_trip(sweep: Path) -> None:
         calls = [e for e in events if isinstance(e, ToolCallEvent)]
         assert calls and all(c.meta.fetches is None and c.meta.searches is None for c in calls)
         # converted = the raw events plus the start's schema_version 0; nothing lost, nothing invented
-        assert [event_dict(e) for e in events] == read_trajectory(d)
-        assert read_trajectory(d) == [{**e, "schema_version": 0} if e["type"] == "start" else e for e in raw]
+        assert [event_dict(e) for e in events] == [{**e, "schema_version": 0} if e["type"] == "start" else e
+                                                   for e in raw]
 
 
 def test_unknown_types_and_keys_are_kept() -> None:
@@ -128,7 +129,7 @@ def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_
     sd = SweepDir(sweep)
     manifest = sd.manifest()
     assert manifest is not None
-    manifest["dataset"]["source"] = str(hotpotqa_dir)
+    manifest.dataset.source = str(hotpotqa_dir)
     sd.write_manifest(manifest)
     r = runner.invoke(app, ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte,open-find", "--limit", "2",
                             "--out", str(sweep), "--scripted", "--no-progress", "-j", "2"])
@@ -138,9 +139,9 @@ def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_
 
 def test_a_run_written_now_records_schema_1_and_its_facts(tmp_path: Path, hotpotqa_dir: Path) -> None:
     from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-    from fte_shell.policies import ResearchPolicy
     from fte_shell.runner import run_question
-    from fte_shell.scripted import ScriptedServer
+    from fte_shell.standins.research import ResearchPolicy
+    from fte_shell.standins.server import ScriptedServer
 
     corpus = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "corpus" / "hotpotqa")
     q = json.loads((hotpotqa_dir / "dev.jsonl").read_text().splitlines()[0])
@@ -161,5 +162,5 @@ def test_a_run_written_now_records_schema_1_and_its_facts(tmp_path: Path, hotpot
     assert searches and all(s.urls and s.backend for s in searches)
     # the metrics read the facts; parsing the observations (the schema-0 path) gives the same actions
     as_v0 = [{k: v for k, v in e.items() if k != "schema_version"} for e in raw]
-    assert actions_from_events(raw) == actions_from_events(as_v0)
+    assert actions_from_events(typed_events(raw)) == actions_from_events(typed_events(as_v0))
     assert run_metrics(tmp_path / "run").n_fetch == len(fetches)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fte_shell.bench.judge import judge_runs
 from fte_shell.benchmarks.answers import exact_match, normalize_answer, token_f1
 from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
 from fte_shell.benchmarks.presets import parse_grader_reply
 from fte_shell.errors import ConfigError
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep.judge import judge_runs
 
 REPLY_YES = """extracted_final_answer: Paris
 reasoning: The response names Paris, which is the reference answer.
@@ -186,3 +186,30 @@ def test_a_judgement_written_before_presets_reads_and_its_llm_verdict_is_reused(
         new = json.loads((d / "judgement.json").read_text())
         assert new["llm@grader"] == old["llm"] and new["browsecomp@grader-2"]["judge_model"] == "grader-2"
         assert new["primary"] == "browsecomp@grader-2"
+
+
+# --- the old spelling: judge --method (renamed --judge-preset) --------------------------------------------
+def test_the_old_method_flag_still_grades_with_a_one_line_note(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
+
+    root = make_sweep(tmp_path)
+    runner = CliRunner()
+    with ScriptedServer(policy=lambda body: REPLY_YES) as srv:
+        r = runner.invoke(app, ["judge", str(root), "--method", "llm", "--judge-model", "grader",
+                                "--base-url", srv.base_url, "--api-key", "k"])
+        assert r.exit_code == 0, r.output
+        assert len(srv.requests) == 2
+    assert r.stderr == ("note: --method llm is an old spelling, accepted until fte-shell 0.3.0: use "
+                        "--judge-preset browsecomp\n")
+    assert "browsecomp@grader" in json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
+    r = runner.invoke(app, ["judge", str(root), "--method", "match"])
+    assert r.exit_code == 0 and r.stderr.splitlines() == [
+        "note: --method match is an old spelling, accepted until fte-shell 0.3.0: use --judge-preset match"]
+    assert r.stdout.startswith("match judge: 1/2 correct")
+    r = runner.invoke(app, ["judge", str(root), "--method", "auto", "--judge-preset", "match"])  # the new one wins
+    assert r.exit_code == 0 and "use no --judge-preset (the default)" in r.stderr and "match judge" in r.stdout
+    r = runner.invoke(app, ["judge", str(root), "--method", "llm2"], env={"COLUMNS": "200"})
+    assert r.exit_code == 2 and "--method takes auto, llm, match (now: --judge-preset)" in r.stderr
+    assert "--method" not in runner.invoke(app, ["judge", "--help"]).stdout  # old spellings are not advertised

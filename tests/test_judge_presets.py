@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.report import write_report
 from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
 from fte_shell.benchmarks.presets import BROWSECOMP_ZH_PROMPT, SIMPLEQA_PROMPT, parse_simpleqa
 from fte_shell.benchmarks.registry import PRESETS, preset
 from fte_shell.cli import app
 from fte_shell.errors import ConfigError, ModelError
-from fte_shell.scripted import ScriptedServer
+from fte_shell.report.build import write_report
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep.judge import judge_runs
 
 runner = CliRunner()
 

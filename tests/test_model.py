@@ -10,7 +10,7 @@ import pytest
 from fte_shell.config import ModelConfig, load_config
 from fte_shell.errors import ModelError
 from fte_shell.model import ModelClient, retry_after_s
-from fte_shell.scripted import ScriptedServer, ScriptTurn, tokens_for
+from fte_shell.standins.server import ScriptedServer, ScriptTurn, tokens_for
 
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q?"}]
 TOOLS = [
@@ -153,7 +153,7 @@ def test_window_discovery_takes_a_501_as_not_this_server_at_once() -> None:
     """A server with no discovery routes (501 on every GET) is asked each distinct probe once (four kinds read
     ``/v1/models``: it is asked once), without waiting."""
     from fte_shell.model import SERVER_KINDS, ServerInfo
-    from fte_shell.policies import ResearchPolicy
+    from fte_shell.standins.research import ResearchPolicy
     from tests.emulators import ChatOnly, Emulator
 
     personality = ChatOnly()
@@ -209,7 +209,7 @@ def test_server_kinds_force_a_first_call_the_way_their_engine_enforces_it() -> N
 
 
 def test_thinking_switches_and_their_merge_with_extra_body() -> None:
-    from fte_shell.model.client import merge_body
+    from fte_shell.model.chat import merge_body
     from fte_shell.model.window import kind_named, thinking_fields
 
     assert thinking_fields(kind_named("vllm"), False, "Qwen/Qwen3.5-32B") == {"chat_template_kwargs": {"enable_thinking": False}}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from emulator_responses import ResponsesAPI, ResponsesEmulator
 from typer.testing import CliRunner
 
@@ -21,10 +22,9 @@ from fte_shell.model.completion import OUTPUT_ITEMS
 from fte_shell.model.prices import usage_cost
 from fte_shell.model.ratelimit import estimate_request_tokens
 from fte_shell.model.responses import to_completion, to_input
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": "", "COLUMNS": "200"}
@@ -49,7 +49,7 @@ def run(tmp_path: Path, base_url: str, corpus: Path, api: str = "responses", **m
     cfg = RunConfig(model=ModelConfig(base_url=base_url, model="emu-model", api=api, backoff_s=0.01, **model),
                     agent=AgentConfig(profile="fte", max_turns=30), search=SearchConfig(backend="local", corpus=str(corpus)))
     result = run_question(Q, cfg, tmp_path / "run")
-    return result, read_trajectory(tmp_path / "run")
+    return result, trajectory(tmp_path / "run")
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -343,7 +343,7 @@ def test_run_flag_api_responses(tmp_path: Path, corpus: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "model emu-model · Responses API · 5 tool(s)" in res.output
     assert json.loads((tmp_path / "r" / "result.json").read_text())["answer"] == "json.dumps"
-    start = read_trajectory(tmp_path / "r")[0]
+    start = trajectory(tmp_path / "r")[0]
     assert start["config"]["model"]["api"] == "responses" and start["config"]["model"]["store"] is False
     assert emu.requests and all("input" in b for b in emu.requests)
     bad = CliRunner().invoke(app, ["run", Q, "--api", "soap", "-o", str(tmp_path / "x")], env=CLEAN_ENV)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from test_metrics import fte_run, shell_run
 
-from fte_shell.bench.report import write_report
 from fte_shell.metrics import collect, run_metrics, summarize
+from fte_shell.report.build import write_report
 
 
 def mk_run(d: Path, profile: str, calls: list[tuple[str, dict[str, Any], str, bool, dict[str, Any]]], *,

@@ -15,9 +15,9 @@ from fte_shell.errors import ConfigError
 from fte_shell.model import ModelClient
 from fte_shell.profiles import PROFILES, QuestionContext, ToolResult, make_profile
 from fte_shell.prompts import summary_instructions
-from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.server import ScriptedServer
 from fte_shell.workspace import Workspace
 from fte_shell.world import RunWorld
 

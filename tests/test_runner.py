@@ -13,13 +13,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import trajectory
 
 from fte_shell.config import RunConfig
-from fte_shell.errors import ConfigError, DockerUnavailable, ModelError
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
+from fte_shell.errors import ConfigError, ModelError, SandboxUnavailable
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer, ScriptTurn
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 RESULT_KEYS = {
@@ -51,7 +51,7 @@ def test_run_directory_format(tmp_path: Path, pydoc_corpus: Path) -> None:
         result = run_question(Q, config(srv.base_url, pydoc_corpus), tmp_path / "run", qid="q-7", log=lambda e: seen.append(e["type"]))
     run = tmp_path / "run"
     assert result.answer == "json.dumps" and result.stop_reason == "answer" and result.run_dir == run
-    events = read_trajectory(run)
+    events = trajectory(run)
     assert [e["type"] for e in events] == seen  # the live log saw every event as it was written
     assert events[0]["type"] == "start" and events[-1]["type"] == "end"
     assert all(isinstance(e["t"], float) for e in events)
@@ -110,9 +110,9 @@ def test_profile_that_cannot_start_is_recorded_without_a_result(
         cfg = config(srv.base_url, pydoc_corpus, profile="shell")
         cfg.sandbox.image = "fte-shell-test-missing-image:none"
         cfg.sandbox.auto_build = False
-        with pytest.raises(DockerUnavailable, match="fte-shell-test-missing-image"):
+        with pytest.raises(SandboxUnavailable, match="fte-shell-test-missing-image"):
             run_question(Q, cfg, tmp_path / "run")
-    (ev,) = read_trajectory(tmp_path / "run")
+    (ev,) = trajectory(tmp_path / "run")
     assert ev["type"] == "error" and ev["turn"] == 0 and "profile 'shell' failed to start" in ev["message"]
     assert not (tmp_path / "run" / "result.json").exists() and srv.requests == []
 

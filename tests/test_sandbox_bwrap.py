@@ -27,7 +27,7 @@ from fte_shell import Sandbox, SandboxConfig
 from fte_shell.config import FetchPolicy
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import get_provider
-from fte_shell.sandbox.bwrap import rootfs as R
+from fte_shell.sandbox.providers.bwrap import rootfs as R
 from tests.conftest import IN_CI
 from tests.servers import LoopbackServer
 
@@ -110,8 +110,29 @@ def test_a_tar_is_extracted_once_into_its_content_addressed_entry(tmp_path: Path
     assert R.find(cfg(rootfs=rf.path)) is not None  # the entry as a directory (shared storage)
 
 
+def test_an_export_that_fails_says_why(tmp_path: Path) -> None:
+    """The engine's export streamed into the tree (``docker export CID`` there, real commands here): a
+    failure carries the extraction's exception and the command's exit status and stderr, never an empty
+    "export failed:"; nothing is left in the cache."""
+    cache = tmp_path / "cache"
+    with pytest.raises(SandboxError) as e:
+        R._install_from(["sh", "-c", "echo 'Error: no such container: c1' >&2; exit 3"], cache, "k", {}, None)
+    assert str(e.value).startswith("sh -c failed: ReadError: ")  # no tar at all
+    assert str(e.value).endswith("; sh exited with status 3: Error: no such container: c1")
+    hostile = tmp_path / "hostile.tar"
+    hostile.write_bytes(_tar([(_info("opt/fte/lib/warden.sh"), b"#\n"), (_info("../../escaped"), b"x")]))
+    with pytest.raises(SandboxError, match=r"^cat .*hostile\.tar failed: UnsafeArchive: tar member refused: "
+                                           r"'\.\./\.\./escaped' would be .* outside the destination$"):
+        R._install_from(["cat", str(hostile)], cache, "k", {}, None)
+    assert not (tmp_path / "escaped").exists() and list(cache.iterdir()) == []
+    good = tmp_path / "good.tar"
+    good.write_bytes(_tar([(_info("bin", tarfile.DIRTYPE, 0o755), b""), (_info("opt/fte/lib/warden.sh"), b"#\n")]))
+    rf = R._install_from(["cat", str(good)], cache, "k", {"source": "cat"}, None)
+    assert rf.path == cache / "k" and (rf.path / "opt/fte/lib/warden.sh").read_text() == "#\n"
+
+
 def test_the_image_tree_is_keyed_by_the_image_content_hash(tree: R.Rootfs) -> None:
-    from fte_shell.sandbox.docker.image import content_hash
+    from fte_shell.sandbox.providers.docker.image import content_hash
 
     assert tree.key == content_hash(SandboxConfig())
     assert tree.path == R.cache_dir(SandboxConfig()) / tree.key
@@ -396,13 +417,13 @@ def test_a_ray_sweep_on_bwrap_nodes(tree: R.Rootfs, tmp_path: Path, hotpotqa_dir
     prepare the provider stops the sweep before any run, naming the node."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = pytest.importorskip("ray")
-    from fte_shell.bench.sweep import BenchConfig, run_sweep
     from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
     from fte_shell.config import ModelConfig, RunConfig
     from fte_shell.distributed import RayExecutor
     from fte_shell.distributed.nodes import check_nodes
-    from fte_shell.policies import ResearchPolicy
-    from fte_shell.scripted import ScriptedServer
+    from fte_shell.standins.research import ResearchPolicy
+    from fte_shell.standins.server import ScriptedServer
+    from fte_shell.sweep import BenchConfig, run_sweep
 
     rows = [json.loads(line) for line in (hotpotqa_dir / "dev.jsonl").read_text(encoding="utf-8").splitlines()[:3]]
     data = tmp_path / "q.jsonl"

@@ -12,8 +12,8 @@ import pytest
 
 from fte_shell.config import SandboxConfig
 from fte_shell.sandbox.base import PROVIDERS
-from fte_shell.sandbox.docker import api as A
-from fte_shell.sandbox.docker import image as I
+from fte_shell.sandbox.providers.docker import api as A
+from fte_shell.sandbox.providers.docker import image as I
 
 pytestmark = pytest.mark.docker
 
@@ -43,7 +43,7 @@ def test_interactive_shell_runs_hardened_and_leaves_nothing(docker_ready: None) 
 
 
 def test_doctor_command_prints_every_check(docker_ready: None) -> None:
-    I._image_ok.clear()
+    I.forget(SandboxConfig())
     I.ensure_image(SandboxConfig())
     out = subprocess.run(
         [sys.executable, "-m", "fte_shell", "sandbox", "doctor"],
@@ -65,6 +65,20 @@ def test_doctor_command_prints_every_check(docker_ready: None) -> None:
     assert set(PROVIDERS) <= set(rows), summary
     assert rows["docker"] == rows["docker (runsc)"] == rows["podman"] == "yes", summary
     assert rows["podman (runsc)"] == "no" and "flag provided but not defined: -tty" in summary, summary
+
+
+def test_doctor_checks_the_provider_asked_for() -> None:
+    """`sandbox doctor --sandbox-provider bwrap`: that provider's checks on a real box, not the overview."""
+    out = subprocess.run([sys.executable, "-m", "fte_shell", "sandbox", "doctor", "--sandbox-provider", "bwrap"],
+                         check=False, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "asked for: bwrap" in out.stdout and "sandbox providers on this host" not in out.stdout
+    for name in ("root file system", "non-root user", "read-only root", "no network", "the warden is PID 1"):
+        assert name in out.stdout
+    refused = subprocess.run([sys.executable, "-m", "fte_shell", "sandbox", "doctor", "--sandbox-runtime", "gvisor"],
+                             check=False, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "COLUMNS": "250"})
+    assert refused.returncode == 2 and "Input should be 'runc' or 'runsc'" in refused.stderr
 
 
 def test_shell_reads_commands_from_a_pipe(docker_ready: None) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from fte_shell import Sandbox, SandboxConfig
 from fte_shell.errors import SandboxError
-from fte_shell.sandbox.docker import container as C
-from fte_shell.sandbox.docker.api import start_tty_exec
+from fte_shell.sandbox.providers.docker import container as C
+from fte_shell.sandbox.providers.docker.api import start_tty_exec
 from tests.providers import ProviderCase
 
 pytestmark = pytest.mark.docker

@@ -7,7 +7,7 @@ import pytest
 from fte_shell import SandboxConfig
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import SandboxPool
-from fte_shell.sandbox.docker import api as A
+from fte_shell.sandbox.providers.docker import api as A
 
 pytestmark = pytest.mark.docker
 

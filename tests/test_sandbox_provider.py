@@ -70,8 +70,8 @@ def test_a_ray_node_may_choose_its_own_provider(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_podman_box_gets_the_shared_hardened_layout_as_flags(tmp_path: Path) -> None:
     from fte_shell.sandbox.hardening import box_layout
-    from fte_shell.sandbox.podman import cli
-    from fte_shell.sandbox.podman.box import run_flags
+    from fte_shell.sandbox.providers.podman import cli
+    from fte_shell.sandbox.providers.podman.box import run_flags
 
     cfg = SandboxConfig(provider="podman")
     flags = run_flags(box_layout(cfg, tmp_path / "w", tmp_path / "g", "q1", ttl_s=60), cfg)
@@ -107,12 +107,12 @@ def _imports(path: Path, package: str) -> set[str]:
 
 def test_the_runtime_never_imports_a_provider() -> None:
     """Deployment → runtime only: session, facade, pool, output, gateway, ownership and base know the
-    protocol, not Docker (a provider is found by name at run time)."""
+    protocol, not a provider (one is found by name at run time in ``sandbox/providers/``)."""
     runtime = [p for p in SANDBOX.glob("*.py")]
     assert {p.stem for p in runtime} >= {"base", "facade", "pool", "session", "output", "gateway", "ownership"}
     for path in runtime:
         pkg = "fte_shell.sandbox"
-        bad = {m for m in _imports(path, pkg) if m.startswith("fte_shell.sandbox.docker") or m == "docker"}
+        bad = {m for m in _imports(path, pkg) if m.startswith("fte_shell.sandbox.providers") or m == "docker"}
         assert not bad, f"{path.name} imports {bad}"
 
 

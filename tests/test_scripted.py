@@ -12,7 +12,7 @@ import pytest
 from fte_shell.config import ModelConfig
 from fte_shell.errors import ModelError
 from fte_shell.model import ModelClient
-from fte_shell.scripted import ScriptedServer, ScriptTurn, as_turn, tokens_for
+from fte_shell.standins.server import ScriptedServer, ScriptTurn, as_turn, tokens_for
 
 MSGS = [{"role": "user", "content": "hi"}]
 

@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from fte_shell.policies import ResearchPolicy
-from fte_shell.policies.reading import (
+from fte_shell.search import SearchResult, format_results
+from fte_shell.standins.reading import (
     best_line,
     extract_answer_span,
     grep_terms,
@@ -19,8 +19,8 @@ from fte_shell.policies.reading import (
     score,
     term_pattern,
 )
-from fte_shell.scripted import ScriptTurn
-from fte_shell.search import SearchResult, format_results
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 SEARCH_OUT = format_results(

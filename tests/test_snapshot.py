@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import trajectory
 from warcio.archiveiterator import ArchiveIterator
 
 from fte_shell.config import RunConfig
 from fte_shell.errors import FetchRefused
 from fte_shell.fetch import FetchService
-from fte_shell.policies import ResearchPolicy
-from fte_shell.record.rundir import read_trajectory
 from fte_shell.runner import run_question
-from fte_shell.scripted import ScriptedServer
 from fte_shell.snapshot import Snapshot, SnapshotMiss, SnapshotStore, open_store
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
 from fte_shell.workspace import Workspace
 from tests.servers import FakeSerper, LoopbackServer
 
@@ -81,7 +81,7 @@ def run(profile: str, snap: Path, mode: str, out: Path, web: Web | None = None, 
 
 
 def observations(run_dir: Path) -> list[tuple[str, str]]:
-    return [(e["name"], e["observation"]) for e in read_trajectory(run_dir) if e["type"] == "tool_call"]
+    return [(e["name"], e["observation"]) for e in trajectory(run_dir) if e["type"] == "tool_call"]
 
 
 def files(run_dir: Path) -> dict[str, bytes]:
@@ -208,7 +208,7 @@ def test_fail_run_mode_stops_the_run_as_an_infrastructure_failure(recorded: dict
         cfg = config(srv.base_url, None, "fte", recorded["snap"], "replay", on_miss="fail-run")
         with pytest.raises(SnapshotMiss, match="not in the snapshot .* on_miss = fail-run"):
             run_question("What is a quay?", cfg, tmp_path / "run", qid="q3")
-    end = [e for e in read_trajectory(tmp_path / "run") if e["type"] == "end"]
+    end = [e for e in trajectory(tmp_path / "run") if e["type"] == "end"]
     assert end and end[0]["stop_reason"] == "snapshot_miss" and is_infra_failure("snapshot_miss")  # not "crashed"
     assert json.loads((tmp_path / "run" / "result.json").read_text())["stop_reason"] == "snapshot_miss"
 
@@ -216,7 +216,7 @@ def test_fail_run_mode_stops_the_run_as_an_infrastructure_failure(recorded: dict
 def test_fail_run_mode_in_a_sweep_is_a_snapshot_miss_failure_not_retried(recorded: dict[str, Any], tmp_path: Path) -> None:
     """In ``bench``, a run stopped by a replay miss (``on_miss = fail-run``) is one ``snapshot_miss`` line of
     failures.jsonl: no immediate retry (a miss is deterministic), no outage (nothing to probe)."""
-    from fte_shell.bench.sweep import BenchConfig, run_sweep
+    from fte_shell.sweep import BenchConfig, run_sweep
 
     qs = tmp_path / "qs.jsonl"
     qs.write_text(json.dumps({"id": "quay", "question": "What is a quay?", "answer": "a wharf"}) + "\n")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_paper_metrics import mk_run
 
-from fte_shell.bench.report import write_report
 from fte_shell.metrics import collect
 from fte_shell.metrics.stats import cohen_kappa, mcnemar_exact, paired, paired_bootstrap, repetitions, wilson
+from fte_shell.report.build import write_report
 
 
 def test_wilson_by_hand() -> None:

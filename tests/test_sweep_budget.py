@@ -16,13 +16,13 @@ import pytest
 from test_sweep_failures import check_complete, results
 from typer.testing import CliRunner
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer, ScriptTurn, as_turn
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer, ScriptTurn, as_turn
+from fte_shell.sweep import BenchConfig, run_sweep
+from fte_shell.sweep.judge import judge_runs
 
 runner = CliRunner()
 

@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fte_shell.bench.judge import judge_runs
-from fte_shell.bench.sweep import BenchConfig, run_sweep
 from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
 from fte_shell.cli import app
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.digest import config_digest
 from fte_shell.errors import ConfigError
-from fte_shell.policies import ResearchPolicy
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.research import ResearchPolicy
+from fte_shell.standins.server import ScriptedServer
+from fte_shell.sweep import BenchConfig, run_sweep
+from fte_shell.sweep.judge import judge_runs
 from tests.emulators import ChatOnly, Emulator
 from tests.servers import run_key
 
@@ -205,7 +205,7 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
     """A run whose model calls fail (HTTP 500) while ``GET /models`` answers is no outage: the sweep does
     not pause, redoes the run at once, and after ``outage_retries`` redos leaves it for the next resume."""
     from fte_shell.benchmarks.registry import load_dataset
-    from fte_shell.scripted import ScriptTurn
+    from fte_shell.standins.server import ScriptTurn
 
     once_id, always_id = [q.question for q in load_dataset(f"hotpotqa:{hotpotqa_dir}", limit=3).questions[:2]]
     policy = ResearchPolicy()

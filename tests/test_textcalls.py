@@ -10,7 +10,7 @@ NAMES = {"bash", "search"}
 
 
 def test_an_answer_that_is_wholly_a_call_object_is_a_call() -> None:
-    # llama.cpp's server with a named tool_choice and Qwen2.5-Coder-1.5B (measured; DESIGN.md)
+    # llama.cpp's server with a named tool_choice and Qwen2.5-Coder-1.5B (measured here)
     text = '<answer>{"name": "bash", "arguments": {"command": "search peru"}}</answer>'
     assert find_text_tool_calls(text, NAMES) == [
         {"name": "bash", "arguments": {"command": "search peru"}, "format": "answer_tag", "raw": text}]

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.metrics import RunMetrics, run_status
+from fte_shell.record.events import typed_events
 from fte_shell.stops import is_infra_failure
 from fte_shell.viewer import Catalog, ViewerServer, write_static
 from fte_shell.viewer.site import ASSETS, asset
@@ -52,7 +53,7 @@ def test_shell_lines_from_grep_and_sed() -> None:
         # a grep line whose number does not hold that text is not attributed (line 9 is "Epsilon…")
         call(4, "bash", {"command": "grep -n owls /work/a.txt"}, "9:Owls are not on line nine."),
     ]
-    t = touches(events, docs)
+    t = touches(typed_events(events), docs)
     a = [(x.turn, x.op, x.hits, x.lines) for x in t["a.txt"]]
     assert a == [(1, "fetch", [], []), (2, "grep", [5, 6, 8], [7]), (3, "read", [], [6, 7, 8]), (4, "grep", [], [])]
     assert [(x.turn, x.op, x.hits) for x in t["b.txt"]] == [(1, "fetch", []), (2, "grep", [5])]
@@ -76,7 +77,7 @@ def test_shell_windows_filters_and_duplicates() -> None:
         call(5, "bash", {"command": "tail -n 3 /work/c.txt"},
              "A second long line of text here.\nRepeated line of boilerplate.\nA third long line of text here."),
     ]
-    t = touches(events, docs)["c.txt"]
+    t = touches(typed_events(events), docs)["c.txt"]
     assert [(x.turn, x.op, x.lines) for x in t] == [
         (1, "fetch", []), (2, "read", [5, 6, 7, 8, 9]), (3, "read", [5, 9, 11]), (4, "read", [10, 11]),
         (5, "read", [9, 10, 11])]
@@ -96,7 +97,7 @@ def test_structured_lines_from_grep_read_and_excerpts() -> None:
              "5: Owls live in the forest of B.\n6: Nothing else here at all.\n(Showing lines 5-6 of 6. End of file.)"),
         call(4, "read", {"path": "/work/a.txt", "offset": 2, "limit": 1}, "2: Title: A\n(Showing lines 2-2 of 9.)"),
     ]
-    t = touches(events, docs)
+    t = touches(typed_events(events), docs)
     assert [(x.turn, x.op, x.hits, x.lines) for x in t["a.txt"]] == [
         (1, "fetch", [], []), (2, "grep", [5, 6, 8], [4, 7]), (4, "read", [], [2])]
     assert [(x.turn, x.op, x.hits, x.lines) for x in t["b.txt"]] == [

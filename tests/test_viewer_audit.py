@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from test_paper_metrics import mk_run
 
-from fte_shell.bench.report import write_report
 from fte_shell.metrics import collect
 from fte_shell.metrics.audit import audit_summary, marks_of
 from fte_shell.record.audit import AUDIT, AuditMark, append_mark, audit_home, latest_marks, read_marks
-from fte_shell.record.sweepdir import SweepDir
+from fte_shell.record.sweepdir import ManifestDataset, SweepDir, SweepManifest
+from fte_shell.report.build import write_report
 from fte_shell.viewer import Catalog, ViewerServer, write_static
 
 TOKEN = "t0k3n-for-this-test"
@@ -50,7 +50,7 @@ def sweep(tmp_path: Path) -> Path:
     an unjudged q7."""
     root = tmp_path / "sweep"
     root.mkdir()
-    SweepDir(root).write_manifest({"dataset": {"kind": "jsonl"}})
+    SweepDir(root).write_manifest(SweepManifest(dataset=ManifestDataset(kind="jsonl")))
     verdicts = {"q1": True, "q2": True, "q3": False, "q4": False, "q5": True, "q6": None, "q7": None}
     for qid, correct in verdicts.items():
         mk_run(root / "runs" / "fte" / qid / "r0", "fte", [], correct=correct, qid=qid,

@@ -19,7 +19,7 @@ from fte_shell.benchmarks.widesearch.score import NeedsJudge, score_table
 from fte_shell.benchmarks.widesearch.spec import Evaluation, split_task_prompt
 from fte_shell.benchmarks.widesearch.table import extract_markdown_table, read_gold_csv
 from fte_shell.errors import ConfigError
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
 from tests.widesearch_data import write_tasks
 
 EN_EVAL = {

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from fte_shell.benchmarks.widesearch.cells import norm_str
 from fte_shell.benchmarks.widesearch.table import extract_markdown_table, read_gold_csv
 from fte_shell.cli import app
-from fte_shell.scripted import ScriptedServer
+from fte_shell.standins.server import ScriptedServer
 from tests.widesearch_data import write_tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -1,11 +1,13 @@
-"""The agent: the ReAct loop (:mod:`.loop`), what it makes of a reply (:mod:`.replies`), one tool call
-(:mod:`.tools`), and what a run counts and produces (:mod:`.result`)."""
+"""The agent: the ReAct loop (:mod:`.loop`: ask → context → apply, driving an
+:class:`~fte_shell.episode.Episode`), what is sent of the conversation (:mod:`.context`), what it makes
+of a reply (:mod:`.replies`) and what it counts to decide when to stop (:mod:`.state`)."""
 
+from .context import ContextEdit, ContextPolicy, ContextView, KeepAll, Sent, estimate_request
 from .loop import Agent, Stop
 from .replies import CUT_NOTICE, FINAL_ANSWER_REQUEST, NUDGE, extract_answer, find_answer
-from .result import TOOL_USAGE_META, USAGE_KEYS, LoopState, RunResult
+from .state import LoopState
 
 __all__ = [
-    "CUT_NOTICE", "FINAL_ANSWER_REQUEST", "NUDGE", "TOOL_USAGE_META", "USAGE_KEYS", "Agent", "LoopState",
-    "RunResult", "Stop", "extract_answer", "find_answer",
+    "CUT_NOTICE", "FINAL_ANSWER_REQUEST", "NUDGE", "Agent", "ContextEdit", "ContextPolicy", "ContextView", "KeepAll",
+    "LoopState", "Sent", "Stop", "estimate_request", "extract_answer", "find_answer",
 ]

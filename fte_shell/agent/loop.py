@@ -1,42 +1,50 @@
-"""The ReAct loop. It does not know which profile it drives: a profile is tool schemas plus an executor.
+"""The ReAct loop: it drives an :class:`~fte_shell.episode.Episode` and does not know which profile the
+episode holds (a profile is tool schemas plus an executor).
 
-Each turn: model call -> if the assistant called tools, execute them IN ORDER through
-``profile.execute`` and append one ``tool`` message per call (malformed JSON arguments or an unknown tool
+Each turn is **ask → apply**. :meth:`Agent.ask` builds the request from the kept conversation through the
+run's :class:`~.context.ContextPolicy` (``keep_all``: all of it) and calls the model with ``max_tokens``
+fitted to what is left of the window. :meth:`Agent.apply` records the reply; if it called tools, executes
+them IN ORDER through the episode (``Episode.call_raw``: malformed JSON arguments or an unknown tool
 become an error observation the model can correct; the message kept in the conversation carries ``{}``
-instead of arguments that are not a JSON object) -> else, if the reply finished normally and holds an
-``<answer>`` (closed, or opened and never closed), stop; a reply cut at ``max_tokens`` gets a "your reply
-was cut" notice; otherwise a short nudge.
+instead of arguments that are not a JSON object) and appends one ``tool`` message per call; else, if the
+reply finished normally and holds an ``<answer>`` (closed, or opened and never closed), stops; a reply
+cut at ``max_tokens`` gets a "your reply was cut" notice; otherwise a short nudge.
 
-Every stop is a :class:`Stop` raised where it is decided and caught in :meth:`Agent.run`, the one place
-that ends a run (stop reasons: :mod:`fte_shell.stops`). An exception is recorded with the stop reason it
-names (:func:`~fte_shell.stops.stop_of_exception`), else ``crashed`` (KeyboardInterrupt or SIGTERM:
-``interrupted``), and re-raised after ``result.json`` is written. Token usage: the agent model's in
-``usage``; tokens of models that tools call themselves (``meta.summary_usage``) in ``summary_usage``.
+Every stop is a :class:`Stop` raised where it is decided and caught in :meth:`Agent.drive`, the one place
+that ends a run (``Episode.finish``; stop reasons: :mod:`fte_shell.stops`). An exception ends it through
+``Episode.finish_on`` (the stop reason it names, else ``crashed``; KeyboardInterrupt or SIGTERM:
+``interrupted``) and is re-raised after ``result.json`` is written. Token usage: the agent model's in
+``usage``; tokens of models that tools call themselves (``meta.summary_usage``, counted by the episode) in
+``summary_usage``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import time
-import uuid
 from typing import Any
 
 from ..config import RunConfig
-from ..errors import ModelError, ToolError
+from ..episode import Episode, RunResult, add_usage
+from ..errors import ModelError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
 from ..model.prices import price_for, usage_cost
 from ..model.window import kind_named
-from ..profiles import Profile, ToolResult, parse_arguments
-from ..prompts import system_prompt
-from ..record.rundir import RunWriter
-from ..stops import StopReason, stop_of_exception
+from ..record.events import (
+    ContextEditEvent,
+    ErrorEvent,
+    FinalAnswerRequestEvent,
+    ModelCallEvent,
+    NudgeEvent,
+    RetryEvent,
+    TextToolCallEvent,
+)
+from ..stops import StopReason
+from .context import ContextPolicy, ContextView, KeepAll, estimate_request
 from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,
     NUDGE,
-    estimate_tokens,
     find_answer,
     fit_max_tokens,
     kept_message,
@@ -47,7 +55,7 @@ from .replies import (
     text_tool_calls,
     tool_choice,
 )
-from .result import TOOL_USAGE_META, LoopState, RunResult, add_usage, write_end, write_start
+from .state import LoopState
 
 
 class Stop(Exception):
@@ -59,79 +67,62 @@ class Stop(Exception):
 
 
 class Agent:
-    """Drives one question: ``Agent(config, model, profile, recorder).run(question) -> RunResult``."""
+    """Drives episodes: ``Agent(config, model).drive(episode) -> RunResult`` (an episode from
+    :meth:`Episode.open <fte_shell.episode.Episode.open>`, or one on a profile and run writer the caller
+    holds: ``Episode(config, question, profile, recorder)``)."""
 
-    def __init__(self, config: RunConfig, model: Model, profile: Profile, recorder: RunWriter, *,
-                 run_id: str | None = None, meta: dict[str, Any] | None = None):
-        self.config, self.model, self.profile, self.recorder = config, model, profile, recorder
-        self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.meta = dict(meta or {})
+    def __init__(self, config: RunConfig, model: Model, *, context: ContextPolicy | None = None):
+        self.config, self.model = config, model
+        self.context: ContextPolicy = context if context is not None else KeepAll()
+        """What is sent of the kept conversation (one policy object per run: it may keep state)."""
         self.messages: list[dict[str, Any]] = []
+        """The kept conversation."""
         self.state = LoopState()
         self.info: ServerInfo | None = None
         self.deadline: float | None = None
         self.price = price_for(config.model)
         """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
-        self.state.cost_usd = 0.0 if self.price is not None else None
-        reader = config.agent.summary_model
-        self.reader_price = self.price if reader is None else price_for(
-            reader if reader.model else reader.model_copy(update={"model": config.model.model}))
-        """visit-summary's reader model's price (its tokens are in the run's cost when known)."""
+        self.ep: Episode | None = None
 
-    def system_prompt(self) -> str:
-        """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
-        agent = self.config.agent
-        return system_prompt(self.profile.system_addendum(), agent.current_date, agent.system_prompt_file)
+    @property
+    def episode(self) -> Episode:
+        if self.ep is None:
+            raise RuntimeError("the agent drives no episode")
+        return self.ep
 
-    def run(self, question: str) -> RunResult:
-        """Run the loop to a stop reason, record everything, write ``result.json`` and return the result.
-        An exception (KeyboardInterrupt included) is recorded and re-raised after ``result.json`` is written."""
-        started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-        self.info = self.model.server_info()  # probed once per client, outside the time budget
-        t0 = time.monotonic()
+    def drive(self, ep: Episode) -> RunResult:
+        """Run the loop on ``ep`` to a stop reason, finish it (end event, ``result.json``) and return the
+        result. An exception (KeyboardInterrupt included) is recorded and re-raised after ``result.json``."""
+        self.ep, self.state = ep, LoopState()
+        self.info = ep.server if ep.server is not None else self.model.server_info()  # outside the time budget
         budget = self.config.agent.time_budget_s
-        self.deadline = t0 + budget if budget is not None else None
-        rec, s, tools, system = self.recorder, self.state, self.profile.tools(), self.system_prompt()
-        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        write_start(rec, question, self.profile.name, self.config, system, tools, self.run_id, self.info)
-        pending: BaseException | None = None
+        self.deadline = time.monotonic() + budget if budget is not None else None
+        self.messages = [{"role": "system", "content": ep.system_prompt}, {"role": "user", "content": ep.question}]
         try:
             while True:
-                self.turn(tools)
+                self.turn()
         except Stop as e:
-            stop = e
-            if e.error is not None:
-                rec.event("error", turn=s.turns, message=e.error)
-        except KeyboardInterrupt as e:
-            stop, pending = Stop("interrupted", error="interrupted (KeyboardInterrupt or SIGTERM)"), e
-            rec.event("error", turn=s.turns, message=stop.error)
-        except Exception as e:  # noqa: BLE001 - recorded, then re-raised below
-            stop, pending = Stop(stop_of_exception(e, default="crashed")), e  # type: ignore[arg-type]
-            rec.event("error", turn=s.turns, message=f"{e.__class__.__name__}: {e}")
-        result = s.result(question, stop.reason, stop.answer, profile=self.profile.name, model=self.config.model.model,
-                          wall_s=round(time.monotonic() - t0, 3), run_id=self.run_id, run_dir=rec.run_dir)
-        write_end(rec, result, started_at=started_at, meta=self.meta, config=self.config)
-        if pending is not None:
-            raise pending
-        return result
+            return ep.finish(e.answer, stop_reason=e.reason, error=e.error)
+        except BaseException as e:  # recorded, then re-raised
+            ep.finish_on(e)
+            raise
 
     def over_budget(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def turn(self, tools: list[dict[str, Any]]) -> None:
-        """One model call and what follows from its reply; raises :class:`Stop` when the run is over."""
-        s, cfg, rec = self.state, self.config.agent, self.recorder
-        if s.turns >= cfg.max_turns:
+    def turn(self) -> None:
+        """One turn (ask, then apply); raises :class:`Stop` when the run is over."""
+        ep, cfg = self.episode, self.config.agent
+        if ep.tally.turns >= cfg.max_turns:
             raise Stop("max_turns")
         if self.over_budget():
             raise Stop("time_budget")
-        if cfg.max_total_tokens is not None and s.tokens_spent() >= cfg.max_total_tokens:
-            raise Stop("token_budget", error=f"{s.tokens_spent():,} tokens spent of agent.max_total_tokens "
+        if cfg.max_total_tokens is not None and (spent := ep.tally.tokens_spent()) >= cfg.max_total_tokens:
+            raise Stop("token_budget", error=f"{spent:,} tokens spent of agent.max_total_tokens "
                                              f"{cfg.max_total_tokens:,}")
-        s.turns += 1
-        turn, names = s.turns, {n for t in tools if (n := t.get("function", {}).get("name"))}
+        ep.begin_turn()
         try:
-            c = self.call(tools)
+            c = self.ask(ep.tools)
         except ContextOverflow as e:
             self.model_failed(e)
             if cfg.on_context_overflow == "final_answer":
@@ -140,12 +131,38 @@ class Agent:
         except ModelError as e:
             reason = self.model_failed(e)
             raise Stop("time_budget" if self.over_budget() else reason) from None  # type: ignore[arg-type]
+        self.apply(c)
+
+    def ask(self, tools: list[dict[str, Any]], *, final: bool = False) -> Completion:
+        """Build the request from the kept conversation through the context policy and call the model,
+        ``max_tokens`` fitted to what is left of the context window."""
+        s, ep = self.state, self.episode
+        turn = ep.tally.turns
+        kept_est = estimate_request(self.messages, tools, s.last_sent, s.last_prompt)
+        sent = self.context.prepare(ContextView(self.messages, tools, turn, self.info, kept_est, ep, self.model))
+        est = kept_est if sent.messages is self.messages else estimate_request(sent.messages, tools, s.last_sent,
+                                                                                s.last_prompt)
+        if sent.edit is not None:
+            ep.record(ContextEditEvent(turn=turn, strategy=self.context.name, messages_before=len(self.messages),
+                                       messages_after=len(sent.messages), tokens_before=kept_est, tokens_after=est,
+                                       cleared=sent.edit.cleared, note=sent.edit.note))
+        max_tokens = fit_max_tokens(self.info, self.config.model, est, final=final)
+        choice = tool_choice(self.config.agent.first_tool_choice, turn, tools, ep.profile.name)
+        c = self.model.complete(sent.messages, tools or None, deadline=self.deadline, tool_choice=choice,
+                                max_tokens=max_tokens, on_retry=lambda r: ep.record(RetryEvent(turn=turn, **r)))
+        s.last_prompt, s.last_sent = (c.usage.get("prompt_tokens") or None), list(sent.messages)
+        return c
+
+    def apply(self, c: Completion) -> None:
+        """Record the reply; run its tool calls through the episode, or stop, or nudge."""
+        s, ep, cfg = self.state, self.episode, self.config.agent
+        turn = ep.tally.turns
         msg, changes = self.keep(c)
         escapes = kind_named(self.info.server if self.info is not None else None).escapes
-        found = text_tool_calls(c, names, escapes)
+        found = text_tool_calls(c, ep.names, escapes)
         if found:
             run = self.config.model.parse_text_tool_calls
-            rec.event("text_tool_call", turn=turn, source=found[0], calls=found[1], executed=run)
+            ep.record(TextToolCallEvent(turn=turn, source=found[0], calls=found[1], executed=run))
             if run:
                 msg["tool_calls"] = salvaged_calls(turn, found[1])
         self.record_reply(c, msg, changes)
@@ -158,7 +175,7 @@ class Agent:
         if s.cuts and not calls:
             return self.nudge("reply_cut", CUT_NOTICE)
         if not calls:
-            answer, s.answer_unclosed, s.answer_unescaped = reply_answer(c, escapes)
+            answer, ep.tally.answer_unclosed, ep.tally.answer_unescaped = reply_answer(c, escapes)
             if answer is not None:
                 raise Stop("answer", answer)
             s.nudges += 1
@@ -169,7 +186,7 @@ class Agent:
         raw = {tc.get("id"): tc for tc in c.message.get("tool_calls") or []}
         all_failed = True
         for call in calls:  # the raw arguments, not the kept "{}"
-            all_failed &= self.execute(raw.get(call.get("id"), call), names, salvaged=str(call.get("id") or "").startswith("text_"))
+            all_failed &= self.execute(raw.get(call.get("id"), call), salvaged=str(call.get("id") or "").startswith("text_"))
         if s.cuts >= 2:
             raise Stop("reply_cut", error="two replies in a row were cut at max_tokens")
         s.failed_turns = s.failed_turns + 1 if all_failed else 0
@@ -179,14 +196,14 @@ class Agent:
     def final_answer(self) -> None:
         """``agent.on_context_overflow = final_answer``: one last call without tools asking for the answer;
         raises ``Stop("answer")`` when it gives one (else the caller stops with ``context_overflow``)."""
-        s = self.state
-        if s.turns >= self.config.agent.max_turns:
+        ep = self.episode
+        if ep.tally.turns >= self.config.agent.max_turns:
             return
-        s.turns += 1
+        turn = ep.begin_turn()
         self.messages.append({"role": "user", "content": FINAL_ANSWER_REQUEST})
-        self.recorder.event("final_answer_request", turn=s.turns, message=FINAL_ANSWER_REQUEST)
+        ep.record(FinalAnswerRequestEvent(turn=turn, message=FINAL_ANSWER_REQUEST))
         try:
-            c = self.call([], final=True)
+            c = self.ask([], final=True)
         except ModelError as e:
             self.model_failed(e)
             return
@@ -194,20 +211,8 @@ class Agent:
         self.record_reply(c, msg, changes)
         answer, unclosed = find_answer(c.text) if c.finish_reason != "length" else (None, False)
         if answer is not None:
-            s.answer_unclosed = unclosed
+            ep.tally.answer_unclosed = unclosed
             raise Stop("answer", answer)
-
-    def call(self, tools: list[dict[str, Any]], *, final: bool = False) -> Completion:
-        """One model call with ``max_tokens`` fitted to what is left of the context window."""
-        s, turn, rec = self.state, self.state.turns, self.recorder
-        est = (estimate_tokens(self.messages, tools or None) if s.last_prompt is None
-               else s.last_prompt + estimate_tokens(self.messages[s.last_len:]))
-        max_tokens = fit_max_tokens(self.info, self.config.model, est, final=final)
-        choice = tool_choice(self.config.agent.first_tool_choice, turn, tools, self.profile.name)
-        c = self.model.complete(self.messages, tools or None, deadline=self.deadline, tool_choice=choice,
-                                max_tokens=max_tokens, on_retry=lambda r: rec.event("retry", turn=turn, **r))
-        s.last_prompt, s.last_len = (c.usage.get("prompt_tokens") or None), len(self.messages)
-        return c
 
     def keep(self, c: Completion) -> tuple[dict[str, Any], list[str]]:
         """The message kept in the conversation, and how it differs from the server's."""
@@ -216,86 +221,33 @@ class Agent:
         return kept
 
     def record_reply(self, c: Completion, msg: dict[str, Any], changes: list[str]) -> None:
-        s = self.state
-        add_usage(s.usage, c.usage)
-        fields = model_call_fields(s.turns, c, changes)
-        if self.price is not None and s.cost_usd is not None:
+        ep = self.episode
+        tally = ep.tally
+        add_usage(tally.usage, c.usage)
+        fields = model_call_fields(tally.turns, c, changes)
+        if self.price is not None and tally.cost_usd is not None:
             cost = usage_cost(c.usage_details or c.usage, self.price)
-            s.cost_usd += cost
+            tally.cost_usd += cost
             fields["cost_usd"] = cost
-        self.recorder.event("model_call", **fields)
+        ep.record(ModelCallEvent(**fields))
         self.messages.append(msg)
 
     def nudge(self, kind: str, text: str) -> None:
         self.messages.append({"role": "user", "content": text})
-        self.recorder.event("nudge", turn=self.state.turns, kind=kind, message=text)
+        self.episode.record(NudgeEvent(turn=self.episode.tally.turns, kind=kind, message=text))
 
     def model_failed(self, e: ModelError) -> str:
         """Record a failed model call; returns its stop reason."""
-        fields: dict[str, Any] = {"turn": self.state.turns, "message": str(e), "error_class": e.__class__.__name__}
+        fields: dict[str, Any] = {"turn": self.episode.tally.turns, "message": str(e),
+                                  "error_class": e.__class__.__name__}
         for k in ("status", "body"):
             if v := getattr(e, k, None):
                 fields[k] = v
-        self.recorder.event("error", **fields)
+        self.episode.record(ErrorEvent(**fields))
         return str(getattr(e, "stop_reason", "model_error"))
 
-    def execute(self, call: dict[str, Any], names: set[str], *, salvaged: bool) -> bool:
-        """Run one tool call; True when it failed."""
-        s = self.state
-        name = str((call.get("function") or {}).get("name") or "")
-        s.tool_counts[name] = s.tool_counts.get(name, 0) + 1
-        call_id, res = execute_call(self.profile, names, call, s.turns, self.recorder, salvaged=salvaged)
-        if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
-            add_usage(s.summary_usage, spent)
-            if self.reader_price is not None and s.cost_usd is not None and isinstance(spent, dict):
-                s.cost_usd += usage_cost(spent, self.reader_price)
+    def execute(self, call: dict[str, Any], *, salvaged: bool) -> bool:
+        """Run one tool call through the episode and append its observation; True when it failed."""
+        call_id, res = self.episode.call_raw(call, turn=self.episode.tally.turns, salvaged=salvaged)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
         return bool(res.error)
-
-
-def execute_call(
-    profile: Profile, names: set[str], call: dict[str, Any], turn: int, rec: RunWriter, *, salvaged: bool = False
-) -> tuple[str, ToolResult]:
-    """Run one tool call (``{id, function: {name, arguments}}``, arguments raw) and record it; returns
-    ``(call id, result)``. Unknown tools and bad arguments are error results the model can correct."""
-    fn = call.get("function") or {}
-    name = str(fn.get("name") or "")
-    raw = fn.get("arguments")
-    raw_s = raw if isinstance(raw, str) else json.dumps(raw)
-    call_id = call.get("id") or f"call_{turn}"
-    args: dict[str, Any] | None = None
-    t = time.monotonic()
-
-    def record(res: ToolResult) -> None:
-        rec.event("tool_call", turn=turn, id=call_id, name=name, arguments=args, raw_arguments=raw_s,
-                  observation=res.output, error=bool(res.error), duration_s=round(time.monotonic() - t, 4),
-                  meta=res.meta, **({"salvaged": True} if salvaged else {}))
-
-    if name not in names:
-        avail = ", ".join(sorted(names)) or "none"
-        res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
-    else:
-        args, problem = parse_arguments(raw)
-        if args is None:
-            shown = raw_s if len(raw_s) <= 200 else raw_s[:200] + "…"
-            res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; they were: {shown}\n"
-                             "Call it again with a JSON object as its arguments.", error=True)
-        else:
-            try:
-                res = _run_tool(profile, name, args)
-            except BaseException as e:
-                what = ("call was interrupted" if isinstance(e, KeyboardInterrupt)
-                        else f"crashed: {e.__class__.__name__}: {e}")
-                record(ToolResult(output=f"(the tool {what})", error=True))
-                raise
-    record(res)
-    return call_id, res
-
-
-def _run_tool(profile: Profile, name: str, args: dict[str, Any]) -> ToolResult:
-    try:
-        return profile.execute(name, args)
-    except ToolError as e:
-        return ToolResult(output=f"Error: {e}", error=True)
-    except (TypeError, KeyError, ValueError) as e:  # the model's arguments did not fit the tool
-        return ToolResult(output=f"Error: bad arguments for '{name}': {e.__class__.__name__}: {e}", error=True)

@@ -18,7 +18,7 @@ import io
 import random
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,7 +98,7 @@ class ScriptedTask:
     """The text to research (the question without the benchmark's answer-format instructions)."""
 
     finish: Callable[[Any], Any]
-    """Turns the policy's final turn (a ``fte_shell.scripted.ScriptTurn``) into one in the benchmark's
+    """Turns the policy's final turn (a ``fte_shell.standins.server.ScriptTurn``) into one in the benchmark's
     answer format; other turns pass unchanged."""
 
 
@@ -216,6 +216,16 @@ def read_csv(path: Path, what: str, delimiter: str = ",") -> tuple[list[str], li
     except csv.Error as e:
         raise ConfigError(f"{path}:{reader.line_num}: not a readable {what} file ({e})") from e
     return names, rows
+
+
+def require_fields(have: Collection[str], required: Iterable[str], where: str, what: str) -> None:
+    """ConfigError ``{where}: not {what} (missing …)`` when ``have`` lacks any of ``required``: ``have`` is
+    a file's column names (``missing columns: a, b``) or one row's object (a Mapping: ``missing a, b``).
+    ``where`` is ``file:line``; the missing names come in ``required``'s order, one with a space quoted."""
+    missing = [k if " " not in k else repr(k) for k in required if k not in have]
+    if missing:
+        label = "" if isinstance(have, Mapping) else "columns: "
+        raise ConfigError(f"{where}: not {what} (missing {label}{', '.join(missing)})")
 
 
 # --- ids and selection ---------------------------------------------------------------------------------

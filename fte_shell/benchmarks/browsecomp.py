@@ -4,31 +4,27 @@ exact match + F1 or, as the benchmark intends, the LLM judge (BrowseComp protoco
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, question_id
+from .base import Log, Question, QuestionAnswer, question_id, read_csv, require_fields
 from .cipher import decrypt
 
 
 def load_browsecomp(path: Path) -> list[Question]:
     """Read BrowseComp's CSV (``problem, answer, problem_topic, canary``) and decrypt each row."""
     out: list[Question] = []
-    with Path(path).open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        missing = {"problem", "answer", "canary"} - set(reader.fieldnames or [])
-        if missing:
-            raise ConfigError(f"{path}: not a BrowseComp CSV (missing columns: {', '.join(sorted(missing))})")
-        for i, row in enumerate(reader, start=2):
-            try:
-                problem = decrypt(row["problem"], row["canary"])
-                answer = decrypt(row["answer"], row["canary"])
-            except (ValueError, UnicodeDecodeError) as e:
-                raise ConfigError(f"{path}:{i}: cannot decrypt row ({e.__class__.__name__}: {e})") from e
-            meta = {"problem_topic": row.get("problem_topic", "")} if row.get("problem_topic") else {}
-            out.append(Question(id=question_id(problem), question=problem, answer=answer, meta=meta))
+    names, rows = read_csv(path, "BrowseComp")
+    require_fields(names, ("answer", "canary", "problem"), f"{path}:1", "a BrowseComp CSV")
+    for i, row in rows:
+        try:
+            problem = decrypt(row["problem"], row["canary"])
+            answer = decrypt(row["answer"], row["canary"])
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}:{i}: cannot decrypt row ({e.__class__.__name__}: {e})") from e
+        meta = {"problem_topic": row.get("problem_topic", "")} if row.get("problem_topic") else {}
+        out.append(Question(id=question_id(problem), question=problem, answer=answer, meta=meta))
     return out
 
 

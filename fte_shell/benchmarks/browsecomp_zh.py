@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, question_id
+from .base import Log, Question, QuestionAnswer, question_id, require_fields
 from .cipher import decrypt
 
 REQUIRED = ("Topic", "Question", "Answer", "canary")
@@ -33,9 +33,7 @@ def load_browsecomp_zh(path: Path) -> list[Question]:
     try:
         rows = wb.worksheets[0].iter_rows(values_only=True)
         head = [_cell(c) for c in next(rows, ())]
-        missing = [c for c in REQUIRED if c not in head]
-        if missing:
-            raise ConfigError(f"{path}:1: not a BrowseComp-ZH file (missing columns: {', '.join(missing)})")
+        require_fields(head, REQUIRED, f"{path}:1", "a BrowseComp-ZH file")
         col = {name: head.index(name) for name in REQUIRED}
         out: list[Question] = []
         for i, row in enumerate(rows, start=2):

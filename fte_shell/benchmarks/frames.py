@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, WorldPlan, question_id, read_csv
+from .base import Log, Question, QuestionAnswer, WorldPlan, question_id, read_csv, require_fields
 from .corpora import default_cache_root, file_lock
 from .sections import Placed, ReportData, Section, accuracy_tables
 
@@ -32,9 +32,7 @@ def load_frames(path: Path) -> list[Question]:
     """Read FRAMES's TSV; meta: ``reasoning_types`` (a list) and ``links`` (the linked pages, in order)."""
     out: list[Question] = []
     names, rows = read_csv(path, "frames", "\t")
-    missing = [c for c in REQUIRED if c not in names]
-    if missing:
-        raise ConfigError(f"{path}:1: not FRAMES's TSV (missing columns: {', '.join(missing)})")
+    require_fields(names, REQUIRED, f"{path}:1", "FRAMES's TSV")
     link_cols = sorted((c for c in names if c.startswith(LINK_PREFIX) and c[len(LINK_PREFIX):].isdigit()),
                        key=lambda c: int(c[len(LINK_PREFIX):]))
     if not link_cols:

@@ -15,7 +15,7 @@ from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..record.jsonio import iter_jsonl
 from .answers import Verdict
-from .base import Log, Question, QuestionAnswer, safe_id
+from .base import Log, Question, QuestionAnswer, require_fields, safe_id
 from .presets import Preset
 from .sections import Placed, ReportData, Section, accuracy_tables
 
@@ -107,9 +107,7 @@ def load_gaia(source: Path, text_only: bool = True, log: Log | None = None) -> l
     for i, row in iter_jsonl(path):
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{i}: not a JSON object")
-        missing = [k for k in FIELDS if k not in row]
-        if missing:
-            raise ConfigError(f"{path}:{i}: not a GAIA task (missing {', '.join(repr(k) for k in missing)})")
+        require_fields(row, FIELDS, f"{path}:{i}", "a GAIA task")
         if not isinstance(row["Question"], str) or not str(row["task_id"]):
             raise ConfigError(f"{path}:{i}: 'Question' must be a string and 'task_id' not empty")
         try:

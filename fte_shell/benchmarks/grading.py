@@ -15,18 +15,18 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ConfigError, ModelError
+from ..record.events import Event, ModelCallEvent
 from ..record.rundir import (
     find_runs,
     judge_key,
     made_primary,
+    read_events,
     read_judgement,
     read_result,
-    read_trajectory,
     remove_judgement,
     verdicts,
     with_verdict,
@@ -108,13 +108,11 @@ def load_golds(root: Path) -> dict[str, str]:
     return out
 
 
-def final_response(events: list[dict[str, Any]]) -> str | None:
+def final_response(events: list[Event]) -> str | None:
     """Content of the last assistant message of a run."""
     for ev in reversed(events):
-        if ev.get("type") == "model_call":
-            content = (ev.get("message") or {}).get("content")
-            if content:
-                return str(content)
+        if isinstance(ev, ModelCallEvent) and (content := ev.message.get("content")):
+            return str(content)
     return None
 
 
@@ -163,7 +161,7 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
                 write_judgement(d, again)
             continue
         answer = result.get("answer")
-        tasks.append((d, question, gold, answer, final_response(read_trajectory(d)) if preset.needs_model else None))
+        tasks.append((d, question, gold, answer, final_response(read_events(d)) if preset.needs_model else None))
 
     def one(task: tuple[Path, str, str, str | None, str | None]) -> None:
         d, question, gold, answer, response = task

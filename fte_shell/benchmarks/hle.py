@@ -14,7 +14,7 @@ from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..metrics.scores import calibration_error
 from ..record.jsonio import iter_jsonl
-from .base import Log, Question, QuestionAnswer, safe_id
+from .base import Log, Question, QuestionAnswer, require_fields, safe_id
 from .sections import Placed, ReportData, Section, num, pct, rows_of, verdict_of
 
 REQUIRED = ("id", "question", "image", "answer", "answer_type", "category")
@@ -50,9 +50,7 @@ def load_hle(path: Path, log: Log | None = None) -> list[Question]:
     for i, row in _rows(path):
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{i}: not an object")
-        missing = [k for k in REQUIRED if k not in row]
-        if missing:
-            raise ConfigError(f"{path}:{i}: not an HLE row (missing {', '.join(missing)})")
+        require_fields(row, REQUIRED, f"{path}:{i}", "an HLE row")
         if not isinstance(row["question"], str) or not str(row["id"] or ""):
             raise ConfigError(f"{path}:{i}: 'question' must be a string and 'id' not empty")
         if row["image"]:

@@ -1,6 +1,6 @@
 """What a report section is (:class:`Section`, built from :class:`ReportData` by a
 :data:`SectionBuilder`), where a benchmark's section goes (:class:`Placed`), and the cell formatters every
-section uses. ``fte_shell.bench.report`` lays the sections out; every number is defined in docs/metrics.md.
+section uses. ``fte_shell.report.build`` lays the sections out; every number is defined in docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..metrics.scores import GRADES, grade_summary
-from .base import Log, Question, QuestionAnswer, question_id, read_csv
+from .base import Log, Question, QuestionAnswer, question_id, read_csv, require_fields
 from .sections import Placed, ReportData, Section, pct, rows_of, verdict_of
 
 REQUIRED = ("metadata", "problem", "answer")
@@ -36,9 +36,7 @@ def load_simpleqa(path: Path) -> list[Question]:
     """Read SimpleQA's CSV; ids are hashes of the problem text (the file has none)."""
     out: list[Question] = []
     names, rows = read_csv(path, "simpleqa")
-    missing = [c for c in REQUIRED if c not in names]
-    if missing:
-        raise ConfigError(f"{path}:1: not SimpleQA's CSV (missing columns: {', '.join(missing)})")
+    require_fields(names, REQUIRED, f"{path}:1", "SimpleQA's CSV")
     for i, row in rows:
         if not (row.get("problem") or "").strip():
             raise ConfigError(f"{path}:{i}: empty 'problem'")

@@ -12,7 +12,7 @@ from typing import Any
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..record.jsonio import iter_jsonl
-from .base import Log, Question, QuestionAnswer, question_id, safe_id
+from .base import Log, Question, QuestionAnswer, question_id, require_fields, safe_id
 from .sections import Placed, ReportData, Section, accuracy_tables
 
 REQUIRED = ("question", "answer", "root_url", "info")
@@ -34,9 +34,7 @@ def load_webwalkerqa(path: Path) -> list[Question]:
     for i, row in iter_jsonl(Path(path)):
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{i}: not a JSON object")
-        missing = [k for k in REQUIRED if k not in row]
-        if missing:
-            raise ConfigError(f"{path}:{i}: not a WebWalkerQA row (missing {', '.join(missing)})")
+        require_fields(row, REQUIRED, f"{path}:{i}", "a WebWalkerQA row")
         if not isinstance(row["question"], str) or not isinstance(row["info"], dict):
             raise ConfigError(f"{path}:{i}: 'question' must be a string and 'info' an object")
         root = str(row["root_url"] or "")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
-from .base import Log, Question, QuestionAnswer, question_id, read_csv, safe_id
+from .base import Log, Question, QuestionAnswer, question_id, read_csv, require_fields, safe_id
 from .cipher import canary_key, decrypt
 
 REQUIRED = ("prompt", "answer", "canary")
@@ -20,9 +20,7 @@ def load_xbench(path: Path) -> list[Question]:
     columns (e.g. ``type``) go to meta."""
     out: list[Question] = []
     names, rows = read_csv(path, "xbench")
-    missing = [c for c in REQUIRED if c not in names]
-    if missing:
-        raise ConfigError(f"{path}:1: not an xbench-DeepSearch CSV (missing columns: {', '.join(missing)})")
+    require_fields(names, REQUIRED, f"{path}:1", "an xbench-DeepSearch CSV")
     for i, row in rows:
         if not row.get("canary"):
             raise ConfigError(f"{path}:{i}: empty 'canary' (the row's decryption key)")

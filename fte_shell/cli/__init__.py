@@ -16,9 +16,10 @@ from . import view as _view
 app = typer.Typer(
     name="fte-shell",
     help=(
-        "A sandboxed shell-environment search agent. Each question gets a fresh, hardened Docker "
-        "container with no network; the model drives one persistent bash session in it, where `search` "
-        "lists results and `fetch URL` saves whole pages under /work for grep/sed/head to explore."
+        "A sandboxed shell-environment search agent. Each question gets a fresh, hardened box with no "
+        "network (a Docker or podman container, or a bubblewrap sandbox: `--sandbox-provider`); the model "
+        "drives one persistent bash session in it, where `search` lists results and `fetch URL` saves whole "
+        "pages under /work for grep/sed/head to explore."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,

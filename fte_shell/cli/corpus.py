@@ -99,17 +99,26 @@ def hotpotqa(
     data_dir: Annotated[
         Path | None,
         typer.Argument(help="HotpotQA data directory with dev.jsonl/test.jsonl (default: $FTE_HOTPOTQA_DIR, "
-                       "else $FTE_SHARED_DATA/hotpotqa-amor, else ../shared/data/hotpotqa-amor)."),
+                       "else $FTE_SHARED_DATA/hotpotqa-amor, else ../shared/data/hotpotqa-amor, else "
+                       "the download cache ~/.cache/fte-shell/data/hotpotqa-amor)."),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to create.")] = Path("corpora/hotpotqa"),
     jsonl: Annotated[Path | None, typer.Option(help="Also keep the intermediate corpus JSONL here.")] = None,
+    download: Annotated[bool, typer.Option("--download", help="Where the data is absent, download it first from "
+                        "its public distribution (the AMOR repository at a pinned commit), sha256-checked.")] = False,
+    index: Annotated[bool, typer.Option("--index/--no-index", help="Build the search index (--no-index: only "
+                     "obtain the data, e.g. for the tests).")] = True,
 ) -> None:
     """Build a corpus of the HotpotQA Wikipedia paragraphs (one document per unique title; CC BY-SA 4.0)."""
-    from ..benchmarks.hotpotqa import default_hotpotqa_dir
+    from ..benchmarks.hotpotqa import default_hotpotqa_dir, ensure_hotpotqa_data
     from ..search.corpus import hotpotqa_to_jsonl
 
-    src = data_dir or default_hotpotqa_dir()
     try:
+        src = ensure_hotpotqa_data(data_dir, log=lambda m: _err.print(m, highlight=False, soft_wrap=True)) if download else (
+            data_dir or default_hotpotqa_dir())
+        if not index:
+            _out.print(f"HotpotQA data: {src}", highlight=False, soft_wrap=True)
+            return
         with tempfile.TemporaryDirectory(prefix="fte-corpus-") as tmp:
             path = jsonl or Path(tmp) / "hotpotqa.jsonl"
             n = hotpotqa_to_jsonl(src, path)

@@ -1,5 +1,5 @@
 """THE option table of the commands that configure a run: ``run``, ``bench``, ``shell`` and ``demo`` (and
-``judge``, which takes the ``[judge]`` rows).
+``judge``, which takes the ``[judge]`` rows, and ``sandbox doctor``, which takes the provider's).
 
 Each row names a config path (``model.temperature``), its flag(s) and the commands that take it; the
 flag's type, help text, choices and default are derived from the config model's field (its annotation
@@ -13,6 +13,14 @@ and docstring), so the commands cannot drift apart and a new field needs one row
 The decorated command shows the table's flags (grouped in ``--help`` under Model, Agent, Search,
 Sandbox, Snapshot) and receives the flags that were given as ``overrides``: the nested dict
 :func:`~fte_shell.config.load_config` merges last (flags beat the file and the environment).
+
+``bench``'s own options are the same kind of table over its sweep's
+:class:`~fte_shell.sweep.BenchConfig` (:data:`SWEEP_FLAGS`, :func:`sweep_flags`): the command gets
+them as ``sweep``, the keyword arguments of that model.
+
+A renamed flag keeps working for one release: a :class:`Renamed` entry of the row (hidden from ``--help``)
+sets the row's value and prints a one-line note naming the new spelling (:func:`renamed_note`, which a
+renamed command calls too).
 """
 
 from __future__ import annotations
@@ -30,12 +38,14 @@ import typer
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from ..benchmarks.presets import BUILTIN
 from ..config import RunConfig
+from .renamed import Renamed
 
 RUNS = frozenset({"run", "bench"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge"})
+COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor"})
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,9 @@ class ConfigFlag:
 
     negatable: bool = True
     """Booleans: also a ``--no-…`` form (else the flag can only switch the setting on)."""
+
+    renamed: tuple[Renamed, ...] = ()
+    """Old spellings still accepted for one release."""
 
     @property
     def flag(self) -> str:
@@ -162,8 +175,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
     ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
     # [sandbox]: a run's workspace is its run directory's
-    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo"}),
-    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo"}),
+    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo", "doctor"}),
+    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo", "doctor"}),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]
@@ -171,7 +184,11 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
     # [judge]: grading (judge; bench's model-free pass at the end)
-    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"})),
+    ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
+        # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
+        Renamed("--method", frozenset({"judge"}), "0.3.0",
+                {"auto": None, "llm": next(p.name for p in BUILTIN.values() if p.legacy == "llm"), "match": "match"}),
+    )),
     # [benchmark]: dataset plugin options
     ConfigFlag("benchmark.gaia_text_only", ("--gaia-text-only",), commands=frozenset({"bench"})),
     ConfigFlag("benchmark.frames_closed", ("--frames-closed",), commands=frozenset({"bench"})),
@@ -179,8 +196,69 @@ FLAGS: tuple[ConfigFlag, ...] = (
 """Every config flag of the CLI, in ``--help`` order."""
 
 
+@dataclass(frozen=True)
+class SweepFlag:
+    """One option of ``bench`` that sets a field of the sweep's
+    :class:`~fte_shell.sweep.BenchConfig`: its type, default and help come from the field."""
+
+    name: str
+    """The BenchConfig field (and the command function's parameter)."""
+
+    decls: tuple[str, ...]
+    """Flag names, the long one first."""
+
+    note: str = ""
+    """Said after the field's help (how the flag spells the value, e.g. a comma list)."""
+
+    @property
+    def field(self) -> FieldInfo:
+        from ..sweep.config import BenchConfig
+
+        return BenchConfig.model_fields[self.name]
+
+    @property
+    def is_list(self) -> bool:
+        """A list field, given as one comma-separated value."""
+        return get_origin(self.field.annotation) is list
+
+    @property
+    def default(self) -> Any:
+        """The field's default as the flag takes it (``...``: the flag is required)."""
+        if self.field.is_required():
+            return ...
+        d = self.field.get_default(call_default_factory=True)
+        return ",".join(d) if self.is_list else d
+
+    def value(self, given: Any) -> Any:
+        """The field's value from what the flag read."""
+        return [p.strip() for p in given.split(",") if p.strip()] if self.is_list else given
+
+    def option(self) -> Any:
+        """The ``Annotated[type, typer.Option(...)]`` of the command parameter."""
+        vt = str if self.is_list else self.field.annotation
+        doc = " ".join((self.field.description or "").split()).replace("``", "`")
+        return Annotated[vt, typer.Option(*self.decls, help=_SENTENCE.split(doc)[0] + self.note, rich_help_panel="Sweep")]
+
+
+SWEEP_FLAGS: tuple[SweepFlag, ...] = (
+    SweepFlag("out", ("--out", "-o")),
+    SweepFlag("profiles", ("--profiles", "-p"), note=" Comma-separated."),
+    SweepFlag("runs", ("--runs", "-k")),
+    SweepFlag("concurrency", ("--concurrency", "-j")),
+    SweepFlag("split", ("--split",)),
+    SweepFlag("limit", ("--limit",)),
+    SweepFlag("sample", ("--sample",)),
+    SweepFlag("seed", ("--seed",)),
+    SweepFlag("corpus_dir", ("--corpus-dir",)),
+    SweepFlag("endpoint_wait_s", ("--endpoint-wait",)),
+    SweepFlag("allow_config_change", ("--allow-config-change",)),
+    SweepFlag("retries", ("--retries",)),
+)
+"""``bench``'s own options: the fields of the sweep's BenchConfig it takes, in ``--help`` order."""
+
+
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo`` or ``judge``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo``, ``judge`` or ``doctor``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)
@@ -193,6 +271,8 @@ def flags_markdown() -> str:
         names = ", ".join(f"`{d}`" for d in f.decls)
         if f.value_type is bool and f.negatable:
             names += f", `--no-{f.flag.removeprefix('--')}`"
+        for r in f.renamed:
+            names += f" (old: `{r.decl}` of {', '.join(sorted(r.commands))}, until {r.removed_in})"
         rows.append(f"| {names} | `{f.path}` | {', '.join(c for c in sorted(COMMANDS) if c in f.commands)} |")
     return "\n".join(rows) + "\n"
 
@@ -220,24 +300,48 @@ def config_flags(command: str) -> Callable[[F], F]:
     """Decorator of a typer command function: adds the table's flags of ``command`` to its signature and
     passes the given ones as ``overrides`` (the function's parameter of that name, hidden from the CLI)."""
     flags = flags_for(command)
+    old = [(f, r) for f in flags for r in f.renamed if command in r.commands]
+    extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
+             for f in flags]
+    extra += [inspect.Parameter(r.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=r.option(f.flag))
+              for f, r in old]
+
+    def collect(values: dict[str, Any]) -> dict[str, Any]:
+        for f, r in old:  # the old spelling's value, unless the new one was given too
+            values[f.param] = values[f.param] if values[f.param] is not None else values[r.param]
+        return overrides_of(flags, values)
+
+    return _adding(extra, "overrides", collect)
+
+
+def sweep_flags(fn: F) -> F:
+    """Decorator of ``bench``: adds :data:`SWEEP_FLAGS` to its signature and passes their values as
+    ``sweep`` (keyword arguments of :class:`~fte_shell.sweep.BenchConfig`)."""
+    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.option())
+             for f in SWEEP_FLAGS]
+    return _adding(extra, "sweep", lambda values: {f.name: f.value(values[f.name]) for f in SWEEP_FLAGS})(fn)
+
+
+def _adding(extra: list[inspect.Parameter], name: str, collect: Callable[[dict[str, Any]], Any]) -> Callable[[F], F]:
+    """Add ``extra`` to a command function's signature; the command gets ``collect(their values)`` as its
+    parameter ``name`` (hidden from the CLI)."""
 
     def decorate(fn: F) -> F:
         sig = inspect.signature(fn, eval_str=True)
-        if "overrides" not in sig.parameters:
-            raise TypeError(f"{fn.__name__} takes no 'overrides' parameter")
-        own = [p for p in sig.parameters.values() if p.name != "overrides"]
-        clash = {f.param for f in flags} & {p.name for p in own}
+        if name not in sig.parameters:
+            raise TypeError(f"{fn.__name__} takes no {name!r} parameter")
+        own = [p for p in sig.parameters.values() if p.name != name]
+        clash = {p.name for p in extra} & {p.name for p in own}
         if clash:
             raise TypeError(f"{fn.__name__}: parameters {sorted(clash)} clash with the option table")
-        extra = [inspect.Parameter(f.param, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=f.option())
-                 for f in flags]
 
         @functools.wraps(fn)
         def command_fn(*args: Any, **kwargs: Any) -> Any:
-            values = {f.param: kwargs.pop(f.param, None) for f in flags}
-            return fn(*args, overrides=overrides_of(flags, values), **kwargs)
+            values = {p.name: kwargs.pop(p.name, None) for p in extra}
+            return fn(*args, **{name: collect(values)}, **kwargs)
 
-        params = own + extra
+        params = [*own, *extra]
+        params.sort(key=lambda p: p.kind)  # the added keyword-only ones after the command's own
         command_fn.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
         command_fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
         return command_fn  # type: ignore[return-value]

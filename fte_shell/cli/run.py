@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from ..errors import ConfigError, DockerUnavailable, FteError, SearchUnavailable
+from ..errors import ConfigError, FteError, SandboxUnavailable, SearchUnavailable
 from .options import config_flags
 
 _out = Console(highlight=False)
@@ -146,7 +146,7 @@ class EventPrinter:
 
 def default_out_dir(question: str, root: Path = Path("runs")) -> Path:
     """``runs/<UTC timestamp>-<slug of the question>``."""
-    from ..runner import slugify
+    from ..episode import slugify
 
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return root / f"{stamp}-{slugify(question)}"
@@ -284,7 +284,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         except FteError as e:
             _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            if isinstance(e, DockerUnavailable) and profile == "shell":
+            if isinstance(e, SandboxUnavailable) and profile == "shell":
                 _err.print("hint: `fte-shell demo --profile fte` runs the same pipeline without a container")
             raise typer.Exit(1) from None
         if any(r.answer is None for r in results):

@@ -23,7 +23,7 @@ _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
 
 sandbox_app = typer.Typer(
-    help="Build the sandbox image, remove leftover containers, check the sandbox provider's set-up.",
+    help="Build the sandbox image, remove leftover boxes, check the sandbox providers' set-up.",
     no_args_is_help=True,
 )
 
@@ -78,8 +78,9 @@ def rebuild(config: ConfigOpt = None) -> None:
 
 @sandbox_app.command("gc")
 def gc_cmd(config: ConfigOpt = None) -> None:
-    """Remove fte-shell containers (and temporary sandbox directories) whose owning process is gone or
-    whose TTL has passed, and sandbox images superseded by a rebuild that no container uses."""
+    """Remove what fte-shell boxes left behind (Docker or podman containers, bwrap cgroups, temporary
+    sandbox directories) when their owning process is gone or their TTL has passed, and sandbox images
+    superseded by a rebuild that no box uses."""
     try:
         res = _provider(_load(config).sandbox).gc(log=lambda m: _out.print(escape(m)), images=True)
     except FteError as e:
@@ -107,32 +108,36 @@ def _summary(name: str, runtime: str, cfg) -> tuple[str, bool, str]:
 
 
 @sandbox_app.command("doctor")
-def doctor_cmd(config: ConfigOpt = None) -> None:
+@config_flags("doctor")
+def doctor_cmd(config: ConfigOpt = None, *, overrides: dict[str, Any]) -> None:
     """List every sandbox provider (and gVisor as a runtime), whether it works on this host and the one
-    thing to do when it does not; then every check of the configured provider on a real test box."""
+    thing to do when it does not; then every check of the configured provider on a real test box. With
+    --sandbox-provider or --sandbox-runtime: the checks of that provider only."""
     from ..sandbox.base import PROVIDERS
 
     try:
-        cfg = _load(config).sandbox
+        cfg = _load(config, overrides).sandbox
     except FteError as e:
         _fail(e)
         return
-    summary = Table(show_header=True, header_style="bold", title="sandbox providers on this host")
-    summary.add_column("provider")
-    summary.add_column("works")
-    summary.add_column("what to do")
-    for name in PROVIDERS:
-        for runtime in ("runc", "runsc") if name in ("docker", "podman") else ("runc",):
-            label, ok, todo = _summary(name, runtime, cfg)
-            summary.add_row(label, "[green]yes[/green]" if ok else "[red]no[/red]", todo)
-    _out.print(summary)
+    if not overrides.get("sandbox"):  # no provider asked for: the overview first
+        summary = Table(show_header=True, header_style="bold", title="sandbox providers on this host")
+        summary.add_column("provider")
+        summary.add_column("works")
+        summary.add_column("what to do")
+        for name in PROVIDERS:
+            for runtime in ("runc", "runsc") if name in ("docker", "podman") else ("runc",):
+                label, ok, todo = _summary(name, runtime, cfg)
+                summary.add_row(label, "[green]yes[/green]" if ok else "[red]no[/red]", todo)
+        _out.print(summary)
     try:
         checks = _provider(cfg).doctor(cfg)
     except FteError as e:
         _fail(e)
         return
+    which = "asked for" if overrides.get("sandbox") else "configured"
     table = Table(show_header=True, header_style="bold",
-                  title=f"configured: {cfg.provider}" + (f" ({cfg.runtime})" if cfg.runtime != "runc" else ""))
+                  title=f"{which}: {cfg.provider}" + (f" ({cfg.runtime})" if cfg.runtime != "runc" else ""))
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail / fix")
@@ -153,7 +158,7 @@ def shell(
     """Open an interactive terminal in a fresh sandbox (same limits and helpers as the agent's).
 
     `search` and `fetch` work when a search backend is configured (Serper key or local corpus). Leaving
-    the shell (exit or Ctrl-D) removes the container.
+    the shell (exit or Ctrl-D) removes the box.
     """
     from ..sandbox import Sandbox
 

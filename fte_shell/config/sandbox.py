@@ -54,7 +54,7 @@ class FetchPolicy(StrictModel):
 
 
 SandboxProviderName = Literal["docker", "podman", "bwrap"]
-"""The sandbox providers (each is the module ``fte_shell.sandbox.<name>.provider``)."""
+"""The sandbox providers (each is the module ``fte_shell.sandbox.providers.<name>.provider``)."""
 
 
 class SandboxConfig(StrictModel):

@@ -3,7 +3,7 @@
 Every (question, profile, repetition) of a sweep is one Ray task that does the whole run on the node it
 lands on (container, gateway, loop; the unix socket never leaves the node) in a temporary directory and
 returns that run directory as compressed bytes with its result. The driver alone writes the sweep
-directory, in the same format as a local sweep (:mod:`fte_shell.bench.sweep`), so resume, judge and
+directory, in the same format as a local sweep (:mod:`fte_shell.sweep`), so resume, judge and
 report work unchanged. Search results and converted pages go through one cache actor on the driver's
 node, so every node sees the same results and page text and a URL is downloaded once per sweep.
 

@@ -1,5 +1,5 @@
 """The driver side of a distributed sweep: :class:`RayExecutor` is a
-:class:`fte_shell.bench.sweep.RemoteRuns` (``run_sweep(..., remote=RayExecutor())``) that carries out every
+:class:`fte_shell.sweep.RemoteRuns` (``run_sweep(..., remote=RayExecutor())``) that carries out every
 run as one Ray task.
 
 :meth:`RayExecutor.open` connects to the cluster, checks the slot nodes (:mod:`.nodes`) and starts the
@@ -64,14 +64,14 @@ class RemoteRunError(RuntimeError):
 @dataclass
 class RayExecutor:
     """Carries out each run of a sweep as a Ray task on a node with a free ``fte_slot`` (a
-    :class:`fte_shell.bench.sweep.RemoteRuns`: ``run_sweep(..., remote=RayExecutor())``)."""
+    :class:`fte_shell.sweep.RemoteRuns`: ``run_sweep(..., remote=RayExecutor())``)."""
 
     address: str = "auto"
     """Ray cluster address (``auto``: the running local cluster or ``RAY_ADDRESS``)."""
     max_retries: int = 3
     """Times Ray reruns a task whose worker or node died (never for model/agent failures)."""
-    uses_local_docker: bool = False
-    """Runs use the nodes' Docker daemons, not this host's (the nodes are checked in :meth:`open`)."""
+    uses_local_sandboxes: bool = False
+    """Runs use the nodes' sandboxes, not this host's (the nodes are checked in :meth:`open`)."""
     placements: list[dict[str, Any]] = field(default_factory=list)
     """One entry per finished task: qid, profile, rep, node_id, pid, started, ended (node clock), sandbox
     (``provider/runtime``)."""
@@ -102,7 +102,7 @@ class RayExecutor:
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
         self._provider = shared.config.sandbox.provider
-        nodes = check_nodes(shared.config.sandbox, say, docker="shell" in bench.profiles,
+        nodes = check_nodes(shared.config.sandbox, say, sandboxes="shell" in bench.profiles,
                             runtime_env=self._runtime_env)
         slots = sum(n.slots for n in nodes)
         say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "

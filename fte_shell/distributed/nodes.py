@@ -3,7 +3,8 @@ the sweep's sandboxes. With Docker (the default provider) it must reach a Docker
 sandbox image of the driver's content hash. A node without Docker is an error naming
 the node; a node without the image (or with another build) gets the driver's, shipped through Ray's
 object store with ``docker save``/``docker load`` (no registry). Each check also removes the node's
-containers left by dead harness processes (``sandbox.docker.container.gc``), e.g. of Ray workers killed with a node.
+containers left by dead harness processes (``sandbox.providers.docker.container.gc``), e.g. of Ray
+workers killed with a node.
 With another provider (``[sandbox] provider``, e.g. bwrap on a cluster without Docker) each node probes
 and prepares that provider itself (bwrap: its root file system, from ``sandbox.rootfs`` or a shared
 ``sandbox.rootfs_cache``; nothing is shipped) and collects its own leftovers.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import SandboxConfig
-from ..errors import DockerUnavailable
+from ..errors import SandboxUnavailable
 from .runenv import with_env
 
 SLOT = "fte_slot"
@@ -40,7 +41,7 @@ class NodeInfo:
     """The content-hash label of the node's sandbox image (None: no image)."""
     provider: str = "docker"
     """The node's sandbox provider (its own choice or the sweep's: :func:`node_sandbox`)."""
-    docker_error: str | None = None
+    sandbox_error: str | None = None
     gc_removed: int = 0
     shipped: bool = False
 
@@ -75,14 +76,14 @@ def inspect_here(image: str, want: str | None, gc: bool = True, cfg: SandboxConf
     mine = node_sandbox(cfg or SandboxConfig(image=image))
     if mine.provider != "docker":
         return provider_here(mine, gc)
-    from ..sandbox.docker import api, container
-    from ..sandbox.docker.image import HASH_LABEL
+    from ..sandbox.providers.docker import api, container
+    from ..sandbox.providers.docker.image import HASH_LABEL
 
     try:
         c = api.client()
         c.ping()
     except Exception as e:  # noqa: BLE001 - any failure means "no usable daemon"
-        return {"docker_error": f"{e.__class__.__name__}: {e}", "image_hash": None, "gc_removed": 0}
+        return {"sandbox_error": f"{e.__class__.__name__}: {e}", "image_hash": None, "gc_removed": 0}
     removed = 0
     if gc:
         with contextlib.suppress(Exception):  # gc is best effort
@@ -95,17 +96,17 @@ def inspect_here(image: str, want: str | None, gc: bool = True, cfg: SandboxConf
             have = (c.images.get(image).labels or {}).get(HASH_LABEL, "")
     except Exception:  # noqa: BLE001 - ImageNotFound and friends: the image must be shipped
         have = None
-    return {"docker_error": None, "image_hash": have, "gc_removed": removed, "provider": "docker"}
+    return {"sandbox_error": None, "image_hash": have, "gc_removed": removed, "provider": "docker"}
 
 
 def load_here(data: bytes, image: str) -> str | None:
     """(On a node) ``docker load`` the shipped image and tag it ``image``; returns its content-hash label."""
-    from ..sandbox.docker import api
-    from ..sandbox.docker.image import HASH_LABEL
+    from ..sandbox.providers.docker import api
+    from ..sandbox.providers.docker.image import HASH_LABEL
 
     loaded = api.client().images.load(data)
     if not loaded:
-        raise DockerUnavailable("docker load of the shipped sandbox image loaded nothing")
+        raise SandboxUnavailable("docker load of the shipped sandbox image loaded nothing")
     img = loaded[0]
     repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "latest")
     img.tag(repo, tag or "latest")
@@ -115,7 +116,7 @@ def load_here(data: bytes, image: str) -> str | None:
 def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> tuple[str | None, str | None]:
     """(content hash, image id) of the sandbox image the nodes must run, built here if this host has
     Docker and the build inputs; (None, None) without Docker on the driver."""
-    from ..sandbox.docker import api, image
+    from ..sandbox.providers.docker import api, image
 
     try:
         api.client().ping()
@@ -123,14 +124,14 @@ def driver_image(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -
         if log:
             log("no Docker on the driver: every node must already hold the sandbox image")
         return None, None
-    image_id = image.ensure_image(cfg, log=log or image.stderr_log)
+    image_id = image.ensure_image(cfg, log=log)
     labels = api.client().images.get(image_id).labels or {}
     return labels.get(image.HASH_LABEL), image_id
 
 
 def save_image(image_id: str) -> bytes:
     """``docker save`` of the image by id (not by its tag, which another build may move meanwhile)."""
-    from ..sandbox.docker import api
+    from ..sandbox.providers.docker import api
 
     return b"".join(api.client().api.get_image(image_id))
 
@@ -154,7 +155,7 @@ def provider_here(cfg: SandboxConfig, gc: bool = True) -> dict[str, Any]:
     if why is None and gc:
         with contextlib.suppress(Exception):  # gc is best effort
             removed = len(provider.gc().removed)
-    return {"docker_error": None if why is None else f"{mine.provider}: {why}", "image_hash": None,
+    return {"sandbox_error": None if why is None else f"{mine.provider}: {why}", "image_hash": None,
             "gc_removed": removed, "provider": mine.provider}
 
 
@@ -168,19 +169,19 @@ def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env
     refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
-        n.docker_error, n.gc_removed, n.provider = r["docker_error"], r["gc_removed"], r["provider"]
-    bad = [n for n in nodes if n.docker_error]
+        n.sandbox_error, n.gc_removed, n.provider = r["sandbox_error"], r["gc_removed"], r["provider"]
+    bad = [n for n in nodes if n.sandbox_error]
     if bad:
         raise SandboxError("; ".join(
             f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot start {cfg.provider} "
-            f"sandboxes ({n.docker_error}): fix it there (fte-shell sandbox doctor) or restart that node "
+            f"sandboxes ({n.sandbox_error}): fix it there (fte-shell sandbox doctor) or restart that node "
             f"without --resources {SLOT}" for n in bad))
 
 
-def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, docker: bool = True,
+def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, sandboxes: bool = True,
                 runtime_env: dict[str, Any] | None = None) -> list[NodeInfo]:
-    """Check every slot node (see the module docstring); raises :class:`DockerUnavailable` naming the nodes
-    that cannot run sandboxes, ``ConfigError`` when no node offers a slot. ``docker=False`` (no profile
+    """Check every slot node (see the module docstring); raises :class:`SandboxUnavailable` naming the nodes
+    that cannot run sandboxes, ``ConfigError`` when no node offers a slot. ``sandboxes=False`` (no profile
     of the sweep uses a container): only the slots are listed. ``runtime_env``: the one the runs get, so
     their worker processes (warmed up by the check) are reused."""
     import ray
@@ -194,7 +195,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
             f"no Ray node offers the {SLOT!r} resource: join nodes with "
             f"`ray start --address HEAD:6379 --resources '{{\"{SLOT}\": K}}'` (docs/distributed.md)"
         )
-    if not docker:
+    if not sandboxes:
         return nodes
     if cfg.provider != "docker":
         _check_provider_nodes(cfg, nodes, runtime_env)
@@ -204,18 +205,18 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want, True, cfg)
             for n in nodes]
     for n, r in zip(nodes, ray.get(refs), strict=True):
-        n.docker_error, n.image_hash, n.gc_removed = r["docker_error"], r["image_hash"], r["gc_removed"]
+        n.sandbox_error, n.image_hash, n.gc_removed = r["sandbox_error"], r["image_hash"], r["gc_removed"]
         n.provider = r.get("provider", "docker")
-    bad = [n for n in nodes if n.docker_error]
+    bad = [n for n in nodes if n.sandbox_error]
     if bad:
-        raise DockerUnavailable("; ".join(
+        raise SandboxUnavailable("; ".join(
             f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot run its sandbox "
-            f"provider {n.provider} ({n.docker_error}): start Docker (or set up its FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node "
+            f"provider {n.provider} ({n.sandbox_error}): start Docker (or set up its FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node "
             f"without --resources {SLOT}" for n in bad))
     need = [n for n in nodes if n.provider == "docker"
             and (n.image_hash is None or (want is not None and n.image_hash != want))]
     if need and (want is None or image_id is None):
-        raise DockerUnavailable("; ".join(
+        raise SandboxUnavailable("; ".join(
             f"Ray node {n.address} ({n.node_id[:12]}) has no sandbox image {cfg.image} and the driver has "
             f"none to ship: run `fte-shell sandbox build` there" for n in need))
     if need:
@@ -227,7 +228,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
                        .remote(blob, cfg.image) for n in need])
         for n, h in zip(need, got, strict=True):
             if h != want:
-                raise DockerUnavailable(f"Ray node {n.address}: the shipped image has content hash {h}, not {want}")
+                raise SandboxUnavailable(f"Ray node {n.address}: the shipped image has content hash {h}, not {want}")
             n.image_hash, n.shipped = h, True
     return nodes
 

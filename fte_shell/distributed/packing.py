@@ -14,6 +14,8 @@ import tarfile
 import uuid
 from pathlib import Path
 
+from ..safetar import extract_all
+
 PART = ".part-"
 
 
@@ -28,14 +30,14 @@ def pack_dir(path: Path) -> bytes:
 def unpack_into(data: bytes, dest: Path) -> None:
     """Extract ``data`` (from :func:`pack_dir`) so that ``dest`` appears complete or not at all.
 
-    An existing ``dest`` is replaced. Member paths are confined to ``dest`` (tarfile's ``data`` filter:
-    no absolute paths, no ``..``, no links out, no device files)."""
+    An existing ``dest`` is replaced. Member paths are confined to ``dest`` (:mod:`fte_shell.safetar`'s
+    ``data`` rules: no absolute paths, no ``..``, no links out, no device files; on every Python)."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.parent / f".{dest.name}{PART}{uuid.uuid4().hex[:12]}"
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            tar.extractall(part, filter="data")
+            extract_all(tar, part, kind="data")
         if dest.exists():
             shutil.rmtree(dest)
         os.rename(part, dest)

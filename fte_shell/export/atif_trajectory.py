@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..record.events import ErrorEvent, FinalAnswerRequestEvent, ModelCallEvent, NudgeEvent, WarningEvent
+from ..record.events import (
+    ErrorEvent,
+    FinalAnswerRequestEvent,
+    ModelCallEvent,
+    NudgeEvent,
+    StartEvent,
+    WarningEvent,
+)
 from ..version import __version__
 from .common import (
     Run,
@@ -103,7 +110,7 @@ def trajectory(run: Run) -> Any:
                 "model_name": str((call.response or {}).get("model") or run.model), "reasoning_content": call.reasoning,
                 "tool_calls": tcs or None, "observation": Observation(results=results) if results else None,
                 "metrics": _metrics(call), "llm_call_count": 1, "extra": extra}))
-        elif m.role in ("system", "user") and (ev is None or ev.type == "start"):
+        elif m.role in ("system", "user") and (ev is None or isinstance(ev, StartEvent)):
             placed.append((t, 0, {"source": m.role, "message": m.content, "timestamp": _iso(run, t)}))
         elif isinstance(ev, NudgeEvent | FinalAnswerRequestEvent):
             placed.append((t, 0, {"source": "user", "message": m.content, "timestamp": _iso(run, t),

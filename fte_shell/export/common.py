@@ -36,7 +36,7 @@ from ..record.events import (
     event_dict,
 )
 from ..record.rundir import is_run_dir, read_events, read_judgement, read_result
-from ..record.sweepdir import SweepDir
+from ..record.sweepdir import SweepDir, SweepManifest
 from ..stops import is_infra_failure
 
 EPOCH = "1970-01-01T00:00:00+00:00"
@@ -73,7 +73,7 @@ class Run:
     result: dict[str, Any] | None
     judgement: dict[str, Any] | None
     events: list[Event]
-    manifest: dict[str, Any] | None = None
+    manifest: SweepManifest | None = None
     audit: AuditMark | None = None
     """The reviewer's latest hand-check mark of the run (``audit.jsonl``), if any."""
 
@@ -100,7 +100,7 @@ class Run:
         """The agent model: ``result.json``, else the start event, else the sweep's ``[model]`` (a run the
         sweep wrote without a trajectory)."""
         res, st = self.result or {}, self.start
-        sweep = (((self.manifest or {}).get("config") or {}).get("model") or {}).get("model")
+        sweep = (self.manifest.config.get("model") or {}).get("model") if self.manifest is not None else None
         return str(res.get("model") or (st.model if st else None) or sweep or "unknown")
 
     @property
@@ -123,7 +123,7 @@ class Run:
     @property
     def cell(self) -> tuple[str, str, str]:
         """(dataset spec, profile, model): one Inspect eval log each."""
-        spec = str(((self.manifest or {}).get("bench") or {}).get("dataset") or self.task)
+        spec = str((self.manifest.bench.get("dataset") if self.manifest is not None else None) or self.task)
         return spec, self.profile, self.model
 
 
@@ -186,7 +186,7 @@ def read_runs(paths: Iterable[Path]) -> list[Run]:
 
 
 def read_run(d: Path, profile: str | None, qid: str | None, rep: int | None, source: Path,
-             manifest: dict[str, Any] | None, questions: dict[str, dict[str, Any]]) -> Run:
+             manifest: SweepManifest | None, questions: dict[str, dict[str, Any]]) -> Run:
     """One run directory ``d`` (of the sweep ``source`` with its manifest and questions, or on its own)."""
     result, events = read_result(d), read_events(d)
     st = next((e for e in events if isinstance(e, StartEvent)), None)
@@ -196,7 +196,7 @@ def read_run(d: Path, profile: str | None, qid: str | None, rep: int | None, sou
         r = meta.get("rep", (result or {}).get("rep"))
         rep = r if isinstance(r, int) and not isinstance(r, bool) else 0
     row = questions.get(qid, {})
-    dataset = dict((manifest or {}).get("dataset") or {})
+    dataset = manifest.dataset.model_dump(mode="json", exclude_unset=True) if manifest is not None else {}
     question = str(row.get("question") or (result or {}).get("question") or (st.question if st else ""))
     gold = row.get("answer")
     return Run(run_dir=d, profile=str(profile or (result or {}).get("profile") or (st.profile if st else None)

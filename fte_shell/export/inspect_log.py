@@ -72,7 +72,7 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
         samples.append(sample(r))
         if on_run is not None:
             on_run(r)
-    manifest = first.manifest or {}
+    manifest = first.manifest
     cfg = (first.start.config if first.start else {}) or {}
     mcfg = cfg.get("model") or {}
     gen = GenerateConfig(temperature=mcfg.get("temperature"), top_p=mcfg.get("top_p"),
@@ -87,7 +87,7 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
             usage[m] = usage[m] + u if m in usage else u
     ds = first.dataset
     eval_id = stable_id("eval", spec, profile, model, first.source)
-    status = "cancelled" if manifest.get("status") == "interrupted" else "success"
+    status = "cancelled" if manifest is not None and manifest.status == "interrupted" else "success"
     return EvalLog(
         status=status,
         eval=EvalSpec(
@@ -98,10 +98,11 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
             dataset=EvalDataset(name=first.task, location=str(ds.get("source") or spec), samples=len(qids),
                                 sample_ids=qids, shuffled=False),
             model=model, model_generate_config=gen, model_base_url=mcfg.get("base_url"),
-            config=EvalConfig(epochs=reps, max_samples=(manifest.get("bench") or {}).get("concurrency")),
+            config=EvalConfig(epochs=reps, max_samples=manifest.bench.get("concurrency") if manifest else None),
             packages={"fte-shell": __version__},
-            metadata={"fte_shell": {"sweep": str(first.source), "manifest": {k: v for k, v in manifest.items()
-                                                                          if k != "config"},
+            metadata={"fte_shell": {"sweep": str(first.source),
+                                    "manifest": {k: v for k, v in (manifest.dump() if manifest else {}).items()
+                                                 if k != "config"},
                                     "config": cfg, "note": NOTE}}),
         plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={"profile": profile})], config=gen),
         results=_results(samples),

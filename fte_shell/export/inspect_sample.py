@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..record.events import ErrorEvent, ModelCallEvent, ToolCallEvent
+from ..record.events import (
+    ErrorEvent,
+    FinalAnswerRequestEvent,
+    ModelCallEvent,
+    NudgeEvent,
+    StartEvent,
+    ToolCallEvent,
+)
 from .common import Conversation, Run, at, clock, conversation, plain, stable_id, tool_calls_of
 from .scores import scores_of
 
@@ -67,7 +74,7 @@ def messages(run: Run, conv: Conversation) -> list[Any]:
         if m.role == "system":
             out.append(ChatMessageSystem(id=mid, content=m.content, source="input"))
         elif m.role == "user":
-            kind = ev.type if ev is not None and ev.type != "start" else None
+            kind = ev.type if ev is not None and not isinstance(ev, StartEvent) else None
             out.append(ChatMessageUser(id=mid, content=m.content, source="input" if kind is None else None,
                                        metadata={"fte_shell": {"event": kind}} if kind else None))
         elif m.role == "assistant" and isinstance(ev, ModelCallEvent):
@@ -84,7 +91,7 @@ def messages(run: Run, conv: Conversation) -> list[Any]:
                                             metadata={"fte_shell": meta}))
         elif m.role == "tool" and isinstance(ev, ToolCallEvent):
             err = ToolCallError(type="unknown", message=ev.observation) if ev.error else None
-            if (ev.meta.model_extra or {}).get("timed_out"):
+            if ev.meta.timed_out:
                 err = ToolCallError(type="timeout", message=ev.observation)
             out.append(ChatMessageTool(id=mid, content=m.content, tool_call_id=ev.id, function=ev.name, error=err))
     return out
@@ -109,7 +116,7 @@ def _tool_event(run: Run, ev: ToolCallEvent, n: int) -> Any:
 
     meta = ev.meta.model_dump(mode="json", exclude_none=True)
     err = None
-    if meta.get("timed_out"):
+    if ev.meta.timed_out:
         err = ToolCallError(type="timeout", message=ev.observation)
     elif ev.error:
         err = ToolCallError(type="unknown", message=ev.observation)
@@ -172,7 +179,7 @@ def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
         out += [(te.t - (te.duration_s or 0.0), 1, _tool_event(run, te, 1000 * n + k))
                 for k, te in enumerate(turn.tools)]
     rest = [*conv.others, *(r for t in conv.turns for r in t.retries),  # retries: before their model event
-            *(m.event for m in conv.messages if m.event is not None and m.event.type in ("nudge", "final_answer_request"))]
+            *(m.event for m in conv.messages if isinstance(m.event, NudgeEvent | FinalAnswerRequestEvent))]
     for k, ev in enumerate(sorted(rest, key=lambda e: e.t)):
         out.append((ev.t, 2, InfoEvent(uuid=stable_id(run.run_id, "info", k), span_id=None, timestamp=at(run, ev.t),
                                        working_start=max(0.0, ev.t - t0), source=f"fte-shell:{ev.type}",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import threading
 import time
 import unicodedata
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 
 from ..config import FetchPolicy
 from ..errors import BudgetExceeded, ConfigError, FetchRefused
+from ..keyed_lock import KeyedLocks
 from ..workspace import Document, FetchRecord, Workspace, canonical_url
 from .decode import classify
 from .http import Hop, HttpFetcher, HttpResult, shown_url
@@ -72,9 +72,7 @@ class FetchService:
         self.page_cache = page_cache
         self._http: HttpFetcher | None = None
         self._guard = threading.Lock()
-        # weak: a lock lives while some fetch of its key holds or waits for it, so refs never fetched
-        # again (e.g. a million refused URLs) do not pile up in memory
-        self._key_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
+        self._key_locks: KeyedLocks[str] = KeyedLocks()
         self._memo: OrderedDict[str, Document] = OrderedDict()
         self._new_pages = 0
         self._reserved = 0
@@ -103,7 +101,7 @@ class FetchService:
         held = self.workspace.lookup(canon, "url")
         if held is not None:
             return held
-        with self._key_lock(canon):
+        with self._key_locks[canon]:
             held = self.workspace.lookup(canon, "url")
             if held is not None:
                 return held
@@ -121,7 +119,7 @@ class FetchService:
                 raise FetchRefused(self._unknown_ref(ref))
             return doc
         canon = self._canonical(ref)
-        with self._key_lock(canon):
+        with self._key_locks[canon]:
             return self._document(ref, canon)[0]
 
     def close(self) -> None:
@@ -264,7 +262,7 @@ class FetchService:
             return held
         if self.local is None:
             raise FetchRefused(self._unknown_ref(docid))
-        with self._key_lock("docid:" + docid):
+        with self._key_locks["docid:" + docid]:
             held = self.workspace.lookup(docid, "docid")
             if held is not None:
                 return held
@@ -312,13 +310,6 @@ class FetchService:
             if self._http is None:
                 self._http = HttpFetcher(self.policy)
             return self._http
-
-    def _key_lock(self, key: str) -> threading.Lock:
-        with self._guard:
-            lock = self._key_locks.get(key)
-            if lock is None:
-                lock = self._key_locks[key] = threading.Lock()
-            return lock
 
     def _reserve(self) -> None:
         with self._guard:

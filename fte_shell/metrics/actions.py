@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..record.events import Event, StartEvent, ToolCallEvent
 from .shellparse import parse_command
 
 Op = Literal["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
@@ -125,38 +126,32 @@ def search_refs(observation: str) -> list[str]:
     return SEARCH_REF_RE.findall(observation)
 
 
-def _meta(ev: dict[str, Any]) -> dict[str, Any]:
-    meta = ev.get("meta")
-    return meta if isinstance(meta, dict) else {}
-
-
-def fetched(ev: dict[str, Any], facts: bool) -> list[tuple[str, bool, str]]:
+def fetched(ev: ToolCallEvent, facts: bool) -> list[tuple[str, bool, str]]:
     """(file name, new, source) of every document a tool call's fetches put in the workspace: from the
     event's ``meta.fetches`` when the run recorded facts (``facts``: schema 1), else parsed from the
     observation's record lines (a schema-0 run)."""
     if not facts:
-        return records(str(ev.get("observation") or ""))
+        return records(ev.observation)
     out = []
-    for f in _meta(ev).get("fetches") or []:
-        doc = _doc_of(f.get("path")) if isinstance(f, dict) and f.get("ok") else None
+    for f in ev.meta.fetches or []:
+        doc = _doc_of(f.path) if f.ok else None
         if doc is not None:
-            out.append((doc, bool(f.get("new")), str(f.get("source") or "")))
+            out.append((doc, bool(f.new), f.source or ""))
     return out
 
 
-def searched(ev: dict[str, Any], facts: bool) -> list[str]:
+def searched(ev: ToolCallEvent, facts: bool) -> list[str]:
     """The result references of a tool call's searches, in order: from ``meta.searches`` when the run
     recorded facts, else parsed from the observation (a schema-0 run)."""
     if not facts:
-        return search_refs(str(ev.get("observation") or ""))
-    return [str(u) for f in _meta(ev).get("searches") or [] if isinstance(f, dict) for u in f.get("urls") or []]
+        return search_refs(ev.observation)
+    return [u for f in ev.meta.searches or [] for u in f.urls]
 
 
-def has_facts(events: Sequence[dict[str, Any]]) -> bool:
+def has_facts(events: Sequence[Event]) -> bool:
     """True when the run recorded fetch and search facts (its start event's ``schema_version`` ≥ 1)."""
-    start = next((e for e in events if e.get("type") == "start"), {})
-    v = start.get("schema_version")
-    return isinstance(v, int) and v >= 1
+    start = next((e for e in events if isinstance(e, StartEvent)), None)
+    return start is not None and start.schema_version >= 1
 
 
 def _names_in(text: str, among: Iterable[str]) -> list[str]:
@@ -174,20 +169,17 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def is_refused(ev: dict[str, Any]) -> bool:
+def is_refused(ev: ToolCallEvent) -> bool:
     """A refused call: an error whose ``meta.refused`` is set, or a call of a tool the profile lacks."""
-    if not ev.get("error"):
-        return False
-    meta = ev.get("meta") if isinstance(ev.get("meta"), dict) else {}
-    return bool(meta.get("refused")) or str(ev.get("observation") or "").startswith(UNKNOWN_TOOL)
+    return ev.error and (bool(ev.meta.refused) or ev.observation.startswith(UNKNOWN_TOOL))
 
 
 # --- shell --------------------------------------------------------------------------------------------
 def _shell_actions(
-    turn: int, call: int, command: str, ev: dict[str, Any], known: list[str], cwd: str, facts: bool
+    turn: int, call: int, command: str, ev: ToolCallEvent, known: list[str], cwd: str, facts: bool
 ) -> tuple[list[Action], str]:
     parsed = parse_command(command, known, mount=MOUNT, cwd=cwd)
-    obs = str(ev.get("observation") or "")
+    obs = ev.observation
     recs = fetched(ev, facts)
     refs = searched(ev, facts)
     rec_i = 0
@@ -224,29 +216,20 @@ def _shell_actions(
 
 
 # --- every interface ----------------------------------------------------------------------------------
-def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[str] = ()) -> list[Action]:
+def actions_from_events(events: Sequence[Event], final_docs: Iterable[str] = ()) -> list[Action]:
     """Turn the tool-call events of a run into actions. ``final_docs`` (the end-of-run workspace listing)
     completes the listing known at each point for documents whose fetch record was not seen."""
     facts = has_facts(events)
+    calls = [ev for ev in events if isinstance(ev, ToolCallEvent)]
     recorded: set[str] = set()
-    for ev in events:
-        if ev.get("type") == "tool_call":
-            recorded.update(n for n, _, _ in fetched(ev, facts))
+    for ev in calls:
+        recorded.update(n for n, _, _ in fetched(ev, facts))
     known: list[str] = [d for d in final_docs if d not in recorded]  # documents present at this point
     cwd = MOUNT
     open_page: str | None = None
     out: list[Action] = []
-    call = -1
-    for ev in events:
-        if ev.get("type") != "tool_call":
-            continue
-        call += 1
-        turn = int(ev.get("turn") or 0)
-        name = str(ev.get("name") or "")
-        args = ev.get("arguments") if isinstance(ev.get("arguments"), dict) else {}
-        obs = str(ev.get("observation") or "")
-        error = bool(ev.get("error"))
-        meta = ev.get("meta") if isinstance(ev.get("meta"), dict) else {}
+    for call, ev in enumerate(calls):
+        turn, name, args, obs, error, meta = ev.turn, ev.name, ev.arguments or {}, ev.observation, ev.error, ev.meta
         if name == SHELL_TOOL:
             command = args.get("command")
             if not isinstance(command, str):
@@ -261,9 +244,8 @@ def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[s
             recs = fetched(ev, facts)
             if recs:
                 a.docs, a.new, a.source = [recs[0][0]], recs[0][1], recs[0][2]
-            elif not facts and _doc_of(meta.get("path")):
-                a.docs, a.new = [_doc_of(meta.get("path"))], meta.get("new")  # type: ignore[list-item]
-                a.source = meta.get("source") if isinstance(meta.get("source"), str) else None
+            elif not facts and (doc := _doc_of(meta.path)) is not None:
+                a.docs, a.new, a.source = [doc], meta.new, meta.source
             known.extend(d for d in a.docs if d not in known)
         elif op == "grep":
             a.pattern = args.get("pattern") if isinstance(args.get("pattern"), str) else None
@@ -283,14 +265,14 @@ def actions_from_events(events: Sequence[dict[str, Any]], final_docs: Iterable[s
         elif op == "search":
             a.search_refs = [] if error else searched(ev, facts)
         elif op in ("open", "visit"):
-            ref = meta.get("source") if isinstance(meta.get("source"), str) else args.get("url")
+            ref = meta.source if meta.source is not None else args.get("url")
             if not error and isinstance(ref, str) and ref.strip():
                 a.docs, a.source = [ref.strip()], ref.strip()
                 if op == "open":
                     open_page = ref.strip()
         elif op == "find":
             a.pattern = args.get("pattern") if isinstance(args.get("pattern"), str) else None
-            page = meta.get("source") if isinstance(meta.get("source"), str) else open_page
+            page = meta.source if meta.source is not None else open_page
             if not error and page:
                 a.docs = [page]
         out.append(a)

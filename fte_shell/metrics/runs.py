@@ -10,16 +10,17 @@ from typing import Any
 
 from pydantic import Field
 
+from ..record.events import ModelCallEvent, StartEvent, ToolCallEvent
 from ..record.rundir import (
     find_runs,
     primary_verdict,
+    read_events,
     read_judgement,
     read_result,
-    read_trajectory,
     verdicts,
     workspace_files,
 )
-from ..stops import is_infra_failure
+from ..stops import NO_RESULT, RunStatus, is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
 
 
@@ -42,7 +43,8 @@ class RunMetrics(_M):
     """Repetition index (``r<k>``)."""
 
     stop_reason: str
-    """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete`` (no result.json)."""
+    """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete``
+    (:data:`fte_shell.stops.NO_RESULT`: no result.json)."""
 
     infra_failure: bool = False
     """The run is not a result: its stop reason is an infrastructure failure
@@ -159,7 +161,7 @@ class RunMetrics(_M):
     """The action sequence (ops), for n-grams."""
 
 
-def run_status(m: RunMetrics) -> str:
+def run_status(m: RunMetrics) -> RunStatus:
     """``failed`` (an infrastructure failure or no result: not a result at all,
     :attr:`RunMetrics.infra_failure`), ``correct``, ``wrong`` (judged wrong, or no answer), ``unjudged``."""
     if m.infra_failure:
@@ -203,32 +205,31 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
     result = read_result(run_dir)
-    events = read_trajectory(run_dir)
-    start = next((e for e in events if e.get("type") == "start"), {})
+    events = read_events(run_dir)
+    start = next((e for e in events if isinstance(e, StartEvent)), StartEvent())
+    model_calls = [e for e in events if isinstance(e, ModelCallEvent)]
+    tool_calls = [e for e in events if isinstance(e, ToolCallEvent)]
     files = workspace_files(run_dir)
     actions = actions_from_events(events, files)
     fetched = [d for a in actions if a.op == "fetch" and a.new for d in a.docs]
     materialized = set(files) | set(fetched) | materialized_pages(actions)
     rev = revisited_docs(actions, materialized)
     correct, f1 = judged(read_judgement(run_dir))
-    usage = (result or {}).get("usage") or _summed(e.get("usage") for e in events if e.get("type") == "model_call")
+    usage = (result or {}).get("usage") or _summed(e.usage for e in model_calls)
     summary_usage = (result or {}).get("summary_usage")
     if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
-        summary_usage = _summed(
-            (e.get("meta") or {}).get("summary_usage") for e in events
-            if e.get("type") == "tool_call" and isinstance(e.get("meta"), dict)
-        )
+        summary_usage = _summed(e.meta.summary_usage for e in tool_calls)
     counts = Counter(a.op for a in actions)
     cats = Counter(CATEGORY[a.op] for a in actions)
-    stop = (result or {}).get("stop_reason") or "incomplete"
+    stop = (result or {}).get("stop_reason") or NO_RESULT
     digest = (result or {}).get("config_digest")
     wall = (result or {}).get("wall_s")
     if wall is None:
-        wall = max((float(e.get("t") or 0) for e in events), default=0.0)
+        wall = max((e.t for e in events), default=0.0)
     return RunMetrics(
         run_dir=str(run_dir),
-        profile=profile or (result or {}).get("profile") or start.get("profile") or "?",
-        model=(result or {}).get("model") or start.get("model"),
+        profile=profile or (result or {}).get("profile") or start.profile or "?",
+        model=(result or {}).get("model") or start.model,
         qid=qid or run_dir.name,
         rep=rep,
         stop_reason=stop,
@@ -237,8 +238,8 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         answered=(result or {}).get("answer") is not None,
         correct=correct,
         f1=f1,
-        turns=int((result or {}).get("turns") or sum(1 for e in events if e.get("type") == "model_call")),
-        calls=sum(1 for e in events if e.get("type") == "tool_call"),
+        turns=int((result or {}).get("turns") or len(model_calls)),
+        calls=len(tool_calls),
         n_search=cats["search"],
         n_select=cats["select"],
         n_extract=cats["extract"],

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from .runs import RunMetrics
+from .runs import RunMetrics, run_status
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000
@@ -204,15 +204,6 @@ def repetitions(label: str, runs: Sequence[RunMetrics]) -> Repetitions | None:
     return repetitions_of(label, verdicts(runs))
 
 
-def status(run: RunMetrics) -> str:
-    """``correct`` / ``wrong`` / ``unjudged`` for a result, ``failed`` for an infrastructure failure."""
-    if run.infra_failure:
-        return "failed"
-    if run.correct is None:
-        return "unjudged"
-    return "correct" if run.correct else "wrong"
-
-
 def per_question(groups: dict[str, Sequence[RunMetrics]]) -> tuple[list[str], list[list[str]]]:
     """The question × profile table: one row per question id (first-seen order), one column per row
     label; a cell is the status of each repetition (``correct``, ``wrong``, ``failed``, ``unjudged``),
@@ -221,7 +212,7 @@ def per_question(groups: dict[str, Sequence[RunMetrics]]) -> tuple[list[str], li
     cells: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for label, runs in groups.items():
         for r in runs:
-            cells.setdefault(r.qid, {}).setdefault(label, []).append((r.rep, status(r)))
+            cells.setdefault(r.qid, {}).setdefault(label, []).append((r.rep, run_status(r)))
     rows = []
     for qid, by_label in cells.items():
         rows.append([qid, *["/".join(s for _, s in sorted(by_label.get(lab, []))) for lab in labels]])

@@ -1,9 +1,11 @@
-"""The model side: the :class:`Model` protocol (:mod:`.base`), its client (:mod:`.client`: chat completions
-or the Responses API, :mod:`.responses`, and one-shot :meth:`ModelClient.ask`), what a call returns
-(:mod:`.completion`), typed errors (:mod:`.errors`), context-window discovery (:mod:`.window`) and tool
-calls left as text (:mod:`.textcalls`)."""
+"""The model side: the :class:`Model` protocol (:mod:`.base`), its client (:mod:`.client`: pacing, retries
+and one-shot :meth:`ModelClient.ask`) and the wire APIs behind it (:mod:`.wire`: chat completions,
+:mod:`.chat`, or the Responses API, :mod:`.responses`), what a call returns (:mod:`.completion`), typed
+errors (:mod:`.errors`), context-window discovery (:mod:`.window`) and tool calls left as text
+(:mod:`.textcalls`)."""
 
 from .base import Model, RetryListener
+from .chat import to_completion
 from .client import (
     ENDPOINT_HELP,
     PLACEHOLDER_API_KEY,
@@ -12,7 +14,7 @@ from .client import (
     resolve_endpoint,
     retry_after_s,
 )
-from .completion import REASONING_FIELDS, Completion, to_completion
+from .completion import REASONING_FIELDS, Completion
 from .errors import (
     OVERFLOW_PATTERNS,
     AuthFailed,

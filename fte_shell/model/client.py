@@ -1,5 +1,6 @@
-"""The model client: one OpenAI-compatible chat-completions endpoint (or OpenAI's Responses API with
-``model.api = "responses"``: :mod:`.responses` builds and reads its requests), with our own retry loop.
+"""The model client: one OpenAI-compatible endpoint behind its wire API (:mod:`.wire`: chat completions,
+:mod:`.chat`, or OpenAI's Responses API with ``model.api = "responses"``, :mod:`.responses`; chosen once,
+when the client is made), with our own pacing, retry loop and error classes for both.
 
 ``ModelClient(cfg).complete(messages, tools)`` sends the conversation with the paper's sampling defaults
 (from :class:`~fte_shell.config.ModelConfig`) and returns a :class:`Completion` (the message as the server
@@ -27,12 +28,14 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import ModelError
-from . import responses
 from .base import RetryListener
-from .completion import Completion, to_completion
+from .chat import ChatCompletions
+from .completion import Completion
 from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_status
 from .ratelimit import estimate_request_tokens, pacer_for
-from .window import ServerInfo, discover, forcing, kind_named, thinking_fields
+from .responses import ResponsesApi
+from .window import ServerInfo, ServerKind, discover, kind_named
+from .wire import Channel, WireApi
 
 ENDPOINT_HELP = (
     "no model endpoint configured: give one with --base-url URL --model NAME (and --api-key if the server "
@@ -46,22 +49,12 @@ PLACEHOLDER_API_KEY = "sk-no-key-required"
 
 MAX_BACKOFF_S = 60.0
 MAX_RETRY_AFTER_S = 300.0
-RETRYABLE_STATUS = frozenset({408, 409, 429})
 TRANSIENT_5XX = frozenset({502, 503, 504})
 """5xx statuses always retried (a proxy or an overloaded server); any other 5xx whose body repeats is a
 deterministic refusal (llama-cpp-python answers a message it cannot validate with 500)."""
 
-
-def _has_security_option() -> bool:
-    try:
-        from openai._models import FinalRequestOptions
-
-        return "security" in FinalRequestOptions.model_fields
-    except Exception:  # noqa: BLE001 - another SDK layout: the explicit Authorization header is enough
-        return False
-
-
-_SECURITY_OPTION = _has_security_option()
+WIRE_APIS: dict[str, Callable[[Channel], WireApi]] = {"chat": ChatCompletions, "responses": ResponsesApi}
+"""The wire API of each ``model.api`` (:mod:`.wire`)."""
 
 
 def resolve_endpoint(cfg: ModelConfig) -> tuple[str | None, str, str]:
@@ -102,7 +95,8 @@ def retry_after_s(headers: Any) -> float | None:
 
 
 class ModelClient:
-    """Chat completions over the ``openai`` package with a retry loop of our own (the SDK's is off)."""
+    """A model endpoint over the ``openai`` package, through its wire API (:attr:`wire`), with a retry loop
+    of our own (the SDK's is off)."""
 
     def __init__(self, cfg: ModelConfig, *, sleep: Callable[[float], None] = time.sleep):
         import openai  # heavy import, done on first client only
@@ -115,6 +109,8 @@ class ModelClient:
             base_url=self.base_url, api_key=self._api_key, timeout=cfg.timeout_s, max_retries=0
         )
         self._info: ServerInfo | None = None
+        self.wire: WireApi = WIRE_APIS[cfg.api](Channel(cfg, self.model, self._client, self._api_key, self._kind))
+        """How requests are built, sent and read (``model.api``)."""
         self.pacer = pacer_for(self.endpoint, self.model, cfg.rpm, cfg.tpm)
         """``model.rpm``/``model.tpm`` and the 429 signal, shared with this process's other clients of the
         endpoint (:mod:`.ratelimit`)."""
@@ -147,49 +143,8 @@ class ModelClient:
                     "switch: nothing is sent (give the server's own field in model.extra_body)")
         return self._info
 
-    def _request(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> dict[str, Any]:
-        cfg = self.cfg
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": cfg.temperature if temperature is None else temperature,
-            "top_p": cfg.top_p,
-            "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
-            "presence_penalty": cfg.presence_penalty,
-        }
-        if tools:
-            kwargs["tools"] = tools
-            if tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
-                kwargs.update(forcing(kind_named(self.server_info().server), tool_choice, tools))
-        kind = kind_named(self.server_info().server)
-        extra = thinking_fields(kind, cfg.thinking, self.model) if cfg.thinking is not None else {}
-        if cfg.reasoning_effort is not None:  # the kind's field for it (OpenRouter: reasoning.effort)
-            extra = merge_body(extra, kind.effort(cfg.reasoning_effort))
-        if cfg.extra_body or extra:
-            kwargs["extra_body"] = merge_body(extra, cfg.extra_body)
-        return kwargs
-
-    def _post(self, kwargs: dict[str, Any]) -> Any:
-        """POST the request as it is. Not ``chat.completions.create``: its parameter transform walks every
-        message against the SDK's TypedDicts, which took ~0.3 s of CPU per request at turn 120 and grows with
-        the conversation (measured: 88 % of a 300-turn run); our messages are plain JSON already."""
-        from openai.types.chat import ChatCompletion
-
-        body = {k: v for k, v in kwargs.items() if k not in ("extra_body", "timeout")}
-        body.update(kwargs.get("extra_body") or {})
-        options: dict[str, Any] = {"headers": {"Authorization": f"Bearer {self._api_key}"}}
-        if "timeout" in kwargs:
-            options["timeout"] = kwargs["timeout"]
-        if _SECURITY_OPTION:
-            options["security"] = {"bearer_auth": True}
-        return self._client.post("/chat/completions", body=body, cast_to=ChatCompletion, options=options)
+    def _kind(self) -> ServerKind:
+        return kind_named(self.server_info().server)
 
     def _delay(self, attempt: int, err: Exception) -> float:
         response = getattr(err, "response", None)
@@ -198,6 +153,41 @@ class ModelClient:
             return min(after, MAX_RETRY_AFTER_S)
         base = min(MAX_BACKOFF_S, self.cfg.backoff_s * (2**attempt))
         return base * (0.5 + random.random() / 2)  # jitter: 50-100 % of the exponential delay
+
+    def _final_error(self, err: Exception, what: str, attempt: int, timeouts: int, body: str | None,
+                     last_body: str | None) -> ModelCallError | None:
+        """The error that ends the call after ``err`` failed attempt ``attempt`` (0-based; ``timeouts`` read
+        timeouts so far, ``body`` its response body, ``last_body`` the previous one), or None to retry."""
+        oa, cfg = self._openai, self.cfg
+        if isinstance(err, oa.APITimeoutError):
+            if timeouts > cfg.timeout_retries or attempt >= cfg.max_retries:
+                return EndpointUnavailable(
+                    f"model call to {self.endpoint} timed out {timeouts} time(s) "
+                    f"(model.timeout_s = {cfg.timeout_s:g} s, retried at most {cfg.timeout_retries}): {what}",
+                    attempts=attempt + 1)
+        elif isinstance(err, oa.APIConnectionError):
+            if attempt >= cfg.max_retries:
+                return EndpointUnavailable(
+                    f"model endpoint {self.endpoint} unreachable after {attempt + 1} attempt(s): {what}",
+                    attempts=attempt + 1)
+        elif isinstance(err, oa.APIStatusError):
+            status = err.status_code
+            cls = classify_status(status, body or "")
+            if cls is not EndpointUnavailable:
+                return cls(f"model call refused by {self.endpoint}: {what}", status=status, body=body,
+                           attempts=attempt + 1)
+            if status >= 500 and status not in TRANSIENT_5XX and body == last_body:
+                return BadRequest(
+                    f"model call refused by {self.endpoint} with the same HTTP {status} body twice "
+                    f"(a deterministic error, not retried further): {what}",
+                    status=status, body=body, attempts=attempt + 1)
+            if attempt >= cfg.max_retries:
+                return EndpointUnavailable(
+                    f"model call to {self.endpoint} failed after {attempt + 1} attempts: {what}",
+                    status=status, body=body, attempts=attempt + 1)
+        else:
+            return ModelCallError(f"model call to {self.endpoint} failed: {what}", attempts=attempt + 1)
+        return None
 
     def complete(
         self,
@@ -219,9 +209,7 @@ class ModelClient:
         ``on_retry`` gets ``{attempt, error, delay_s, endpoint}`` before each retry."""
         oa = self._openai
         cfg = self.cfg
-        wire = cfg.api == "responses"  # the Responses API: its own request and reading, the same retries
-        kwargs = (responses.request(cfg, self.model, messages, tools, tool_choice, max_tokens, temperature) if wire
-                  else self._request(messages, tools, tool_choice, max_tokens, temperature))
+        request = self.wire.request(messages, tools, tool_choice, max_tokens, temperature)
         start = time.monotonic()
         limit = start + cfg.call_time_cap_s if cfg.call_time_cap_s is not None else None
         budget_first = deadline is not None and (limit is None or deadline <= limit)
@@ -237,6 +225,7 @@ class ModelClient:
                            f"model call to {self.endpoint} not made: model.call_time_cap_s passes while waiting "
                            f"for model.rpm/model.tpm", attempts=attempt))
             t0 = time.monotonic()
+            timeout = None
             if limit is not None:
                 left = limit - t0
                 if left <= 0:
@@ -245,45 +234,21 @@ class ModelClient:
                     raise EndpointUnavailable(
                         f"model call to {self.endpoint} gave up: model.call_time_cap_s ({cfg.call_time_cap_s:g} s) "
                         f"spent after {attempt} attempt(s)", attempts=attempt)
-                kwargs["timeout"] = min(cfg.timeout_s, left)
+                timeout = min(cfg.timeout_s, left)
             try:
-                resp = responses.post(self._client, kwargs) if wire else self._post(kwargs)
+                reply = self.wire.send(request, timeout)
             except oa.OpenAIError as err:
                 self.pacer.settle(slot, 0)
                 status = getattr(err, "status_code", None)
                 if isinstance(status, int):  # this thread sleeps its Retry-After below: the rest wait in the pacer
                     cooled = self.pacer.record(status, retry_after_s(getattr(getattr(err, "response", None), "headers", None)))
                 what = describe_error(err)
-                if isinstance(err, oa.APITimeoutError):
-                    timeouts += 1
-                    if timeouts > cfg.timeout_retries or attempt >= cfg.max_retries:
-                        raise EndpointUnavailable(
-                            f"model call to {self.endpoint} timed out {timeouts} time(s) "
-                            f"(model.timeout_s = {cfg.timeout_s:g} s, retried at most {cfg.timeout_retries}): {what}",
-                            attempts=attempt + 1) from err
-                elif isinstance(err, oa.APIConnectionError):
-                    if attempt >= cfg.max_retries:
-                        raise EndpointUnavailable(
-                            f"model endpoint {self.endpoint} unreachable after {attempt + 1} attempt(s): {what}",
-                            attempts=attempt + 1) from err
-                elif isinstance(err, oa.APIStatusError):
-                    status, body = err.status_code, _body(err)
-                    cls = classify_status(status, body)
-                    if cls is not EndpointUnavailable:
-                        raise cls(f"model call refused by {self.endpoint}: {what}", status=status, body=body,
-                                  attempts=attempt + 1) from err
-                    if status >= 500 and status not in TRANSIENT_5XX and body == last_body:
-                        raise BadRequest(
-                            f"model call refused by {self.endpoint} with the same HTTP {status} body twice "
-                            f"(a deterministic error, not retried further): {what}",
-                            status=status, body=body, attempts=attempt + 1) from err
-                    last_body = body
-                    if attempt >= cfg.max_retries:
-                        raise EndpointUnavailable(
-                            f"model call to {self.endpoint} failed after {attempt + 1} attempts: {what}",
-                            status=status, body=body, attempts=attempt + 1) from err
-                else:
-                    raise ModelCallError(f"model call to {self.endpoint} failed: {what}", attempts=attempt + 1) from err
+                timeouts += isinstance(err, oa.APITimeoutError)
+                body = _body(err) if isinstance(err, oa.APIStatusError) else last_body
+                final = self._final_error(err, what, attempt, timeouts, body, last_body)
+                if final is not None:
+                    raise final from err
+                last_body = body
                 delay = self._delay(attempt, err)
                 if limit is not None and time.monotonic() + delay >= limit:
                     if budget_first:
@@ -298,15 +263,10 @@ class ModelClient:
                 self._sleep(delay)
                 continue
             latency = time.monotonic() - t0
-            usage = (resp.get("usage") or {}) if wire else getattr(resp, "usage", None)  # Responses: its JSON
-            used = usage.get("total_tokens") if isinstance(usage, dict) else getattr(usage, "total_tokens", 0)
-            self.pacer.settle(slot, int(used or 0) or tokens)
+            self.pacer.settle(slot, self.wire.reported_tokens(reply) or tokens)
             self.pacer.record(200)
             self.calls += 1
-            params = {k: v for k, v in kwargs.items() if k not in ("messages", "input", "tools", "timeout")}
-            if tools:
-                params["tools"] = [t.get("function", {}).get("name") for t in tools]
-            return (responses.to_completion if wire else to_completion)(resp, latency, attempt + 1, self.calls, params)
+            return self.wire.read(reply, request, latency, attempt + 1, self.calls)
 
     def ask(
         self,
@@ -332,15 +292,6 @@ class ModelClient:
             messages = prompt
         return self.complete(messages, None, deadline=deadline, max_tokens=max_tokens, temperature=temperature,
                              on_retry=on_retry)
-
-
-def merge_body(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` merged into ``base``, objects merged key by key (``model.extra_body`` wins over the kind's
-    thinking switch: ``reasoning = {effort = "high"}`` keeps OpenRouter's ``enabled``)."""
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge_body(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def _body(err: Any) -> str:

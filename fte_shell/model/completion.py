@@ -1,15 +1,13 @@
-"""What a model call returns: :class:`Completion` (one assistant turn as the endpoint sent it) and
-:func:`to_completion`, which normalizes a chat-completions response into one."""
+"""What a model call returns: :class:`Completion` (one assistant turn as the endpoint sent it, whatever the
+wire API: each reads its replies into one, :mod:`.chat` and :mod:`.responses`), and what every wire API
+keeps of a reply: reasoning fields, opaque fields, inline thinking."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from .errors import EndpointUnavailable
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Wire names of reasoning text beside the content: DeepSeek, Kimi, llama.cpp and older vLLM send
@@ -91,65 +89,3 @@ class Completion(BaseModel):
         if not isinstance(content, str):
             return ""
         return split_think(content)[1] if self.reasoning_inline else content
-
-
-def _dump(obj: Any) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    if hasattr(obj, "model_dump"):
-        return {k: v for k, v in obj.model_dump(mode="json", exclude_unset=True).items() if v is not None}
-    return dict(obj) if isinstance(obj, dict) else {}
-
-
-def to_completion(resp: Any, latency: float, attempts: int, n: int, params: dict[str, Any]) -> Completion:
-    """Normalize a chat-completions response. Tool calls without an id get ``call_<n>_<index>`` (some
-    servers send none, and the tool messages must name one); non-string arguments are JSON-encoded."""
-    if not getattr(resp, "choices", None):
-        raise EndpointUnavailable(f"model response has no choices: {resp}")
-    choice = resp.choices[0]
-    msg = choice.message
-    message: dict[str, Any] = {"role": "assistant", "content": msg.content}
-    calls = []
-    for i, tc in enumerate(msg.tool_calls or []):
-        fn = getattr(tc, "function", None)
-        if fn is None:
-            continue
-        args = fn.arguments
-        if args is None:
-            args = ""
-        elif not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
-        calls.append({"id": tc.id or f"call_{n}_{i}", "type": "function", "function": {"name": fn.name, "arguments": args}})
-    if calls:
-        message["tool_calls"] = calls
-    extra = getattr(msg, "model_extra", None) or {}
-    for f in OPAQUE_FIELDS:
-        if extra.get(f) is not None:
-            message[f] = extra[f]
-    fields = [f for f in REASONING_FIELDS if isinstance(extra.get(f), str)]
-    texts = [extra[f] for f in fields if extra[f]]
-    reasoning = texts[-1] if texts else ("" if fields else None)  # vLLM's ``reasoning`` wins when both
-    inline = False
-    if reasoning is None:
-        reasoning, _ = split_think(msg.content)
-        inline = reasoning is not None
-    details = _dump(resp.usage)
-    usage = {k: int(details.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-    response = {
-        "id": getattr(resp, "id", None),
-        "model": getattr(resp, "model", None),
-        "system_fingerprint": getattr(resp, "system_fingerprint", None),
-    }
-    return Completion(
-        message=message,
-        usage=usage,
-        usage_details=details,
-        latency_s=latency,
-        finish_reason=choice.finish_reason,
-        reasoning=reasoning,
-        reasoning_fields=fields,
-        reasoning_inline=inline,
-        attempts=attempts,
-        params=params,
-        response=response,
-    )

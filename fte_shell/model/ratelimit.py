@@ -9,7 +9,7 @@ than ``model.rpm`` requests were sent and the tokens of those requests plus this
 429 with ``Retry-After`` holds every thread). After the attempt :meth:`Pacer.settle` replaces the estimate
 by the tokens the server reported (prompt + completion; 0 for a refused request) and :meth:`Pacer.record`
 tells the listeners the HTTP status (a sweep lowers its concurrency on repeated 429s, see
-``fte_shell.bench.sweep.pace``). The clock and the sleep are seams (tests drive them by hand).
+``fte_shell.sweep.pace``). The clock and the sleep are seams (tests drive them by hand).
 """
 
 from __future__ import annotations

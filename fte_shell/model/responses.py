@@ -1,5 +1,7 @@
-"""OpenAI's Responses API (``model.api = "responses"``): the request built from the conversation, and the
-response read into the same :class:`~fte_shell.model.completion.Completion` as chat completions.
+"""OpenAI's Responses API (``model.api = "responses"``), one of the wire APIs behind the model client
+(:mod:`.wire`): :class:`ResponsesApi` builds the request from the conversation, sends it to
+``POST {base_url}/responses`` and reads the response into the same
+:class:`~fte_shell.model.completion.Completion` as chat completions.
 
 The loop keeps chat-completions messages whichever API is used; this module converts them at the wire:
 
@@ -26,8 +28,10 @@ The loop keeps chat-completions messages whichever API is used; this module conv
   ``completion_tokens_details.reasoning_tokens``) so every reader of usage sees one record. ``status:
   incomplete`` with ``max_output_tokens`` is finish reason ``length``.
 
-Errors are the same HTTP errors as chat completions and go through the same retries and classes
-(:mod:`fte_shell.model.errors`: 400 ``context_length_exceeded`` is a :class:`ContextOverflow`).
+Errors are the same HTTP errors as chat completions and go through the client's same retries and classes
+(:mod:`fte_shell.model.errors`: 400 ``context_length_exceeded`` is a :class:`ContextOverflow`); a body that
+is not a JSON object, or a response whose status is neither ``completed`` nor ``incomplete``, is an
+:class:`~fte_shell.model.errors.EndpointUnavailable` (not retried).
 """
 
 from __future__ import annotations
@@ -35,14 +39,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..config import ModelConfig
 from .completion import OUTPUT_ITEMS, Completion
 from .errors import EndpointUnavailable
+from .wire import Channel, WireRequest
 
 TYPED_PARAMS = ("model", "tool_choice", "max_output_tokens", "temperature", "top_p", "store", "include", "reasoning")
 """Request fields given to ``client.responses.create`` as its parameters. ``input`` and ``tools`` go in its
 ``extra_body``: the SDK's parameter transform walks every input item, which grows with the conversation
-(benchmarks/responses_request.py: 2.2 s against 0.05 s per request at 900 items, 2 cores), and our items
+(perf/responses_request.py: 2.2 s against 0.05 s per request at 900 items, 2 cores), and our items
 are plain JSON already."""
 
 FINISH_OF_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -59,7 +63,7 @@ def function_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+def function_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
     """A chat-completions ``tool_choice`` in the Responses form (strings are the same)."""
     if isinstance(choice, dict):
         return {"type": "function", "name": (choice.get("function") or {}).get("name")}
@@ -102,55 +106,68 @@ def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def request(
-    cfg: ModelConfig,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    choice: str | dict[str, Any] | None,
-    max_tokens: int | None,
-    temperature: float | None,
-) -> dict[str, Any]:
-    """The request's fields (``input`` and ``tools`` converted; ``extra_body`` kept apart, merged when sent)."""
-    kwargs: dict[str, Any] = {"model": model, "input": to_input(messages)}
-    if cfg.reasoning_effort in (None, "none"):
-        kwargs["temperature"] = cfg.temperature if temperature is None else temperature
-        kwargs["top_p"] = cfg.top_p
-    kwargs["max_output_tokens"] = cfg.max_tokens if max_tokens is None else max_tokens
-    if tools:
-        kwargs["tools"] = [function_tool(t) for t in tools]
-        if choice is not None:
-            kwargs["tool_choice"] = tool_choice(choice)
-    kwargs["store"] = cfg.store
-    if not cfg.store:
-        kwargs["include"] = ["reasoning.encrypted_content"]
-    extra = dict(cfg.extra_body)
-    reasoning = {"effort": cfg.reasoning_effort} if cfg.reasoning_effort is not None else {}
-    if isinstance(extra.get("reasoning"), dict):
-        reasoning.update(extra.pop("reasoning"))
-    if reasoning:
-        kwargs["reasoning"] = reasoning
-    if extra:
-        kwargs["extra_body"] = extra
-    return kwargs
+class ResponsesApi:
+    """The Responses API as a wire API (a :class:`~fte_shell.model.wire.WireApi`)."""
 
+    def __init__(self, channel: Channel):
+        self.channel = channel
 
-def post(client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Send the request through ``client.responses.create`` (no SDK retries: the client's loop retries);
-    returns the response's JSON as the server sent it."""
-    typed = {k: kwargs[k] for k in TYPED_PARAMS if k in kwargs}
-    body = {k: kwargs[k] for k in ("input", "tools") if k in kwargs}
-    body.update(kwargs.get("extra_body") or {})
-    if "timeout" in kwargs:
-        typed["timeout"] = kwargs["timeout"]
-    raw = client.responses.with_raw_response.create(**typed, extra_body=body)
-    try:
-        data = json.loads(raw.content)
-    except ValueError as e:
-        raise EndpointUnavailable(f"the Responses API answered with a body that is not JSON: {raw.text[:500]!r}") from e
-    if not isinstance(data, dict):
-        raise EndpointUnavailable(f"the Responses API answered with a body that is not an object: {raw.text[:500]!r}")
-    return data
+    def request(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        tool_choice: str | dict[str, Any] | None,
+        max_tokens: int | None,
+        temperature: float | None,
+    ) -> WireRequest:
+        """The request's fields (``input`` and ``tools`` converted; ``extra_body`` kept apart, merged when sent)."""
+        cfg = self.channel.cfg
+        fields: dict[str, Any] = {"model": self.channel.model, "input": to_input(messages)}
+        if cfg.reasoning_effort in (None, "none"):
+            fields["temperature"] = cfg.temperature if temperature is None else temperature
+            fields["top_p"] = cfg.top_p
+        fields["max_output_tokens"] = cfg.max_tokens if max_tokens is None else max_tokens
+        if tools:
+            fields["tools"] = [function_tool(t) for t in tools]
+            if tool_choice is not None:
+                fields["tool_choice"] = function_choice(tool_choice)
+        fields["store"] = cfg.store
+        if not cfg.store:
+            fields["include"] = ["reasoning.encrypted_content"]
+        extra = dict(cfg.extra_body)
+        reasoning = {"effort": cfg.reasoning_effort} if cfg.reasoning_effort is not None else {}
+        if isinstance(extra.get("reasoning"), dict):
+            reasoning.update(extra.pop("reasoning"))
+        if reasoning:
+            fields["reasoning"] = reasoning
+        if extra:
+            fields["extra_body"] = extra
+        return WireRequest.of(fields, tools)
+
+    def send(self, request: WireRequest, timeout: float | None) -> dict[str, Any]:
+        """Send the request through ``client.responses.create`` (no SDK retries: the client's loop retries);
+        returns the response's JSON as the server sent it."""
+        fields = request.fields
+        typed: dict[str, Any] = {k: fields[k] for k in TYPED_PARAMS if k in fields}
+        body = {k: fields[k] for k in ("input", "tools") if k in fields}
+        body.update(fields.get("extra_body") or {})
+        if timeout is not None:
+            typed["timeout"] = timeout
+        raw = self.channel.client.responses.with_raw_response.create(**typed, extra_body=body)
+        try:
+            data = json.loads(raw.content)
+        except ValueError as e:
+            raise EndpointUnavailable(f"the Responses API answered with a body that is not JSON: {raw.text[:500]!r}") from e
+        if not isinstance(data, dict):
+            raise EndpointUnavailable(f"the Responses API answered with a body that is not an object: {raw.text[:500]!r}")
+        return data
+
+    def reported_tokens(self, reply: dict[str, Any]) -> int:
+        usage = reply.get("usage") or {}
+        return int((usage.get("total_tokens") if isinstance(usage, dict) else 0) or 0)
+
+    def read(self, reply: dict[str, Any], request: WireRequest, latency: float, attempts: int, n: int) -> Completion:
+        return to_completion(reply, latency, attempts, n, request.params)
 
 
 def _usage(usage: Any) -> tuple[dict[str, int], dict[str, Any]]:

@@ -7,9 +7,10 @@ Formats found (each with where it comes from):
 - ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` — Qwen3-Coder/Qwen3.5 XML (qwen3_coder
   parser), left in ``content`` with thinking on (vllm#42021);
 - a fenced or bare JSON object ``{"name": TOOL, "arguments"|"parameters": {…}}`` — small models on
-  llama.cpp whose template the server cannot parse (measured with Qwen2.5-Coder-1.5B; DESIGN.md);
+  llama.cpp whose template the server cannot parse (measured here: Qwen2.5-Coder-1.5B on llama.cpp's server
+  writes the object in ``content`` for ``tool_choice`` ``"required"``, no ``tool_calls``);
 - an "answer" whose whole text is such an object, ``<answer>{"name": TOOL, …}</answer>`` — the same model on
-  llama.cpp's server asked for a named ``tool_choice`` (measured; DESIGN.md).
+  llama.cpp's server asked for a named ``tool_choice`` (measured here, xllamacpp).
 
 :func:`find_text_tool_calls` only finds them; the loop records them as a ``text_tool_call`` event and
 executes them when ``model.parse_text_tool_calls`` is on.

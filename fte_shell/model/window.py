@@ -195,7 +195,7 @@ SERVER_KINDS: tuple[ServerKind, ...] = (
                source="/v1/models context_length", thinking=_openrouter_switch,
                effort=lambda e: {"reasoning": {"effort": e}}),
     # llama-cpp-python: /v1/models entries are owned_by "me" (llama_cpp/server/app.py); a named tool_choice is
-    # enforced by grammar, a string one is refused with HTTP 500 (measured here; DESIGN.md)
+    # enforced by grammar, a string one is refused with HTTP 500 (measured here)
     ServerKind("llama-cpp-python", MODELS, is_kind=_is_llama_cpp_python, notice=ESCAPES_NOTICE, force="named",
                escapes=True),
     # llama.cpp server: GET /props, default_generation_settings.n_ctx = one slot's window (tools/server/README.md);

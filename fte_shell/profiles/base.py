@@ -85,7 +85,7 @@ class ToolResult(BaseModel):
 
 @dataclass
 class QuestionContext:
-    """Everything a profile needs for one question. Built by the runner."""
+    """Everything a profile needs for one question. Built by the episode (`fte_shell.episode.Episode.open`)."""
 
     config: RunConfig
     """The run's configuration (the agent's bounds, the sandbox, the fetch policy, search defaults)."""

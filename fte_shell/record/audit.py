@@ -24,6 +24,10 @@ NOTE_MAX = 2_000
 """Characters of a reviewer's note kept (longer notes are refused, not cut)."""
 
 
+Mark = Literal["correct", "wrong"]
+"""A reviewer's mark of a run's answer."""
+
+
 class AuditMark(BaseModel):
     """One reviewer's mark of one run's answer."""
 
@@ -35,7 +39,7 @@ class AuditMark(BaseModel):
     run: str
     """The run directory relative to the directory holding ``audit.jsonl`` (``.`` for that directory)."""
 
-    mark: Literal["correct", "wrong"]
+    mark: Mark
     """The reviewer's verdict on the run's final answer."""
 
     note: str | None = None

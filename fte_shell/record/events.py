@@ -178,6 +178,21 @@ class ToolMeta(BaseModel):
     """The fetches the call made (None: not recorded, e.g. a schema-0 run or a tool that fetches nothing)."""
     searches: list[SearchFact] | None = None
     """The searches the call made (None: not recorded)."""
+    path: str | None = None
+    """Structured ``fetch``: agent path of the workspace file it wrote or found (the schema-0 runs' only
+    record of the fetch besides the observation)."""
+    new: bool | None = None
+    """Structured ``fetch``: True = it wrote the file, False = the workspace already held it."""
+    source: str | None = None
+    """The page a call materialized or read: structured ``fetch``'s canonical URL or docid, the transient
+    profiles' ``open``/``visit``/``find`` page."""
+    refused: bool | None = None
+    """True when the profile refused the call (fte-single-grep's grep without one fetched file)."""
+    summary_usage: dict[str, Any] | None = None
+    """Token usage of a model the tool called itself (visit-summary's reader model), summed into the
+    run's ``summary_usage``."""
+    timed_out: bool | None = None
+    """``bash``: the command was stopped at the sandbox's time limit."""
 
 
 class ToolCallEvent(_Event):
@@ -264,6 +279,28 @@ class EndEvent(_Event):
     """True when the answer tags were written HTML-escaped and the answer unescaped (only then present)."""
 
 
+class ContextEditEvent(_Event):
+    """The loop's context policy sent the model less than the kept conversation (``fte_shell.agent.context``)."""
+
+    type: Literal["context_edit"] = "context_edit"
+    turn: int = 0
+    """Turn number (the request the edit was made for)."""
+    strategy: str = ""
+    """The policy's name."""
+    messages_before: int = 0
+    """Messages of the kept conversation."""
+    messages_after: int = 0
+    """Messages sent."""
+    tokens_before: int = 0
+    """Estimated prompt tokens of the kept conversation."""
+    tokens_after: int = 0
+    """Estimated prompt tokens of what was sent."""
+    cleared: list[str] = Field(default_factory=list)
+    """Ids of the tool calls whose results were cleared or dropped."""
+    note: str | None = None
+    """What the policy says it did, if anything."""
+
+
 class OtherEvent(_Event):
     """An event of a type this version does not know (kept as it is)."""
 
@@ -272,14 +309,14 @@ class OtherEvent(_Event):
 
 KnownEvent = Annotated[
     StartEvent | WarningEvent | ModelCallEvent | RetryEvent | TextToolCallEvent | ToolCallEvent | NudgeEvent
-    | FinalAnswerRequestEvent | ErrorEvent | EndEvent,
+    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent
 EVENT_TYPES: dict[str, type[_Event]] = {
     m.model_fields["type"].default: m
     for m in (StartEvent, WarningEvent, ModelCallEvent, RetryEvent, TextToolCallEvent, ToolCallEvent,
-              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent)
+              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent)
 }
 """The known event types and their models."""
 
@@ -328,3 +365,4 @@ def typed_events(raw_events: list[dict[str, Any]]) -> list[Event]:
 def event_dict(ev: Event) -> dict[str, Any]:
     """An event as the JSON object the writer writes (fields left unset are left out)."""
     return ev.model_dump(mode="json", exclude_unset=True)
+

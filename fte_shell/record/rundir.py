@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
 
-from .events import SCHEMA_VERSION, Event, convert, schema_version, typed_events
+from .events import EVENT_TYPES, SCHEMA_VERSION, ErrorEvent, Event, KnownEvent, typed_events
 from .jsonio import (
     naming_full_disk,
     raise_if_full,
@@ -74,17 +74,10 @@ def update_result(run_dir: Path, changes: dict[str, Any], *, default: dict[str, 
     return rec
 
 
-def read_trajectory(run_dir: Path) -> list[dict[str, Any]]:
-    """The events of ``trajectory.jsonl`` as JSON objects in the current schema (an old run's converted on
-    read: :func:`fte_shell.record.events.convert`; a torn or non-JSON line, e.g. from a killed run, is
-    skipped). [] when there is none."""
-    raw = read_jsonl_lenient(Path(run_dir) / TRAJECTORY)
-    version = schema_version(raw)
-    return [convert(ev, version) for ev in raw]
-
-
 def read_events(run_dir: Path) -> list[Event]:
-    """The typed events of ``trajectory.jsonl`` (converted on read, like :func:`read_trajectory`)."""
+    """The typed events of ``trajectory.jsonl``, THE reader of that file (an old run's converted on read:
+    :func:`fte_shell.record.events.convert`; a torn or non-JSON line, e.g. from a killed run, is skipped;
+    [] when there is none). :func:`fte_shell.record.events.event_dict` gives an event back as written."""
     return typed_events(read_jsonl_lenient(Path(run_dir) / TRAJECTORY))
 
 
@@ -188,10 +181,7 @@ def is_run_dir(path: Path) -> bool:
 
 def last_error(run_dir: Path) -> str | None:
     """The message of the last ``error`` event of a run's trajectory (why it ended), if any."""
-    for ev in reversed(read_trajectory(run_dir)):
-        if ev.get("type") == "error":
-            return str(ev.get("message") or "")
-    return None
+    return next((ev.message for ev in reversed(read_events(run_dir)) if isinstance(ev, ErrorEvent)), None)
 
 
 def workspace_files(run_dir: Path) -> dict[str, int]:
@@ -224,7 +214,7 @@ def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
 
 
 class RunWriter:
-    """Appends trajectory events and writes ``result.json`` for one run.
+    """Appends typed trajectory events (:meth:`write`) and writes ``result.json`` for one run.
 
     Opening a writer on a directory that holds an earlier, unfinished or finished run starts it over:
     the old trajectory and result are replaced (the workspace is left as it is)."""
@@ -247,13 +237,18 @@ class RunWriter:
         """Seconds since the writer was opened."""
         return time.monotonic() - self._t0
 
-    def event(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Append one event (``type``, ``t``, then ``fields``; the ``start`` event gets ``schema_version``
-        first) and flush it to the file (models: :mod:`fte_shell.record.events`)."""
-        head: dict[str, Any] = {"type": type_, "t": round(self.elapsed(), 4)}
-        if type_ == "start":
+    def write(self, event: KnownEvent) -> dict[str, Any]:
+        """Append one typed event (a model of :mod:`fte_shell.record.events`) and flush it to the file:
+        ``type``, ``t`` (set here), ``schema_version`` for the start event, then the fields the caller set
+        (values a model does not type, such as a tool's ``meta``, are JSON-encoded with ``str`` as the
+        fallback). Returns the JSON object written (what the listener gets). Raises TypeError for an
+        event type without a model of its own."""
+        if EVENT_TYPES.get(getattr(event, "type", "")) is not type(event):
+            raise TypeError(f"{type(event).__name__} is not an event model of fte_shell.record.events")
+        head: dict[str, Any] = {"type": event.type, "t": round(self.elapsed(), 4)}
+        if event.type == "start":
             head["schema_version"] = SCHEMA_VERSION
-        ev: dict[str, Any] = {**head, **fields}
+        ev = {**head, **event.model_dump(exclude_unset=True, exclude={"type", "t", "schema_version"})}
         line = json.dumps(ev, ensure_ascii=False, default=str)
         with self._lock:
             if self._f is None:
@@ -261,7 +256,7 @@ class RunWriter:
             try:  # not naming_full_disk: a plain try keeps the per-event path free of calls until it fails
                 self._f.write(line + "\n")
                 self._f.flush()
-                if type_ == "end":
+                if event.type == "end":
                     os.fsync(self._f.fileno())
             except OSError as e:
                 raise_if_full(e, self.run_dir / TRAJECTORY)  # a full disk ends the run ``disk_full``

@@ -3,7 +3,8 @@
 ::
 
     OUT/
-      sweep.json        manifest: dataset, profiles, runs, config snapshot (secrets masked), digests, status
+      sweep.json        manifest (:class:`SweepManifest`): dataset, profiles, runs, config snapshot (secrets
+                        masked), digests, status, counts, sandboxes
       questions.jsonl   the selected questions with their gold answers (the judge and the report read them)
       failures.jsonl    one line per attempt that ended for an infrastructure reason (not a result)
       runs/<profile>/<qid>/r<k>/   one run directory each (:mod:`.rundir`)
@@ -16,6 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import FteError
 from .jsonio import (
     dumps,
     naming_full_disk,
@@ -31,6 +35,81 @@ QUESTIONS = "questions.jsonl"
 FAILURES = "failures.jsonl"
 RUNS = "runs"
 SHARED = "shared"
+
+
+class ManifestError(FteError):
+    """A ``sweep.json`` that is JSON but not a sweep manifest (a field of the wrong type)."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+
+class ManifestDataset(_Record):
+    """The dataset a sweep runs (``fte_shell.benchmarks.base.Dataset`` without its questions)."""
+
+    kind: str | None = None
+    """The benchmark that loaded it (``hotpotqa``, ``browsecomp``…; its registry name)."""
+    source: str | None = None
+    """Where the questions were read from (a path or a spec)."""
+    split: str | None = None
+    """The split (HotpotQA: ``dev``/``test``)."""
+
+
+class ConfigChange(_Record):
+    """One resume with a changed configuration (``--allow-config-change``)."""
+
+    at: str
+    """When (ISO 8601, UTC)."""
+    from_digest: str
+    """The sweep's ``config_digest`` before."""
+    to_digest: str
+    """And after."""
+    changes: list[str] = Field(default_factory=list)
+    """Each changed key, ``key: old -> new``."""
+
+
+class SweepManifest(_Record):
+    """``sweep.json`` (format: docs/bench.md "Sweep directory"). Keys this version does not name are kept
+    (``extra="allow"``): a manifest written by an older or newer version opens and is written back whole.
+    The bench options, the configuration and the counts are kept as the JSON they were written as: their
+    models (``BenchConfig``, ``RunConfig``, ``SweepStats``) belong to layers above this one or refuse keys
+    of other versions."""
+
+    dataset: ManifestDataset = Field(default_factory=ManifestDataset)
+    """The dataset (kind, source, split, …)."""
+    questions: int = 0
+    """Questions selected."""
+    bench: dict[str, Any] = Field(default_factory=dict)
+    """The bench options (``fte_shell.sweep.config.BenchConfig``, as JSON)."""
+    profiles: list[str] = Field(default_factory=list)
+    """Profiles compared."""
+    runs: int = 1
+    """Repetitions per (question, profile)."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The ``RunConfig`` the runs use (secrets masked)."""
+    config_digest: str | None = None
+    """Digest of the sweep's configuration without the profile (docs/bench.md "Config digest")."""
+    run_config_digests: dict[str, str] = Field(default_factory=dict)
+    """``{profile: config_digest}``: what each profile's runs carry in ``result.json``."""
+    config_canonical: dict[str, Any] | None = None
+    """What ``config_digest`` covers (None in manifests written before it was kept)."""
+    config_changes: list[ConfigChange] = Field(default_factory=list)
+    """Every resume with a changed configuration, oldest first."""
+    started_at: str | None = None
+    """When the sweep first started (ISO 8601, UTC)."""
+    updated_at: str | None = None
+    """When this file was last written."""
+    status: str = "running"
+    """A :data:`fte_shell.stops.SweepStatus` (a ``str`` here, so that a newer version's status still opens)."""
+    stats: dict[str, Any] | None = None
+    """The counts of the last invocation (``fte_shell.sweep.config.SweepStats``, as JSON)."""
+    sandboxes: dict[str, int] = Field(default_factory=dict)
+    """``{"provider/runtime": shell runs done with it}`` (a Ray node may choose its own provider)."""
+
+    def dump(self) -> dict[str, Any]:
+        """The manifest as the JSON object written (the keys it was read with, or built with)."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class SweepDir:
@@ -70,19 +149,26 @@ class SweepDir:
         return find_runs(self.root)
 
     # --- the manifest -----------------------------------------------------------------------------------
-    def manifest(self) -> dict[str, Any] | None:
-        """``sweep.json``, or None when there is none (or it is unreadable)."""
-        return read_json(self.manifest_path)
+    def manifest(self) -> SweepManifest | None:
+        """``sweep.json``, or None when there is none (or it is not JSON); :class:`ManifestError` when its
+        fields do not fit :class:`SweepManifest`."""
+        data = read_json(self.manifest_path)
+        if data is None:
+            return None
+        try:
+            return SweepManifest.model_validate(data)
+        except ValidationError as e:
+            raise ManifestError(f"{self.manifest_path} is not a sweep manifest fte-shell can read: "
+                                f"{e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: SweepManifest) -> None:
         """Write ``sweep.json`` atomically."""
-        write_json_atomic(self.manifest_path, manifest)
+        write_json_atomic(self.manifest_path, manifest.dump())
 
     def dataset_kind(self) -> str | None:
         """The manifest's ``dataset.kind`` (which benchmark wrote the sweep), or None."""
-        ds = (self.manifest() or {}).get("dataset")
-        kind = ds.get("kind") if isinstance(ds, dict) else None
-        return str(kind) if kind else None
+        m = self.manifest()
+        return m.dataset.kind or None if m is not None else None
 
     # --- questions --------------------------------------------------------------------------------------
     def questions(self) -> dict[str, dict[str, Any]]:

@@ -8,8 +8,9 @@
 
 The runtime here (:mod:`.facade`, :mod:`.pool`, :mod:`.session`, :mod:`.output`, :mod:`.gateway`,
 :mod:`.ownership`) is provider-agnostic; a provider (:mod:`.base`: ``SandboxProvider``, ``Box``) starts
-the boxes: ``[sandbox] provider = "docker"`` (:mod:`.docker`) or ``"podman"`` (:mod:`.podman`); both get the
-hardened layout of :mod:`.hardening` and the image build inputs of :mod:`.image_inputs`.
+the boxes, one package of :mod:`.providers` each: ``[sandbox] provider = "docker"``
+(:mod:`.providers.docker`), ``"podman"`` (:mod:`.providers.podman`) or ``"bwrap"`` (:mod:`.providers.bwrap`);
+they share the hardened layout of :mod:`.hardening` and the image build inputs of :mod:`.image_inputs`.
 """
 
 from .base import Box, BoxSpec, Check, GcResult, SandboxProvider, get_provider, stop_all_boxes

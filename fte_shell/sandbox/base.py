@@ -1,4 +1,4 @@
-"""The sandbox provider seam: what a provider (Docker today) gives the provider-agnostic runtime.
+"""The sandbox provider seam: what a provider (docker, podman, bwrap) gives the provider-agnostic runtime.
 
 A :class:`SandboxProvider` starts a :class:`Box` from a :class:`BoxSpec`; the box spawns the persistent
 shell (a :class:`Spawn`, whose terminal the session drives), names its workspace and gateway socket,
@@ -10,8 +10,8 @@ read-only at ``/work``, the gateway directory read-only at :data:`GATEWAY_MOUNT`
 tmpfs at :data:`RUN_MOUNT`, and the warden (:data:`WARDEN`) as its main process.
 
 Providers: ``[sandbox] provider`` names one; the names are :data:`fte_shell.config.SandboxProviderName`
-and provider ``NAME`` lives in the module ``fte_shell.sandbox.NAME.provider`` as ``PROVIDER``. Adding a
-provider is that module plus its name in the Literal.
+and provider ``NAME`` lives in the module ``fte_shell.sandbox.providers.NAME.provider`` as ``PROVIDER``.
+Adding a provider is that module plus its name in the Literal.
 """
 
 from __future__ import annotations
@@ -191,7 +191,9 @@ class SandboxProvider(Protocol):
         ...
 
 
-PROVIDERS: dict[str, str] = {name: f"{__package__}.{name}.provider" for name in get_args(SandboxProviderName)}
+PROVIDERS: dict[str, str] = {
+    name: f"{__package__}.providers.{name}.provider" for name in get_args(SandboxProviderName)
+}
 """Provider name -> the module that holds its ``PROVIDER``."""
 
 _loaded: dict[str, SandboxProvider] = {}

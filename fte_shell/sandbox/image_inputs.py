@@ -1,15 +1,22 @@
 """The sandbox image's build inputs, shared by every provider that builds or checks it (Docker, podman):
 ``Dockerfile.sandbox`` plus ``sandbox/bin`` and ``sandbox/lib``, their content hash (the image's label)
-and the build context as a tar."""
+and the build context as a tar; and :class:`CheckedImages`, the one check of an engine's image against
+them before use (built or loaded when missing or stale), which each image-based provider binds to its
+engine (an :class:`ImageEngine`)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import sys
 import tarfile
+import threading
 from pathlib import Path
+from typing import Protocol
 
 from ..config import SandboxConfig
+from ..errors import SandboxUnavailable
+from .base import Log
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "Dockerfile.sandbox"
@@ -56,3 +63,78 @@ def build_context(root: Path) -> io.BytesIO:
                 tar.addfile(info, f)
     buf.seek(0)
     return buf
+
+
+def stderr_log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class ImageEngine(Protocol):
+    """What an engine that keeps the sandbox image (Docker, podman) gives :class:`CheckedImages`."""
+
+    where: str
+    """Where the image is, for messages (``""`` or e.g. ``" in podman"``)."""
+    prepare_hint: str
+    """The command that prepares the image by hand."""
+
+    def inspect(self, name: str) -> tuple[str, dict[str, str]] | None:
+        """(id, labels) of the image called ``name``; None when the engine has none."""
+        ...
+
+    def make(self, cfg: SandboxConfig, log: Log) -> None:
+        """Build (or load) ``cfg.image`` from the current build inputs; raises when it cannot."""
+        ...
+
+
+def image_status(engine: ImageEngine, cfg: SandboxConfig) -> tuple[bool, str, str | None]:
+    """(up to date, reason, id of the image checked or None) of ``cfg.image`` for the current build inputs."""
+    found = engine.inspect(cfg.image)
+    name = f"image {cfg.image}{engine.where}"
+    if found is None:
+        return False, f"{name} does not exist", None
+    image_id, labels = found
+    if not (REPO_ROOT / DOCKERFILE).exists():  # an installed package without the build inputs
+        return True, f"{name} exists (no {DOCKERFILE} here to check it against)", image_id
+    want = content_hash(cfg)
+    if labels.get(HASH_LABEL) != want:
+        return False, f"{name} is out of date ({DOCKERFILE} or sandbox/ changed)", image_id
+    return True, f"{name} is up to date ({want})", image_id
+
+
+class CheckedImages:
+    """The image ids one process checked against the build inputs, for one engine. Boxes are created from
+    the id, not from the tag, so a process that rebuilds the tag from other build inputs (a checkout being
+    edited) never changes the image under a running harness: its host code and the in-box warden and
+    helpers always match."""
+
+    def __init__(self, engine: ImageEngine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._ok: dict[tuple[str, str], str] = {}
+
+    def ensure(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
+        """The id of an up-to-date ``cfg.image`` (built or loaded when missing, stale or ``force``; a
+        missing or stale one without ``sandbox.auto_build`` is :class:`SandboxUnavailable`)."""
+        say = log or stderr_log
+        key = (cfg.image, cfg.base_image)
+        with self._lock:
+            if not force and key in self._ok:
+                return self._ok[key]
+            ok, reason, image_id = image_status(self.engine, cfg)
+            if force or not ok or image_id is None:
+                if not ok and not cfg.auto_build and not force:
+                    raise SandboxUnavailable(f"{reason}; prepare it with: {self.engine.prepare_hint}")
+                if not force:
+                    say(f"[fte-shell] {reason}")
+                self.engine.make(cfg, say)
+                ok, reason, image_id = image_status(self.engine, cfg)
+                if not ok or image_id is None:
+                    raise SandboxUnavailable(f"after building or loading it: {reason}")
+            self._ok[key] = image_id
+            return image_id
+
+    def forget(self, cfg: SandboxConfig) -> None:
+        """Check (and build if need be) ``cfg.image`` again at the next :meth:`ensure` (e.g. its checked
+        image was pruned meanwhile)."""
+        with self._lock:
+            self._ok.pop((cfg.image, cfg.base_image), None)

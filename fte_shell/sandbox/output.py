@@ -1,17 +1,23 @@
 """What comes back from a box: the shell's stream (:class:`SocketSpawn`, pexpect over a connected
-socket, e.g. the hijacked stream of a Docker exec), what the agent sees of one command
-(:class:`Observation`), and the turning of raw command output (any bytes) into a bounded, clean text.
+socket, e.g. the hijacked stream of a Docker exec; :class:`PtySpawn`, pexpect over a terminal's master,
+e.g. a bwrap box's; or pexpect's own spawn of a process on a host terminal, e.g. ``podman exec -it``),
+what the agent sees of one command (:class:`Observation`), and the turning of raw command output (any
+bytes) into a bounded, clean text. A provider builds the stream when the shell starts; running a command
+reads and writes it here, so no provider code runs per command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import select
 import socket
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 import pexpect
+from pexpect.fdpexpect import fdspawn
 from pexpect.spawnbase import SpawnBase
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte ESC sequences, and 8-bit CSI.
@@ -262,3 +268,26 @@ class SocketSpawn(SpawnBase):
             pass
         self.sock.close()
         self.child_fd = -1
+
+
+class PtySpawn(fdspawn):
+    """pexpect over the master of a terminal whose slave side ``proc`` (the entered shell) holds: alive
+    while ``proc`` runs; closing kills ``proc`` and closes the master."""
+
+    def __init__(self, fd: int, proc: subprocess.Popen, *, timeout: float = 30, maxread: int = 1 << 20):
+        super().__init__(fd, timeout=timeout, maxread=maxread, use_poll=True)
+        self.delaybeforesend = None
+        self._proc = proc
+
+    def isalive(self) -> bool:
+        return not self.closed and self._proc.poll() is None
+
+    def close(self, force: bool = True) -> None:
+        if self.closed:
+            return
+        if self._proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+        super().close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=5)

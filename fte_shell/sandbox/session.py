@@ -1,4 +1,4 @@
-"""The persistent bash session inside a sandbox box (DESIGN.md decision 4), over any provider's spawn.
+"""One persistent bash session per question inside a sandbox box (not a process per command), over any spawn.
 
 One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
 attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the

@@ -26,7 +26,6 @@ __all__ = [
     "make_page_source",
     "make_search",
     "open_corpus",
-    "serper_name",
 ]
 
 _corpora: dict[Path, tuple[int, LocalCorpus]] = {}
@@ -56,15 +55,6 @@ def _serper_key(cfg: SearchConfig) -> str | None:
     return os.environ.get("SERPER_API_KEY") or None
 
 
-def serper_name(cfg: SearchConfig) -> str:
-    """The name Serper searches are recorded under: ``serper``, or ``serper@HOST`` for another URL."""
-    from urllib.parse import urlsplit
-
-    from .serper import DEFAULT_URL
-
-    return "serper" if cfg.serper_url == DEFAULT_URL else f"serper@{urlsplit(cfg.serper_url).netloc or cfg.serper_url}"
-
-
 def backend_name(cfg: SearchConfig, *, serper_recorded: bool = False) -> str | None:
     """The name the configured backend records under, found without building it (None: no search).
     ``serper_recorded``: ``auto`` picks Serper even without a key (a replay of recorded Serper searches)."""
@@ -74,7 +64,9 @@ def backend_name(cfg: SearchConfig, *, serper_recorded: bool = False) -> str | N
     if kind == "none":
         return None
     if kind == "serper":
-        return serper_name(cfg)
+        from .serper import serper_name  # httpx is imported only when Serper is used
+
+        return serper_name(cfg.serper_url)
     return open_corpus(cfg.corpus).name if cfg.corpus is not None else "local"
 
 

@@ -12,10 +12,10 @@ import json
 import os
 import re
 import tempfile
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..keyed_lock import KeyedLocks
 from .base import SearchBackend, SearchResult, SearchResults
 
 
@@ -48,8 +48,7 @@ class CachedSearch:
         self.misses = 0
         """Searches that called the backend."""
         self._mem: dict[tuple[str, str, int], list[SearchResult]] = {}
-        self._locks: dict[tuple[str, str, int], threading.Lock] = {}
-        self._guard = threading.Lock()
+        self._locks: KeyedLocks[tuple[str, str, int]] = KeyedLocks()
 
     def __repr__(self) -> str:
         return f"CachedSearch({self.backend!r}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
@@ -57,9 +56,7 @@ class CachedSearch:
     def search(self, query: str, n: int) -> list[SearchResult]:
         """Results for (query, n): from memory, else from the cache directory, else from the backend."""
         key = (self.name, normalize_query(query), int(n))
-        with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        with self._locks[key]:
             cached = self._mem.get(key)
             if cached is None:
                 cached = self._read(key)

@@ -24,12 +24,13 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import FteError
+from ..errors import FetchRefused, FteError
 from ..record.jsonio import iter_jsonl
+from ..workspace import canonical_url
 
 FORMAT = 1
 """Version of the index directory layout (``meta.json``'s ``format``)."""
@@ -64,19 +65,12 @@ class CorpusDoc(BaseModel):
 
 
 def url_key(url: str) -> str:
-    """Lookup key for a document URL: scheme and host lower-cased, default port and fragment dropped,
-    empty path ``/``, then percent-decoded, so ``.../Foo_(bar)`` and ``.../Foo_%28bar%29`` match."""
+    """Lookup key for a document URL: its :func:`~fte_shell.workspace.canonical_url`, percent-decoded, so
+    ``.../Foo_(bar)`` and ``.../Foo_%28bar%29`` match (a string that is no absolute URL: itself, decoded)."""
     try:
-        parts = urlsplit(url.strip())
-        scheme = parts.scheme.lower()
-        host = (parts.hostname or "").lower()
-        port = parts.port
-    except ValueError:
+        return unquote(canonical_url(url))
+    except FetchRefused:
         return unquote(url.strip())
-    if port is not None and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
-        host = f"{host}:{port}"
-    path = parts.path or "/"
-    return unquote(urlunsplit((scheme, host, path, parts.query, "")))
 
 
 def docid_for_title(title: str) -> str:

@@ -42,10 +42,15 @@ def take_exchange() -> tuple[httpx.Request, httpx.Response] | None:
     return last
 
 
+def serper_name(url: str) -> str:
+    """The name searches at ``url`` are recorded under: ``serper``, or ``serper@HOST:PORT`` for another
+    endpoint, so result caches of different endpoints never mix."""
+    return "serper" if url == DEFAULT_URL else f"serper@{urlsplit(url).netloc or url}"
+
+
 class SerperSearch:
     """A :class:`~fte_shell.search.base.SearchBackend` over the Serper API (or anything speaking its
-    shape, e.g. a loopback test server). ``name`` is ``serper``, or ``serper@HOST:PORT`` for another
-    endpoint, so result caches of different endpoints never mix."""
+    shape, e.g. a loopback test server). ``name``: :func:`serper_name`."""
 
     def __init__(
         self,
@@ -61,7 +66,7 @@ class SerperSearch:
             raise SearchUnavailable(NO_KEY)
         self._key = key
         self.url = url
-        self.name = "serper" if url == DEFAULT_URL else f"serper@{urlsplit(url).netloc or url}"
+        self.name = serper_name(url)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s

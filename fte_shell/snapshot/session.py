@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import threading
-import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from ..errors import BudgetExceeded, FetchRefused, FteError, ToolError
+from ..keyed_lock import KeyedLocks
 from ..search.base import SearchResults, cache_hit
 from ..workspace import Document, parse_document, render
 from .index import Capture
@@ -70,7 +70,7 @@ class Snapshot:
         if self.manifest is not None and self.manifest.exists():  # a resumed sweep keeps its own pins
             self._pins.update(read_pins(self.manifest))
         self._guard = threading.Lock()
-        self._locks: weakref.WeakValueDictionary[tuple[str, str], threading.Lock] = weakref.WeakValueDictionary()
+        self._locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
 
     @property
     def dir(self) -> Path:
@@ -89,13 +89,6 @@ class Snapshot:
         return SearchLease(self, None, backend, params)
 
     # --- internals -----------------------------------------------------------------------------------
-    def _lock(self, k: tuple[str, str]) -> threading.Lock:
-        with self._guard:
-            lock = self._locks.get(k)
-            if lock is None:
-                lock = self._locks[k] = threading.Lock()
-            return lock
-
     def resolve(self, kind: str, key: str) -> Capture | None:
         """The capture that answers (kind, key) now, or None (live in record/refresh, a miss in replay)."""
         k = (kind, key)
@@ -209,7 +202,7 @@ class _Lease:
         self.snapshot = snapshot
         self.view = view
         self.key = key
-        self._lock = snapshot._lock((self.kind, key))
+        self._lock = snapshot._locks[(self.kind, key)]
         self.stored = False
 
     def _served(self, cap: Capture | None, served: str) -> None:

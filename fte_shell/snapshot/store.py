@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from importlib import metadata as _md
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from warcio.statusandheaders import StatusAndHeaders
 
@@ -250,6 +250,3 @@ class SnapshotStore:
         """The capture's metadata record (JSON)."""
         data = json.loads(read_record(self.dir / cap.file, cap.meta_offset)[1])
         return data if isinstance(data, dict) else {}
-
-    def host_of(self, cap: Capture) -> str:
-        return urlsplit(cap.uri).hostname or ""

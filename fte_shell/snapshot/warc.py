@@ -43,12 +43,6 @@ def warc_date(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def parse_warc_date(text: str) -> datetime:
-    text = text.rstrip("Z")
-    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in text else "%Y-%m-%dT%H:%M:%S"
-    return datetime.strptime(text, fmt).replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class Rec:
     """One record to write."""

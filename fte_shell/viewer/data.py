@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from fte_shell.metrics import actions_from_events, judged, revisited_docs, run_metrics, run_status
 from fte_shell.record.audit import (
     AUDIT,
     NOTE_MAX,
     AuditMark,
+    Mark,
     append_mark,
     audit_home,
     now_iso,
     read_marks,
     run_key,
 )
+from fte_shell.record.events import StartEvent, event_dict
 from fte_shell.record.rundir import (
     JUDGEMENT,
     RESULT,
@@ -27,9 +29,9 @@ from fte_shell.record.rundir import (
     WORKSPACE,
     find_runs,
     primary_key,
+    read_events,
     read_judgement,
     read_result,
-    read_trajectory,
 )
 from fte_shell.record.sweepdir import SweepDir
 from fte_shell.workspace import Document, parse_document
@@ -98,8 +100,8 @@ class Catalog:
         result = read_result(run.dir) or {}
         question = result.get("question")
         if question is None:
-            start = next((e for e in read_trajectory(run.dir)[:1] if e.get("type") == "start"), {})
-            question = start.get("question")
+            start = next((e for e in read_events(run.dir)[:1] if isinstance(e, StartEvent)), None)
+            question = start.question if start is not None else None
         qid = (result.get("meta") or {}).get("qid") or run.qid or m.qid
         rel = run.dir.relative_to(run.root).as_posix() if run.dir != run.root else "."
         return {
@@ -147,8 +149,8 @@ class Catalog:
         sweep's audit file, with the judge's verdict it overrides; ValueError on a bad request."""
         if not isinstance(key, int) or isinstance(key, bool) or not 0 <= key < len(self.runs):
             raise ValueError(f"no such run: {key!r}")
-        if mark not in ("correct", "wrong"):
-            raise ValueError("mark must be 'correct' or 'wrong'")
+        if mark not in get_args(Mark):
+            raise ValueError(f"mark must be one of {', '.join(map(repr, get_args(Mark)))}")
         if note is not None and not isinstance(note, str):
             raise ValueError("note must be text")
         note = (note or "").strip() or None
@@ -181,15 +183,14 @@ class Catalog:
 
     def detail(self, run: Run) -> dict[str, Any]:
         """Everything the run, workspace and compare views show of one run, documents' text excepted."""
-        events = read_trajectory(run.dir)
+        events = read_events(run.dir)
         result = read_result(run.dir)
         judgement = read_judgement(run.dir)
         correct, f1 = judged(judgement)
-        slim: list[dict[str, Any]] = []
-        for ev in events:
-            if ev.get("type") == "start":
-                ev = {k: ev.get(k) for k in _START_KEYS if k in ev} | {"type": "start"}
-            slim.append(ev)
+        slim = [event_dict(ev) for ev in events]  # the page gets each event as written (converted on read)
+        for i, ev in enumerate(events):
+            if isinstance(ev, StartEvent):
+                slim[i] = {k: v for k, v in slim[i].items() if k in _START_KEYS} | {"type": "start"}
         docs = self.documents(run)
         texts = {name: _lines(p) for name, p in docs.items()}
         touched = touches(events, texts)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fte_shell.metrics import actions_from_events
+from fte_shell.record.events import Event, ToolCallEvent
 
 # "/work/x.txt:12:text" (grep -H -n), "/work/x.txt-12-text" (its context), "12: text" / "12- text"
 # (structured grep/read/find, grep -n on one file)
@@ -128,16 +129,15 @@ def _place_duplicates(ms: list[tuple[int, list[int], bool]]) -> None:
                 break
 
 
-def touches(events: Sequence[dict[str, Any]], docs: Mapping[str, list[str]]) -> dict[str, list[Touch]]:
+def touches(events: Sequence[Event], docs: Mapping[str, list[str]]) -> dict[str, list[Touch]]:
     """{document name: touches in call order} for the documents in ``docs`` (name → its lines)."""
-    calls = [ev for ev in events if ev.get("type") == "tool_call"]
+    calls = [ev for ev in events if isinstance(ev, ToolCallEvent)]
     out: dict[str, list[Touch]] = {d: [] for d in docs}
     by_call: dict[int, list[Any]] = {}
     for a in actions_from_events(events, final_docs=list(docs)):
         by_call.setdefault(a.call, []).append(a)
     for call, acts in sorted(by_call.items()):
-        ev = calls[call] if call < len(calls) else {}
-        obs = str(ev.get("observation") or "")
+        obs = calls[call].observation if call < len(calls) else ""
         turn = acts[0].turn
         fetched = [d for a in acts if a.op == "fetch" for d in a.docs if d in docs]
         for d in dict.fromkeys(fetched):

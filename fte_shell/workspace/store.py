@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 from pathlib import Path
 
 from ..errors import ToolError
+from ..keyed_lock import KeyedLocks
 from .document import Document, Entry, FetchRecord, Kind
 from .format import filename_for, parse_header, render
 
@@ -35,8 +35,7 @@ class Workspace:
                 os.chmod(self.root, mode | 0o755)
             except PermissionError:
                 pass
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._locks: KeyedLocks[str] = KeyedLocks()
         self._entry_cache: dict[str, tuple[tuple[int, int], Entry | None]] = {}
 
     # --- names -----------------------------------------------------------------------------------------
@@ -45,13 +44,6 @@ class Workspace:
 
     def agent_path(self, name: str) -> str:
         return f"{self.mount}/{name}" if self.mount != "/" else f"/{name}"
-
-    def _lock(self, name: str) -> threading.Lock:
-        with self._locks_guard:
-            lock = self._locks.get(name)
-            if lock is None:
-                lock = self._locks[name] = threading.Lock()
-            return lock
 
     # --- read ------------------------------------------------------------------------------------------
     def lookup(self, source: str, kind: Kind) -> FetchRecord | None:
@@ -146,7 +138,7 @@ class Workspace:
     def store(self, doc: Document) -> FetchRecord:
         """Write ``doc`` atomically unless already held; returns its record (``new`` says which)."""
         name, content, body = render(doc)
-        with self._lock(name):
+        with self._locks[name]:
             held = self._entry(name)
             if held is not None:
                 return FetchRecord(

@@ -98,9 +98,6 @@ class Evaluation(BaseModel):
                 raise ValueError(f"column {c!r}: number_near needs a numeric criterion")
         return self
 
-    def uses_llm_judge(self) -> bool:
-        return any("llm_judge" in e.metric for c, e in self.eval_pipeline.items() if c not in self.unique_columns)
-
 
 def table_instructions(required: list[str]) -> str:
     """The table-answer instructions for ``required`` columns (this project's own words)."""
@@ -131,7 +128,7 @@ def split_task_prompt(question_text: str) -> tuple[str, list[str] | None]:
 
 
 def table_answer(turn: Any, columns: list[str]) -> Any:
-    """A scripted policy's final turn (a :class:`fte_shell.scripted.ScriptTurn` holding
+    """A scripted policy's final turn (a :class:`fte_shell.standins.server.ScriptTurn` holding
     ``<answer>SPAN</answer>``) with the answer turned into a one-row table of ``columns`` (SPAN in the
     first column, the others empty); any other turn unchanged."""
     import re

@@ -1,0 +1,93 @@
+"""Between the kept conversation and what is sent: the :class:`ContextPolicy` seam and the token estimate
+of a request.
+
+Each turn the loop asks its policy what to send: the policy gets a :class:`ContextView` (the kept
+conversation, the tools, the turn, the server's window, the estimated prompt tokens of sending it all, the
+episode and the model) and returns a :class:`Sent` (the messages to send, and a :class:`ContextEdit`
+when it sent less than the kept conversation: the loop records it as a ``context_edit`` event). A policy
+never changes the kept conversation or its messages (it returns new lists and new message dicts); it may
+keep state across turns (one policy object per run). This version has one policy, :class:`KeepAll`
+(``keep_all``: everything, every turn — requests identical to the loop's before the seam existed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model import Model, ServerInfo
+from .replies import estimate_tokens
+
+if TYPE_CHECKING:
+    from ..episode import Episode
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """What a policy sees before one request."""
+
+    messages: list[dict[str, Any]]
+    """The kept conversation (system prompt, question, every reply, observation and notice so far)."""
+    tools: list[dict[str, Any]]
+    """The tool schemas sent with the request ([] for the final-answer request)."""
+    turn: int
+    """The turn the request is for."""
+    server: ServerInfo | None
+    """The model server's info (``context_window``), when known."""
+    estimate: int
+    """Estimated prompt tokens of sending :attr:`messages` whole (:func:`estimate_request`)."""
+    episode: Episode
+    """The episode (its workspace, its tools)."""
+    model: Model
+    """The agent's model client (e.g. for a summary through ``ModelClient.ask``)."""
+
+
+@dataclass(frozen=True)
+class ContextEdit:
+    """How a policy's messages differ from the kept conversation."""
+
+    cleared: list[str] = field(default_factory=list)
+    """Ids of the tool calls whose results were cleared or dropped."""
+    note: str | None = None
+    """What the policy did, in a few words."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a policy sends: the messages, and the edit when they are not the kept conversation."""
+
+    messages: list[dict[str, Any]]
+    edit: ContextEdit | None = None
+
+
+class ContextPolicy(Protocol):
+    """What the loop sends of the kept conversation."""
+
+    name: str
+    """The strategy's name (recorded with each edit)."""
+
+    def prepare(self, view: ContextView) -> Sent:
+        """The messages to send for the request ``view`` describes."""
+        ...
+
+
+class KeepAll:
+    """``keep_all``: the whole kept conversation, every turn."""
+
+    name = "keep_all"
+
+    def prepare(self, view: ContextView) -> Sent:
+        return Sent(view.messages)
+
+
+def estimate_request(messages: list[dict[str, Any]], tools: list[dict[str, Any]], last_sent: list[dict[str, Any]],
+                     last_prompt: int | None) -> int:
+    """Estimated prompt tokens of a request: the server's ``prompt_tokens`` of the last request plus an
+    estimate of what was appended since, when ``messages`` starts with exactly the messages of the last
+    request; otherwise (an edited conversation, no usage reported, the first request) an estimate of the
+    whole request, tool schemas included (:func:`~fte_shell.agent.replies.estimate_tokens`)."""
+    n = len(last_sent)
+    if last_prompt is not None and n <= len(messages) and messages[:n] == last_sent:
+        return last_prompt + estimate_tokens(messages[n:])
+    return estimate_tokens(messages, tools or None)
+

@@ -1,1 +1,0 @@
-"""Benchmarks of agents: datasets, resumable sweeps, judges, behavioural metrics and reports."""

@@ -1,0 +1,335 @@
+"""The :class:`Episode`: one question's world binding, run record, profile and sandbox — no loop, no
+model. Anything drives it: fte-shell's agent loop (``run_question``), a hand-written script, an MCP
+server, an RL trainer.
+
+::
+
+    with Episode.open(config, "Which …?", Path("runs/e1")) as ep:
+        ep.tools                                              # the profile's tool schemas
+        r = ep.call("bash", {"command": "fetch https://…"})  # the profile's ToolResult, recorded
+        ep.finish(answer="…")                                 # end event + result.json
+
+Tool dispatch has its one home here (:meth:`Episode.call_raw`): an unknown tool or bad arguments is an
+error result the caller (the model) can correct, never an exception; a crash or an interrupt is recorded
+as the call's result, then re-raised. Turns: a driver that passes ``turn=`` numbers its own turns (the
+loop does: one per model call, :meth:`Episode.begin_turn`); each call made without it is a turn of its
+own. An episode left without :meth:`Episode.finish` ends ``abandoned``; one left by an exception ends with
+the stop reason the exception names (``crashed`` if none; ``interrupted`` for Ctrl-C, SIGTERM or an
+asyncio cancellation) — its trajectory and ``result.json`` on disk, its box closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import json
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from ..config import RunConfig
+from ..errors import ConfigError, ToolError
+from ..model import ServerInfo
+from ..model.prices import price_for, usage_cost
+from ..profiles import Profile, QuestionContext, ToolResult, make_profile, parse_arguments
+from ..profiles.base import check_profile_name
+from ..prompts import system_prompt
+from ..record.events import ErrorEvent, KnownEvent, ToolCallEvent
+from ..record.rundir import EventListener, RunWriter
+from ..stops import BY_NAME, StopReason, stop_of_exception
+from ..world import RunWorld, World
+from .result import TOOL_USAGE_META, RunResult, Tally, add_usage, write_end, write_start
+from .signals import sigterm_as_interrupt_if_unowned
+
+if TYPE_CHECKING:
+    from ..model import Model
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    """A short file-name-safe slug of ``text`` (lower-case words joined by ``-``; never empty)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].strip("-")
+    return slug or "question"
+
+
+def new_run_id(question: str) -> str:
+    """``YYYYmmdd-HHMMSS-<slug>-<4 hex>``: sortable, readable, unique."""
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{now}-{slugify(question, 32)}-{uuid.uuid4().hex[:4]}"
+
+
+def check_question(question: str, config: RunConfig) -> None:
+    """Raise :class:`~fte_shell.errors.ConfigError` for an empty question or an unknown profile."""
+    if not question.strip():
+        raise ConfigError("the question is empty")
+    check_profile_name(config.agent.profile)
+
+
+class Episode:
+    """One question's run: its profile (and box), its run record and its world binding."""
+
+    def __init__(self, config: RunConfig, question: str, profile: Profile, recorder: RunWriter, *,
+                 run_id: str | None = None, meta: dict[str, Any] | None = None, server: ServerInfo | None = None,
+                 world: RunWorld | None = None):
+        """An episode on a profile and a run writer the caller holds (and closes): writes the start event.
+        :meth:`open` builds (and owns) all of it."""
+        self.config, self.question, self.profile, self.recorder = config, question, profile, recorder
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.meta = dict(meta or {})
+        """``result.json``'s ``meta``."""
+        self.server = server
+        """What the model server said about itself (in the start event), when the driver passed it."""
+        self.world = world if world is not None else RunWorld()
+        self.tools: list[dict[str, Any]] = profile.tools()
+        """The profile's tool schemas (OpenAI function format)."""
+        self.names = {n for t in self.tools if (n := t.get("function", {}).get("name"))}
+        agent = config.agent
+        self.system_prompt = system_prompt(profile.system_addendum(), agent.current_date, agent.system_prompt_file)
+        """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
+        price = price_for(config.model)
+        reader = agent.summary_model
+        self.reader_price = price if reader is None else price_for(
+            reader if reader.model else reader.model_copy(update={"model": config.model.model}))
+        """visit-summary's reader model's price (its tokens are in the run's cost when known)."""
+        self.tally = Tally(cost_usd=0.0 if price is not None else None)
+        self.result: RunResult | None = None
+        """Set by :meth:`finish`."""
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._owned: contextlib.ExitStack | None = None
+        self.started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        self._t0 = time.monotonic()
+        write_start(recorder, question, profile.name, config, self.system_prompt, self.tools, self.run_id, server)
+
+    @classmethod
+    def open(cls, config: RunConfig, question: str, out_dir: Path, *, world: World | None = None,
+             run_id: str | None = None, meta: dict[str, Any] | None = None, log: EventListener | None = None,
+             server: ServerInfo | None = None, model: Model | None = None) -> Episode:
+        """Open ``question``'s episode with ``config.agent.profile``, its run directory ``out_dir``.
+
+        ``world`` (a sweep shares one) defaults to :meth:`World.from_config` of ``config``, then made and
+        closed by the episode; ``log`` gets every trajectory event as it is written; ``run_id`` defaults to
+        timestamp + slug; ``meta`` goes into ``result.json``'s ``meta`` over the world's; ``server`` (the
+        model server's info) goes into the start event; ``model`` is the client a profile may use
+        (visit-summary's reader). In the main thread, SIGTERM becomes an interrupt while the episode is
+        open if nothing else handles it (:func:`~fte_shell.episode.signals.sigterm_as_interrupt_if_unowned`).
+        A profile that fails to start is recorded (an ``error`` event, turn 0) and its exception raised."""
+        check_question(question, config)
+        run_id = run_id or new_run_id(question)
+        with contextlib.ExitStack() as stack:  # undone in reverse order, unless the episode takes it
+            if world is None:
+                world = stack.enter_context(World.from_config(config))
+            run_world = stack.enter_context(world.bind(run_id, Path(out_dir), log))
+            stack.enter_context(sigterm_as_interrupt_if_unowned())  # kept through the closes below
+            rec = stack.enter_context(RunWriter(Path(out_dir), listener=run_world.listener))
+            ctx = QuestionContext(config=config, workspace_dir=rec.workspace_dir, world=run_world, run_id=run_id,
+                                  model=model)
+            try:
+                profile = make_profile(config.agent.profile, ctx)
+            except Exception as e:
+                rec.write(ErrorEvent(turn=0, message=f"profile '{config.agent.profile}' failed to start: {e}"))
+                raise
+            stack.callback(_close_quietly, profile)
+            ep = cls(config, question, profile, rec, run_id=run_id, meta={**run_world.meta, **(meta or {})},
+                     server=server, world=run_world)
+            ep._owned = stack.pop_all()
+        return ep
+
+    @classmethod
+    async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
+        """:meth:`open` in a worker thread (the event loop is never blocked by a box's start). Cancelled
+        while opening: the episode opened meanwhile is closed."""
+        task = asyncio.ensure_future(asyncio.to_thread(cls.open, config, question, out_dir, **kw))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            loop = asyncio.get_running_loop()
+            task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is not None
+                                   else loop.run_in_executor(None, t.result().close))
+            raise
+
+    @property
+    def workspace_dir(self) -> Path:
+        """Host directory of the question's workspace (``RUN_DIR/workspace``; /work in the box)."""
+        return self.recorder.workspace_dir
+
+    @property
+    def run_dir(self) -> Path:
+        return self.recorder.run_dir
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    # --- driving ----------------------------------------------------------------------------------------
+    def record(self, event: KnownEvent) -> None:
+        """Append a driver's event (a typed model of :mod:`fte_shell.record.events`) to the trajectory."""
+        if self.result is not None:
+            raise RuntimeError(f"episode {self.run_id} is finished ({self.result.stop_reason}); nothing more is recorded")
+        self.recorder.write(event)
+
+    def begin_turn(self) -> int:
+        """Start the next turn (a loop: one per model call) and return its number (1-based)."""
+        with self._lock:
+            self.tally.turns += 1
+            turn = self.tally.turns
+        if self.world.snapshot is not None:  # what the snapshot's log records a capture under
+            self.world.snapshot.turn = turn
+        return turn
+
+    def call(self, name: str, args: dict[str, Any] | str | None = None, *, turn: int | None = None) -> ToolResult:
+        """Run tool ``name`` with ``args`` (a dict, or a JSON text as a model sends it) through the profile,
+        record it (a ``tool_call`` event) and return the profile's result. ``turn`` None: a turn of its own."""
+        with self._lock:
+            self._calls += 1
+            call_id = f"hand_{self._calls}"
+        return self.call_raw({"id": call_id, "function": {"name": name, "arguments": args}}, turn=turn)[1]
+
+    async def acall(self, name: str, args: dict[str, Any] | str | None = None, *, turn: int | None = None) -> ToolResult:
+        """:meth:`call` in a worker thread, so many episodes proceed concurrently in one event loop."""
+        if turn is None:
+            turn = self.begin_turn()
+        return await asyncio.to_thread(self.call, name, args, turn=turn)
+
+    def call_raw(self, call: dict[str, Any], *, turn: int | None = None, salvaged: bool = False) -> tuple[str, ToolResult]:
+        """Run one model tool call (``{id, function: {name, arguments}}``, arguments raw) and record it;
+        returns ``(call id, result)`` (a call without an id gets ``call_<turn>``). ``salvaged``: a call
+        taken from a reply's text. Unknown tools and bad arguments are error results the model can
+        correct; a crash or an interrupt is recorded as an error result, then re-raised."""
+        if self.result is not None:
+            raise RuntimeError(f"episode {self.run_id} is finished ({self.result.stop_reason}); no more tool calls")
+        if turn is None:
+            turn = self.begin_turn()
+        fn = call.get("function") or {}
+        name = str(fn.get("name") or "")
+        with self._lock:
+            self.tally.turns = max(self.tally.turns, turn)
+            self.tally.tool_counts[name] = self.tally.tool_counts.get(name, 0) + 1
+        raw = fn.get("arguments")
+        raw_s = raw if isinstance(raw, str) else json.dumps(raw)
+        call_id = call.get("id") or f"call_{turn}"
+        args: dict[str, Any] | None = None
+        t = time.monotonic()
+
+        def record(res: ToolResult) -> None:
+            self.recorder.write(ToolCallEvent(
+                turn=turn, id=call_id, name=name, arguments=args, raw_arguments=raw_s, observation=res.output,
+                error=bool(res.error), duration_s=round(time.monotonic() - t, 4), meta=res.meta,
+                **({"salvaged": True} if salvaged else {})))
+
+        if name not in self.names:
+            avail = ", ".join(sorted(self.names)) or "none"
+            res = ToolResult(output=f"Error: unknown tool '{name}'. Available tools: {avail}.", error=True)
+        else:
+            args, problem = parse_arguments(raw)
+            if args is None:
+                shown = raw_s if len(raw_s) <= 200 else raw_s[:200] + "…"
+                res = ToolResult(output=f"Error: the arguments of '{name}' {problem}; they were: {shown}\n"
+                                 "Call it again with a JSON object as its arguments.", error=True)
+            else:
+                try:
+                    res = _run_tool(self.profile, name, args)
+                except BaseException as e:
+                    what = ("call was interrupted" if isinstance(e, KeyboardInterrupt)
+                            else f"crashed: {e.__class__.__name__}: {e}")
+                    record(ToolResult(output=f"(the tool {what})", error=True))
+                    raise
+        record(res)
+        self._count_tool_usage(res)
+        return call_id, res
+
+    def _count_tool_usage(self, res: ToolResult) -> None:
+        """A tool's own model tokens (``meta.summary_usage``) into the tally, and their cost when known."""
+        if (spent := res.meta.get(TOOL_USAGE_META)) is None:
+            return
+        with self._lock:
+            add_usage(self.tally.summary_usage, spent)
+            if self.reader_price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
+                self.tally.cost_usd += usage_cost(spent, self.reader_price)
+
+    # --- ending -----------------------------------------------------------------------------------------
+    def finish(self, answer: str | None = None, *, stop_reason: StopReason | str = "answer",
+               error: str | None = None) -> RunResult:
+        """End the run: an ``error`` event when ``error`` is given, then the ``end`` event and
+        ``result.json`` (the same fields as a loop's run). ``stop_reason`` is a name of
+        :mod:`fte_shell.stops`; ``answer`` is required with ``answer``. Does not close the episode."""
+        if self.result is not None:
+            raise RuntimeError(f"episode {self.run_id} is already finished ({self.result.stop_reason})")
+        if stop_reason not in BY_NAME:
+            raise ValueError(f"unknown stop reason {stop_reason!r} (fte_shell.stops: {', '.join(BY_NAME)})")
+        if stop_reason == "answer" and answer is None:
+            raise ValueError("finish with stop_reason 'answer' needs the answer (give another stop reason without one)")
+        if error is not None:
+            self.recorder.write(ErrorEvent(turn=self.tally.turns, message=error))
+        result = self.tally.result(self.question, stop_reason, answer, profile=self.profile.name,  # type: ignore[arg-type]
+                                   model=self.config.model.model, wall_s=round(time.monotonic() - self._t0, 3),
+                                   run_id=self.run_id, run_dir=self.recorder.run_dir)
+        self.result = result
+        write_end(self.recorder, result, started_at=self.started_at, meta=self.meta, config=self.config)
+        return result
+
+    def finish_on(self, e: BaseException) -> RunResult:
+        """Finish with the stop reason ``e`` names (:func:`~fte_shell.stops.stop_of_exception`, else
+        ``crashed``; Ctrl-C, SIGTERM or a cancellation: ``interrupted``) and its message as the error."""
+        if isinstance(e, KeyboardInterrupt | asyncio.CancelledError):
+            return self.finish(stop_reason="interrupted", error="interrupted (KeyboardInterrupt or SIGTERM)"
+                               if isinstance(e, KeyboardInterrupt) else "interrupted (cancelled)")
+        return self.finish(stop_reason=stop_of_exception(e, default="crashed"), error=f"{e.__class__.__name__}: {e}")
+
+    async def afinish(self, answer: str | None = None, **kw: Any) -> RunResult:
+        """:meth:`finish` in a worker thread (it writes and fsyncs files)."""
+        return await asyncio.to_thread(self.finish, answer, **kw)
+
+    def close(self) -> None:
+        """Finish ``abandoned`` if not finished, then close what :meth:`open` made (the profile and its box,
+        the run writer, the world binding; idempotent). A Ctrl-C during the close does not stop it."""
+        try:
+            if self.result is None:
+                self.finish(stop_reason="abandoned")
+        finally:
+            owned, self._owned = self._owned, None
+            if owned is not None:
+                owned.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if exc is not None and self.result is None:
+                self.finish_on(exc)
+        finally:
+            self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.shield(asyncio.to_thread(self.__exit__, exc_type, exc, tb))
+
+
+def _run_tool(profile: Profile, name: str, args: dict[str, Any]) -> ToolResult:
+    try:
+        return profile.execute(name, args)
+    except ToolError as e:
+        return ToolResult(output=f"Error: {e}", error=True)
+    except (TypeError, KeyError, ValueError) as e:  # the model's arguments did not fit the tool
+        return ToolResult(output=f"Error: bad arguments for '{name}': {e.__class__.__name__}: {e}", error=True)
+
+
+def _close_quietly(profile: Profile) -> None:
+    """Close the profile; a Ctrl-C or SIGTERM arriving during the close does not stop the close."""
+    try:
+        profile.close()
+    except KeyboardInterrupt:
+        profile.close()
+        raise

@@ -1,0 +1,185 @@
+"""bubblewrap as a sandbox provider: a box per sandbox with no daemon and no root (:mod:`.box`), over a
+root file system exported once from the sandbox image (:mod:`.rootfs`), limited by a cgroup when the
+user may make one and else by rlimits (:mod:`.limits`)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from typing import Any
+
+from ....config import SandboxConfig
+from ....errors import SandboxError
+from ...base import BoxSpec, Check, GcResult, Log
+from ...ownership import LABEL, _owner_alive, gc_dirs
+from . import box as B
+from . import launch
+from . import limits as L
+from . import rootfs as R
+
+FIX_USERNS = ("unprivileged user namespaces are off: sysctl kernel.unprivileged_userns_clone=1 "
+              "(Debian/Ubuntu) or sysctl user.max_user_namespaces=15000 (RHEL); on Ubuntu 24.04 also "
+              "kernel.apparmor_restrict_unprivileged_userns=0")
+
+
+def _userns_problem(timeout_s: float = 10.0) -> str | None:
+    """None when an unprivileged ``bwrap --unshare-all`` runs here, else why not."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    argv = [exe, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
+            "--proc", "/proc", "--", "/bin/true"]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                           **launch.as_box_user(SandboxConfig()))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bwrap did not run: {e}"
+    if r.returncode != 0:
+        return f"bwrap --unshare-all failed: {r.stderr.strip()[:300]}"
+    return None
+
+
+RUNTIME_REFUSED = ("bwrap boxes have no OCI runtime: [sandbox] runtime = {runtime!r} is for docker (runsc: "
+                   "gVisor, registered by bash sandbox/setup-host.sh --runtime runsc); use runtime runc with bwrap")
+
+
+class BwrapProvider:
+    """Boxes are bubblewrap sandboxes (see :mod:`.box`)."""
+
+    name = "bwrap"
+
+    def __init__(self) -> None:
+        self._cleanup = False
+        self._swept = False
+
+    def start(self, spec: BoxSpec) -> B.BwrapBox:
+        if spec.config.runtime != "runc":
+            raise SandboxError(RUNTIME_REFUSED.format(runtime=spec.config.runtime))
+        rootfs = R.ensure(spec.config)
+        self.install_cleanup_handlers()
+        if not self._swept:
+            self._swept = True
+            with contextlib.suppress(Exception):
+                self.gc(cfg=spec.config)
+        return B.start(spec, rootfs)
+
+    def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
+        rf = R.ensure(cfg, force=force, log=log)
+        return f"{rf.key} ({rf.path})"
+
+    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
+        try:
+            rf = R.find(cfg)
+        except Exception as e:  # noqa: BLE001
+            return False, str(e)
+        if rf is None:
+            src = cfg.rootfs or f"the image {cfg.image}"
+            return False, f"no bwrap root file system for {src} in {R.cache_dir(cfg)} yet ({R.MAKE_AS_ROOT})"
+        return True, f"root file system {rf.key} at {rf.path}"
+
+    def gc(self, *, log: Log | None = None, images: bool = False, cfg: SandboxConfig | None = None) -> GcResult:
+        """Boxes die with their owner (``--die-with-parent``) and at their TTL (the warden); what a dead
+        owner can leave is its boxes' cgroups and its temporary directories."""
+
+        def alive(pid: str, start: str) -> bool:
+            return _owner_alive({f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "0" else start})
+
+        n = L.gc_cgroups(cfg or SandboxConfig(), alive)
+        removed = [(f"cgroup of a box of a dead process #{i + 1}", "its owner process is gone") for i in range(n)]
+        dirs = gc_dirs()
+        if log and (n or dirs):
+            log(f"removed {n} box cgroup(s) and {dirs} temporary sandbox director(ies) of dead processes")
+        return GcResult(removed=removed, kept=len(B._live), dirs=dirs)
+
+    def doctor(self, cfg: SandboxConfig) -> list[Check]:
+        checks: list[Check] = []
+        problem = _userns_problem()
+        checks.append(Check("unprivileged user namespaces (bwrap --unshare-all)", problem is None,
+                            problem or f"{shutil.which('bwrap')} runs", "" if problem is None else
+                            ("apt-get install bubblewrap" if "not installed" in problem else FIX_USERNS)))
+        if problem is not None:
+            return checks
+        ok, reason = self.status(cfg)
+        checks.append(Check("root file system", ok, reason, "" if ok else
+                            f"{R.MAKE_AS_ROOT} (makes it without Docker, for every user), or fte-shell "
+                            "sandbox build where Docker or podman has the image, or set sandbox.rootfs to a tar "
+                            "of it (docker export)"))
+        if not ok:
+            return checks
+        lim = L.make(cfg)
+        lim.remove()
+        cg = any(v.startswith("cgroup") for v in lim.enforced.values())
+        checks.append(Check("limits", cg, "; ".join(f"{k}: {v}" for k, v in lim.enforced.items()),
+                            "" if cg else "for whole-box memory/CPU limits, ask the admin for a delegated "
+                            "cgroup and set sandbox.cgroup_parent (see docs/hpc.md)"))
+        checks.extend(self._box_checks(cfg))
+        return checks
+
+    def _box_checks(self, cfg: SandboxConfig) -> list[Check]:
+        from ...facade import Sandbox
+
+        with tempfile.TemporaryDirectory(prefix="fte-doctor-"):
+            try:
+                sb = Sandbox(cfg.model_copy(update={"provider": "bwrap"}))
+            except SandboxError as e:
+                return [Check("a test box", False, str(e), "report a bug")]
+            with sb:
+                script = ("id -u; (touch /probe 2>/dev/null && echo rootfs=rw) || echo rootfs=ro; "
+                          "(touch /work/probe 2>/dev/null && echo work=rw) || echo work=ro; "
+                          "ls /sys/class/net 2>/dev/null | tr '\\n' ' '; echo; "
+                          "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ' '; "
+                          "echo; echo pid1=$(cat /proc/1/comm)")
+                lines = sb.run(script).output.splitlines() + [""] * 6
+        return [
+            Check("non-root user", lines[0].strip() not in ("0", ""), f"uid {lines[0].strip()}", "set sandbox.user"),
+            Check("read-only root", lines[1].strip() == "rootfs=ro", lines[1].strip(), "report a bug"),
+            Check("read-only /work", lines[2].strip() == "work=ro", lines[2].strip(), "report a bug"),
+            Check("no network", lines[3].strip() == "", f"interfaces: {lines[3].strip() or 'none (no /sys)'}",
+                  "report a bug"),
+            Check("no capabilities, no-new-privileges",
+                  "CapEff: 0000000000000000" in lines[4] and "NoNewPrivs: 1" in lines[4], lines[4].strip(),
+                  "report a bug"),
+            Check("the warden is PID 1", lines[5].strip() == "pid1=bash", lines[5].strip(),
+                  "sandbox.protect_warden"),
+        ]
+
+    @property
+    def backend(self) -> str:
+        return f"bubblewrap ({shutil.which('bwrap') or 'bwrap not on PATH'})"
+
+    def probe(self, timeout_s: float = 10.0) -> str | None:
+        return _userns_problem(timeout_s)
+
+    def install_cleanup_handlers(self) -> None:
+        """Boxes end with this process anyway (``--die-with-parent``); at exit and on SIGINT/SIGTERM
+        they are also removed in order (their cgroups with them)."""
+        if self._cleanup:
+            return
+        self._cleanup = True
+        atexit.register(B.stop_all)
+        if threading.current_thread() is not threading.main_thread():
+            self._cleanup = False  # signal handlers only from the main thread: try again from there
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):
+                prev = signal.getsignal(sig)
+
+                def handler(signum: int, frame: Any, prev: Any = prev) -> None:
+                    B.stop_all()
+                    if callable(prev):
+                        prev(signum, frame)
+                    elif prev != signal.SIG_IGN:
+                        raise SystemExit(128 + signum)
+
+                signal.signal(sig, handler)
+
+    def stop_all(self) -> None:
+        B.stop_all()
+
+
+PROVIDER = BwrapProvider()

@@ -1,0 +1,318 @@
+"""A scripted OpenAI-compatible server on loopback, for tests and the demo.
+
+``ScriptedServer(script)`` answers ``POST /v1/chat/completions`` with the script's turns in order;
+``ScriptedServer(policy=fn)`` asks ``fn(request_json)`` for each turn (a policy sees the whole
+conversation). A turn is plain text, or a :class:`ScriptTurn` (text and/or tool calls, or an injected
+failure: an HTTP status such as 500 or 429 with ``Retry-After``, a delay before answering). Every request
+received is kept in ``.requests``. The real ``openai`` client talks to it::
+
+    with ScriptedServer(["<answer>42</answer>"]) as srv:
+        ModelConfig(base_url=srv.base_url, model="scripted")
+
+Token counts are deterministic: ``prompt_tokens = ceil(len(json(messages)) / 4)``,
+``completion_tokens = ceil(len(json(message)) / 4)``, ``total = prompt + completion``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ScriptToolCall(BaseModel):
+    """One tool call the scripted assistant makes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """Tool (function) name."""
+
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    """Arguments: a dict (sent as JSON) or a raw string sent as is (e.g. malformed JSON, for tests)."""
+
+    id: str | None = None
+    """Tool-call id; None = ``call_<request number>_<index>`` (``""`` is sent as is, like some servers do)."""
+
+
+class ScriptTurn(BaseModel):
+    """One scripted response: an assistant message, or an injected failure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = None
+    """Assistant text."""
+
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    """Tool calls, in order."""
+
+    raw_tool_calls: list[Any] | None = None
+    """Tool calls sent verbatim instead of :attr:`tool_calls`, to mimic servers that bend the OpenAI shape
+    (a null id, an object or a number as ``arguments``)."""
+
+    status: int = 200
+    """HTTP status; anything but 200 sends an OpenAI-style error body instead of a message."""
+
+    retry_after: float | None = None
+    """``Retry-After`` header (seconds) sent with a non-200 status."""
+
+    delay_s: float = 0.0
+    """Sleep this long before responding (to test timeouts, budgets and interruptions)."""
+
+    error: str = "injected failure"
+    """Error message of a non-200 response."""
+
+    finish_reason: str | None = None
+    """Finish reason; None = ``tool_calls`` when there are tool calls, else ``stop``."""
+
+
+TurnLike = ScriptTurn | str | dict[str, Any]
+Policy = Callable[[dict[str, Any]], TurnLike]
+
+
+def as_turn(turn: TurnLike) -> ScriptTurn:
+    """Normalize a script entry: a str is the assistant's text; a dict is validated as :class:`ScriptTurn`."""
+    if isinstance(turn, ScriptTurn):
+        return turn
+    if isinstance(turn, str):
+        return ScriptTurn(content=turn)
+    return ScriptTurn.model_validate(turn)
+
+
+def tokens_for(obj: Any) -> int:
+    """Deterministic token count: a quarter of the JSON length, rounded up (at least 1)."""
+    return max(1, math.ceil(len(json.dumps(obj, ensure_ascii=False, sort_keys=True)) / 4))
+
+
+class ScriptedServer:
+    """Threaded HTTP server on 127.0.0.1 (ephemeral port) speaking the chat-completions API."""
+
+    def __init__(
+        self,
+        script: Sequence[TurnLike] | None = None,
+        *,
+        policy: Policy | None = None,
+        model: str = "scripted",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ):
+        if (script is None) == (policy is None):
+            raise ValueError("ScriptedServer needs exactly one of a script or a policy")
+        self._script = [as_turn(t) for t in script] if script is not None else None
+        self._policy = policy
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        """Every chat-completions request body received, in order (failed ones included)."""
+        self.responses: list[dict[str, Any]] = []
+        """Every successful response body sent, in order."""
+        self.unavailable: int | None = None
+        """Set to an HTTP status (e.g. 503) to answer every request, ``GET /v1/models`` included, with it:
+        an outage of the endpoint (requests are not recorded). None: serve normally."""
+        self.refused = 0
+        """Requests answered with :attr:`unavailable` so far."""
+        self._lock = threading.Lock()
+        self._conns: set[Any] = set()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: give it to the client as its base URL."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Self:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-server", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, like a server process that ends: the port is closed and so are the connections
+        clients keep alive."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- turns ----------------------------------------------------------------------------------------
+    def _next_turn(self, body: dict[str, Any]) -> tuple[int, ScriptTurn | None, str | None]:
+        """Record the request and pick its turn: (request number, turn or None, error text)."""
+        with self._lock:
+            self.requests.append(body)
+            n = len(self.requests)
+            if self._script is not None:
+                if not self._script:
+                    return n, None, f"scripted server: script exhausted after {n - 1} requests"
+                return n, self._script.pop(0), None
+        assert self._policy is not None
+        try:
+            return n, as_turn(self._policy(body)), None
+        except Exception as e:  # noqa: BLE001 - a policy bug is reported to the client, not swallowed
+            return n, None, f"scripted policy failed: {e.__class__.__name__}: {e}"
+
+    def _response(self, n: int, body: dict[str, Any], turn: ScriptTurn) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+        if turn.raw_tool_calls is not None:
+            message["tool_calls"] = turn.raw_tool_calls
+        elif turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": tc.id if tc.id is not None else f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": tc.name,
+                        "arguments": tc.arguments
+                        if isinstance(tc.arguments, str)
+                        else json.dumps(tc.arguments, ensure_ascii=False),
+                    },
+                }
+                for i, tc in enumerate(turn.tool_calls)
+            ]
+        prompt = tokens_for(body.get("messages", []))
+        completion = tokens_for(message)
+        return {
+            "id": f"chatcmpl-scripted-{n}",
+            "object": "chat.completion",
+            "created": 1_700_000_000 + n,
+            "model": body.get("model") or self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": turn.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop"),
+                }
+            ],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._conns.discard(self.connection)
+                super().finish()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+                self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
+
+            def _outage(self) -> bool:
+                status = server.unavailable
+                if status is None:
+                    return False
+                with server._lock:
+                    server.refused += 1
+                self._error(status, "scripted outage: the endpoint is unavailable")
+                return True
+
+            def do_GET(self) -> None:
+                if self._outage():
+                    return
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fte-shell"}]})
+                else:
+                    self._error(404, f"no route GET {self.path}")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self._outage():
+                    return
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._error(404, f"no route POST {self.path}")
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError as e:
+                    self._error(400, f"request body is not JSON: {e}")
+                    return
+                n, turn, err = server._next_turn(body)
+                if turn is None:
+                    self._error(400, err or "no turn")
+                    return
+                if turn.delay_s > 0:
+                    time.sleep(turn.delay_s)
+                if turn.status != 200:
+                    headers = {"Retry-After": f"{turn.retry_after:g}"} if turn.retry_after is not None else None
+                    self._error(turn.status, turn.error, headers)
+                    return
+                payload = server._response(n, body, turn)
+                with server._lock:
+                    server.responses.append(payload)
+                try:
+                    self._send(200, payload)
+                except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
+                    return
+
+        return Handler
+
+
+def _main() -> None:  # pragma: no cover - manual use
+    """``python -m fte_shell.standins.server SCRIPT.json``: serve a JSON list of turns until Ctrl-C."""
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m fte_shell.standins.server SCRIPT.json  (a JSON list of turns)")
+    turns = json.loads(Path(sys.argv[1]).read_text())
+    with ScriptedServer(turns) as srv:
+        print(f"serving {len(turns)} scripted turns at {srv.base_url} (Ctrl-C to stop)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

@@ -1,0 +1,184 @@
+"""What a sweep runs (:class:`BenchConfig`), one run of it (:class:`Task`), what one invocation did
+(:class:`SweepStats`) and the run function it calls (:class:`RunFn`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..benchmarks.base import Question
+from ..config import RunConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model import ModelClient
+    from ..world import World
+
+
+class BenchConfig(BaseModel):
+    """What one ``fte-shell bench`` sweep runs."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    dataset: str
+    """Dataset spec: ``KIND``, ``KIND:PATH`` or a bare path, one of the benchmarks of
+    :data:`fte_shell.benchmarks.registry.BENCHMARKS` (``fte-shell bench --help`` lists them; docs/bench.md)."""
+
+    split: str = "dev"
+    """HotpotQA split (``dev`` or ``test``)."""
+
+    limit: int | None = None
+    """Keep the first N questions (after the random draw of ``sample``)."""
+
+    sample: int | None = None
+    """Draw N questions at random (seeded by ``seed``)."""
+
+    seed: int = 0
+    """Seed of the random draw of ``sample``."""
+
+    profiles: list[str] = Field(default_factory=lambda: ["shell", "fte"])
+    """Profiles to compare, each on every question."""
+
+    runs: int = 1
+    """Repetitions per (question, profile)."""
+
+    concurrency: int = 4
+    """Runs in flight at once (threads; each shell run holds one box)."""
+
+    out: Path
+    """Sweep directory; a sweep started again with the same one resumes."""
+
+    corpus_dir: Path | None = None
+    """HotpotQA and BrowseComp-Plus only: where the dataset's local corpus index is built once and reused
+    (default ``$FTE_CACHE_DIR/corpora/hotpotqa-amor`` or ``…/browsecomp-plus-<hash of DIR>``, else under
+    ``~/.cache/fte-shell/corpora/``)."""
+
+    retries: int = 1
+    """Times a run whose harness raised an unexpected exception (not an outage) is retried at once, in a
+    fresh directory, before it is recorded as failed."""
+
+    endpoint_wait_s: float = Field(default=900.0, ge=0)
+    """How long the sweep waits for infrastructure that stopped answering — the model endpoint, the sandbox
+    provider (Docker, podman or bwrap), the search backend — probing it with backoff, before it gives up
+    (status named after what failed, e.g. ``endpoint_unavailable``). 0 = give up at the first failed probe."""
+
+    probe_backoff_s: float = Field(default=2.0, gt=0)
+    """First delay between two probes of unavailable infrastructure; it doubles up to 60 s."""
+
+    outage_retries: int = Field(default=3, ge=0)
+    """Times one run that ended because infrastructure was unavailable is redone in the same invocation,
+    once that infrastructure answers again (after that it waits for the next resume)."""
+
+    allow_config_change: bool = False
+    """Resume a sweep although the behaviour-relevant configuration changed (model, sampling, agent or
+    profile settings); the change is recorded in ``sweep.json``'s ``config_changes``. Refused otherwise."""
+
+
+class Task(BaseModel):
+    """One run of a sweep."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    question: Question
+    """The question."""
+
+    profile: str
+    """Profile name."""
+
+    rep: int
+    """Repetition index."""
+
+    run_dir: Path
+    """``OUT/runs/<profile>/<qid>/r<rep>``."""
+
+
+class SweepStats(BaseModel):
+    """Counts of one sweep invocation."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    total: int = 0
+    """Runs in the sweep (all questions × profiles × repetitions)."""
+
+    skipped: int = 0
+    """Runs that already had a result before this invocation."""
+
+    redone: int = 0
+    """Runs found partial or infrastructure-failed, deleted and redone."""
+
+    done: int = 0
+    """Runs that got a result in this invocation (a result stop reason: answered or not)."""
+
+    failed: int = 0
+    """Attempts in this invocation that ended for an infrastructure reason (each is a line of
+    ``failures.jsonl``; not results)."""
+
+    failed_by_reason: dict[str, int] = Field(default_factory=dict)
+    """``failed`` by stop reason (``endpoint_unavailable``, ``sandbox_unavailable``, ``failed``…)."""
+
+    answered: int = 0
+    """Runs finished in this invocation with an answer."""
+
+    pending: int = 0
+    """Runs still without a result when this invocation ended (infrastructure-failed, or not started
+    after the sweep gave up): a resume redoes them."""
+
+    lost: int = 0
+    """Runs in flight when the sweep was interrupted (deleted; redone on resume)."""
+
+    interrupted: bool = False
+    """The sweep was stopped by SIGINT/SIGTERM."""
+
+    gave_up: str | None = None
+    """Set when the sweep stopped because infrastructure stayed unavailable longer than
+    ``endpoint_wait_s``: the resource's status in :data:`fte_shell.stops.GAVE_UP` (``endpoint_unavailable``,
+    ``sandbox_unavailable`` or ``search_unavailable``)."""
+
+    outages: int = 0
+    """Times the sweep paused because infrastructure stopped answering."""
+
+    outage_s: float = 0.0
+    """Seconds the sweep spent paused, waiting for infrastructure."""
+
+    wall_s: float = 0.0
+    """Seconds this invocation took."""
+
+    tokens: int = 0
+    """Tokens the runs of this invocation spent (prompt + completion, a reader model's included;
+    infrastructure-failed attempts included)."""
+
+    cost_usd: float | None = None
+    """What the runs of this invocation cost in USD (None: the model's price is unknown)."""
+
+    budget_reached: str | None = None
+    """``max_cost`` or ``max_tokens_total`` when the sweep stopped starting runs at its budget
+    (``[budget]``, ``--max-cost``/``--max-tokens-total``): a later ``bench`` with a higher one resumes."""
+
+    budget: str | None = None
+    """What was spent of the budget, in one line (when one was set)."""
+
+    concurrency: int = 0
+    """Runs allowed in flight at the end (lowered on repeated HTTP 429s, raised again after them)."""
+
+    concurrency_lowest: int = 0
+    """The lowest concurrency of this invocation (the slots, unless 429s lowered it)."""
+
+    throttled: int = 0
+    """Times repeated HTTP 429s lowered the concurrency."""
+
+
+class RunFn(Protocol):
+    """What the sweep calls for one run: :func:`fte_shell.runner.run_question`'s signature."""
+
+    def __call__(
+        self,
+        question: str,
+        config: RunConfig,
+        out_dir: Path,
+        *,
+        world: World | None,
+        qid: str | None,
+        model: ModelClient | None,
+        meta: dict[str, Any] | None,
+    ) -> Any: ...

@@ -1,0 +1,145 @@
+"""A sweep directory's bookkeeping: the plan of runs, each run's state, the manifest ``sweep.json``,
+``questions.jsonl``, and the checks that a resume runs the same sweep (same dataset, same
+behaviour-relevant configuration)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from ..benchmarks.base import Dataset, Question
+from ..config import RunConfig
+from ..digest import canonical_config, config_changes, digest_of
+from ..errors import ConfigError
+from ..record.rundir import read_result
+from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
+from ..stops import RunState, SweepStatus, is_infra_failure
+from .config import BenchConfig, SweepStats, Task
+
+
+def now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
+    """All runs, repetition-major then question then profile (a question's profiles run close in time,
+    so the shared caches are warm)."""
+    sweep = SweepDir(Path(bench.out))
+    return [
+        Task(question=q, profile=p, rep=k, run_dir=sweep.run_dir(p, q.id, k))
+        for k in range(bench.runs)
+        for q in questions
+        for p in bench.profiles
+    ]
+
+
+def run_state(run_dir: Path) -> RunState:
+    """``done`` (a result), ``failed`` (ended for an infrastructure reason: not a result), ``partial``
+    (a directory without a readable ``result.json``) or ``new``."""
+    result = read_result(run_dir)
+    if result is not None:
+        return "failed" if is_infra_failure(result.get("stop_reason")) else "done"
+    return "partial" if run_dir.exists() else "new"
+
+
+def read_manifest(out: Path) -> SweepManifest | None:
+    """``OUT/sweep.json``, or None when there is none (or it is unreadable)."""
+    return SweepDir(Path(out)).manifest()
+
+
+def sweep_canonical(cfg: RunConfig | dict[str, Any]) -> dict[str, Any]:
+    """The canonical config of a whole sweep: the runs' one without ``agent.profile`` (which varies)."""
+    data = canonical_config(cfg)
+    if isinstance(data.get("agent"), dict):
+        data["agent"].pop("profile", None)
+    return data
+
+
+def run_digests(cfg: RunConfig, profiles: list[str]) -> dict[str, str]:
+    """``{profile: config_digest}`` of the runs of each profile (what their ``result.json`` carries)."""
+    out = {}
+    for p in profiles:
+        c = sweep_canonical(cfg)
+        c.setdefault("agent", {})["profile"] = p
+        out[p] = digest_of(c)
+    return out
+
+
+def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[ConfigChange], list[str]]:
+    """Refuse to resume a sweep whose behaviour-relevant configuration changed (the message names every
+    changed key), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
+    change appended when there is one) and this change's lines (empty: no change)."""
+    old = read_manifest(out)
+    if old is None:
+        return [], []
+    history = list(old.config_changes)
+    before = old.config_canonical
+    if before is None:  # older manifests: derive it from the (masked) config snapshot
+        if not old.config:
+            return history, []
+        before = sweep_canonical(old.config)
+    after = sweep_canonical(cfg)
+    changes = config_changes(before, after)
+    if not changes:
+        return history, []
+    if not allow_change:
+        raise ConfigError(
+            f"{out} is a sweep run with another configuration; resuming it would mix configurations. "
+            f"Changed: {'; '.join(changes)}. Restore the old settings, choose another --out, or pass "
+            f"--allow-config-change to resume anyway (the change is recorded in {MANIFEST})"
+        )
+    history.append(ConfigChange(at=now(), from_digest=digest_of(before), to_digest=digest_of(after), changes=changes))
+    return history, changes
+
+
+def write_manifest(
+    bench: BenchConfig,
+    dataset: Dataset,
+    cfg: RunConfig,
+    status: SweepStatus,
+    stats: SweepStats | None,
+    started: str,
+    *,
+    config_changes: list[ConfigChange] | None = None,
+    sandboxes: dict[str, int] | None = None,
+) -> None:
+    """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
+    canonical = sweep_canonical(cfg)
+    manifest = SweepManifest(
+        dataset=ManifestDataset.model_validate(dataset.model_dump(mode="json", exclude={"questions"})),
+        questions=len(dataset.questions),
+        bench=bench.model_dump(mode="json"),
+        profiles=bench.profiles,
+        runs=bench.runs,
+        config=cfg.model_dump(mode="json"),
+        config_digest=digest_of(canonical),
+        run_config_digests=run_digests(cfg, bench.profiles),
+        config_canonical=canonical,
+        config_changes=config_changes or [],
+        started_at=started,
+        updated_at=now(),
+        status=status,
+        stats=stats.model_dump() if stats else None,
+        sandboxes=sandboxes or {},
+    )
+    SweepDir(Path(bench.out)).write_manifest(manifest)
+
+
+def write_questions(out: Path, questions: list[Question]) -> None:
+    """Merge ``questions`` into ``OUT/questions.jsonl`` (by id)."""
+    SweepDir(Path(out)).write_questions([q.model_dump(mode="json") for q in questions])
+
+
+def check_compatible(out: Path, dataset: Dataset) -> None:
+    """Refuse to mix datasets in one sweep directory."""
+    old = read_manifest(out)
+    if old is None:
+        return
+    od = old.dataset
+    if (od.source, od.split) != (dataset.source, dataset.split):
+        raise ConfigError(
+            f"{out} holds a sweep of {od.source} (split {od.split}); this is "
+            f"{dataset.source} (split {dataset.split}): choose another --out"
+        )
