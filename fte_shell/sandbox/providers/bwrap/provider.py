@@ -73,7 +73,7 @@ class BwrapProvider:
             return False, str(e)
         if rf is None:
             src = cfg.rootfs or f"the image {cfg.image}"
-            return False, f"no bwrap root file system for {src} in {R.cache_dir(cfg)} yet (fte-shell sandbox build)"
+            return False, f"no bwrap root file system for {src} in {R.cache_dir(cfg)} yet ({R.MAKE_AS_ROOT})"
         return True, f"root file system {rf.key} at {rf.path}"
 
     def gc(self, *, log: Log | None = None, images: bool = False, cfg: SandboxConfig | None = None) -> GcResult:
@@ -100,8 +100,9 @@ class BwrapProvider:
             return checks
         ok, reason = self.status(cfg)
         checks.append(Check("root file system", ok, reason, "" if ok else
-                            "fte-shell sandbox build --sandbox-provider bwrap (where Docker or podman has the "
-                            "image), or set sandbox.rootfs to a tar of it (docker export)"))
+                            f"{R.MAKE_AS_ROOT} (makes it without Docker, for every user), or fte-shell "
+                            "sandbox build where Docker or podman has the image, or set sandbox.rootfs to a tar "
+                            "of it (docker export)"))
         if not ok:
             return checks
         lim = L.make(cfg)

@@ -20,6 +20,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -149,8 +150,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, list[str]]:
-    """(CLI, image id, image env) of an engine that holds the current sandbox image."""
+def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, list[str]] | None:
+    """(CLI, image id, image env) of an engine that holds the current sandbox image; None for root
+    when none does (root makes the tree without one)."""
     from ...base import get_provider
 
     problems = []
@@ -173,14 +175,23 @@ def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, li
             problems.append(f"{cli}: {cfg.image} is out of date (fte-shell sandbox build)")
             continue
         return exe, image_id, json.loads(env) or []
+    if os.geteuid() == 0:
+        return None
     raise SandboxError(
-        f"no sandbox tree {key} in {cache_dir(cfg)} and no engine to export it from ("
-        + "; ".join(problems) + "): set sandbox.rootfs to a tar of the image (docker export) or export "
-        "it where Docker or podman runs, into a shared sandbox.rootfs_cache")
+        f"no sandbox tree {key} in {cache_dir(cfg)} or {SYSTEM_CACHE} and no engine to export it from ("
+        + "; ".join(problems) + f"): make it once as root, with no Docker needed: {MAKE_AS_ROOT} "
+        "(it serves every user); or set sandbox.rootfs to a tar of the image (docker export)")
+
+
+MAKE_AS_ROOT = "sudo bash sandbox/setup-host.sh --provider bwrap"
+"""The one command that makes the tree in the system cache without an engine (debootstrap, :mod:`.scratch`)."""
 
 
 def _export(cfg: SandboxConfig, cache: Path, key: str, log: Log | None) -> Rootfs:
-    exe, image_id, env_list = _engine(cfg, key, log)
+    engine = _engine(cfg, key, log)
+    if engine is None:  # root with no engine: the tree from debootstrap and the Dockerfile's steps
+        return _from_scratch(cache, key, log)
+    exe, image_id, env_list = engine
     env = dict(e.split("=", 1) for e in env_list if "=" in e)
     r = subprocess.run([exe, "create", image_id], capture_output=True, text=True, timeout=300, check=False)
     if r.returncode != 0:
@@ -220,10 +231,8 @@ def _install(cache: Path, key: str, stream: IO[bytes], meta: dict, log: Log | No
     """Extract a tar stream into ``cache/key`` (atomically) and write its metadata."""
     if log:
         log(f"[fte-shell] making the bwrap root file system {key} in {cache} (once; a few seconds)")
-    cache.mkdir(parents=True, exist_ok=True)
-    os.chmod(cache, 0o755) if cache.stat().st_uid == os.geteuid() else None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
-    try:
+
+    def fill(tmp: Path) -> dict:
         dirs: list[tuple[Path, int]] = []
         with tarfile.open(fileobj=stream, mode="r|") as tar:
             for m in tar:
@@ -234,6 +243,26 @@ def _install(cache: Path, key: str, stream: IO[bytes], meta: dict, log: Log | No
                 extract(tar, m, tmp, kind="tar", set_attrs=m.isfile(), numeric_owner=True)
         for d, mode in reversed(dirs):
             os.chmod(d, mode | 0o500)
+        return meta
+
+    return _publish(cache, key, fill)
+
+
+def _from_scratch(cache: Path, key: str, log: Log | None) -> Rootfs:
+    from . import scratch
+
+    return _publish(cache, key, lambda tmp: {"env": scratch.build(tmp, log),
+                                             "source": "debootstrap and the steps of Dockerfile.sandbox (no engine)"})
+
+
+def _publish(cache: Path, key: str, fill: Callable[[Path], dict]) -> Rootfs:
+    """Make ``cache/key`` atomically: ``fill`` writes the tree into a temporary directory beside it and
+    returns the entry's metadata."""
+    cache.mkdir(parents=True, exist_ok=True)
+    os.chmod(cache, 0o755) if cache.stat().st_uid == os.geteuid() else None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=cache))
+    try:
+        meta = fill(tmp)
         os.chmod(tmp, 0o755)
         (cache / f"{key}.json.tmp{os.getpid()}").write_text(json.dumps(meta))
         os.replace(cache / f"{key}.json.tmp{os.getpid()}", cache / f"{key}.json")
