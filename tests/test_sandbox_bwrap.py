@@ -382,6 +382,7 @@ def test_doctor_on_this_host(tree: R.Rootfs) -> None:
                  "no capabilities, no-new-privileges", "the warden is PID 1"):
         assert by[name].ok, by[name]
     assert by["limits"].ok == (os.geteuid() == 0)
+    assert by["limits"].advisory  # rlimits only (no delegated cgroup) is a weaker guarantee, not "bwrap does not work"
 
 
 

@@ -101,9 +101,11 @@ def _summary(name: str, runtime: str, cfg) -> tuple[str, bool, str]:
         checks = get_provider(name).doctor(cfg.model_copy(update={"provider": name, "runtime": runtime}))
     except Exception as e:  # noqa: BLE001 - a provider that cannot even be asked does not work here
         return label, False, escape(f"{e.__class__.__name__}: {e}")
-    failed = next((c for c in checks if not c.ok), None)
+    failed = next((c for c in checks if not c.ok and not c.advisory), None)
     if failed is None:
-        return label, True, ""
+        note = next((c for c in checks if not c.ok), None)
+        return label, True, "" if note is None else f"{escape(note.name)}: {escape(note.detail)}\n" \
+                                                     f"[yellow]for more:[/yellow] {escape(note.fix)}"
     return label, False, f"{escape(failed.name)}: {escape(failed.detail)}\n[yellow]do:[/yellow] {escape(failed.fix)}"
 
 
@@ -143,9 +145,10 @@ def doctor_cmd(config: ConfigOpt = None, *, overrides: dict[str, Any]) -> None:
     table.add_column("detail / fix")
     for c in checks:
         detail = c.detail if c.ok else f"{c.detail}\n[yellow]fix:[/yellow] {escape(c.fix)}"
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", detail)
+        result = "[green]ok[/green]" if c.ok else "[yellow]note[/yellow]" if c.advisory else "[red]FAIL[/red]"
+        table.add_row(c.name, result, detail)
     _out.print(table)
-    if not all(c.ok for c in checks):
+    if not all(c.ok or c.advisory for c in checks):
         raise typer.Exit(1)
 
 

@@ -148,6 +148,9 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    advisory: bool = False
+    """Not ok here means a weaker guarantee, not a failure: the provider still works (the doctor says
+    "note", not "FAIL"), and ``fix`` says how to get the stronger one (bwrap's limits without a cgroup)."""
 
 
 class SandboxProvider(Protocol):

@@ -110,7 +110,7 @@ class BwrapProvider:
         cg = any(v.startswith("cgroup") for v in lim.enforced.values())
         checks.append(Check("limits", cg, "; ".join(f"{k}: {v}" for k, v in lim.enforced.items()),
                             "" if cg else "for whole-box memory/CPU limits, ask the admin for a delegated "
-                            "cgroup and set sandbox.cgroup_parent (see docs/hpc.md)"))
+                            "cgroup and set sandbox.cgroup_parent (see docs/hpc.md)", advisory=True))
         checks.extend(self._box_checks(cfg))
         return checks
 
