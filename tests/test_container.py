@@ -408,7 +408,7 @@ def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     I.ensure_image(cfg, force=False)
     I.forget(cfg)  # another process may change sandbox/bin meanwhile: check the files of now
     I.ensure_image(cfg)
-    ok, reason = I.status(cfg)
+    ok, reason = I.IMAGES.status(cfg)
     assert ok, reason
     img = A.client().images.get(cfg.image)
     assert img.labels[I.HASH_LABEL] == I.content_hash(cfg)

@@ -127,6 +127,22 @@ class Box(Protocol):
 
 
 @dataclass
+class BoxFields:
+    """The fields every provider's box (a dataclass that is a :class:`Box`) starts with, and its gateway
+    socket; each provider's box adds its own fields and the methods."""
+
+    id: str
+    name: str
+    run_id: str
+    workspace: Path
+    gateway_dir: Path
+
+    @property
+    def gateway_socket(self) -> Path:
+        return self.gateway_dir / Path(GATEWAY_SOCKET).name
+
+
+@dataclass
 class GcResult:
     removed: list[tuple[str, str]]
     """(name, reason) of each box removed."""

@@ -1,8 +1,9 @@
 """The sandbox image's build inputs, shared by every provider that builds or checks it (Docker, podman):
 ``Dockerfile.sandbox`` plus ``sandbox/bin`` and ``sandbox/lib``, their content hash (the image's label)
-and the build context as a tar; and :class:`CheckedImages`, the one check of an engine's image against
+and the build context as a tar; :class:`CheckedImages`, the one check of an engine's image against
 them before use (built or loaded when missing or stale), which each image-based provider binds to its
-engine (an :class:`ImageEngine`)."""
+engine (an :class:`ImageEngine`); and :class:`ImageProvider`, the part of those providers that only
+delegates to their engine's image check, gc, prune and doctor."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import io
 import sys
 import tarfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
-from .base import Log
+from .base import Check, GcResult, Log
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "Dockerfile.sandbox"
@@ -138,3 +140,43 @@ class CheckedImages:
         image was pruned meanwhile)."""
         with self._lock:
             self._ok.pop((cfg.image, cfg.base_image), None)
+
+    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
+        """(up to date, reason) of ``cfg.image`` for the current build inputs."""
+        ok, reason, _ = image_status(self.engine, cfg)
+        return ok, reason
+
+
+class GcBoxes(Protocol):
+    """An engine's gc of its boxes (owner gone or TTL passed)."""
+
+    def __call__(self, *, log: Log | None = None) -> GcResult: ...
+
+
+class ImageProvider:
+    """What the image-based providers (Docker, podman) do alike, each over its own engine: ``prepare`` and
+    ``status`` are its :class:`CheckedImages`', ``gc`` its box gc (and with ``images`` its prune of
+    superseded images), ``doctor`` its doctor. A subclass adds ``name``, ``start``, ``backend``, ``probe``
+    and ``stop_all`` (the rest of :class:`~fte_shell.sandbox.base.SandboxProvider`)."""
+
+    def __init__(self, images: CheckedImages, *, gc_boxes: GcBoxes, prune_images: Callable[[], tuple[int, int]],
+                 doctor: Callable[[SandboxConfig], list[Check]]) -> None:
+        self.images = images
+        self._gc_boxes = gc_boxes
+        self._prune_images = prune_images
+        self._doctor = doctor
+
+    def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
+        return self.images.ensure(cfg, force=force, log=log)
+
+    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
+        return self.images.status(cfg)
+
+    def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
+        res = self._gc_boxes(log=log)
+        if images:
+            res.images, res.reclaimed = self._prune_images()
+        return res
+
+    def doctor(self, cfg: SandboxConfig) -> list[Check]:
+        return self._doctor(cfg)

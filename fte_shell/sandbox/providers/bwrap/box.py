@@ -34,7 +34,7 @@ from typing import Any
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
-from ...base import GATEWAY_SOCKET, BoxSpec
+from ...base import BoxFields, BoxSpec
 from ...output import PtySpawn
 from ...ownership import name_part
 from . import limits as L
@@ -97,14 +97,9 @@ class BwrapSpawn:
 
 
 @dataclass
-class BwrapBox:
+class BwrapBox(BoxFields):
     """A started bwrap box."""
 
-    id: str
-    name: str
-    run_id: str
-    workspace: Path
-    gateway_dir: Path
     cfg: SandboxConfig
     rootfs: Rootfs
     limits: L.BoxLimits
@@ -113,10 +108,6 @@ class BwrapBox:
     userns_fd: int
     """The box's outer user namespace (the inner one's parent), held open for ``nsenter``."""
     shells: list[subprocess.Popen] = field(default_factory=list)
-
-    @property
-    def gateway_socket(self) -> Path:
-        return self.gateway_dir / Path(GATEWAY_SOCKET).name
 
     def _enter(self, argv: list[str], fd: str, prefix: bool = False) -> list[str]:
         """The host command that runs ``argv`` inside the box (``fd``: the outer user namespace); run

@@ -13,7 +13,7 @@ from ...base import Check
 from ...hardening import PROBE_SCRIPT, probe_checks
 from . import container as _container
 from .api import FIX_DAEMON, client, exec_text
-from .image import status
+from .image import IMAGES
 
 
 def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
@@ -40,7 +40,7 @@ def doctor(cfg: SandboxConfig | None = None) -> list[Check]:
             Check("base image", False, f"{cfg.base_image} is missing", "bash sandbox/bootstrap-base.sh")
         )
     try:
-        ok, reason = status(cfg)
+        ok, reason = IMAGES.status(cfg)
     except Exception as e:  # noqa: BLE001
         ok, reason = False, str(e)
     checks.append(Check("sandbox image", ok, reason, "" if ok else "fte-shell sandbox build"))

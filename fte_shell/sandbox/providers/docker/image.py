@@ -21,7 +21,6 @@ from ...image_inputs import (
     CheckedImages,
     build_context,
     content_hash,
-    image_status,
 )
 from .api import client
 
@@ -48,12 +47,6 @@ class DockerImages:
 IMAGES = CheckedImages(DockerImages())
 ensure_image = IMAGES.ensure
 forget = IMAGES.forget
-
-
-def status(cfg: SandboxConfig) -> tuple[bool, str]:
-    """(up to date, reason) of the sandbox image for the current build inputs."""
-    ok, reason, _ = image_status(IMAGES.engine, cfg)
-    return ok, reason
 
 
 def build_image(cfg: SandboxConfig, log: Log) -> None:

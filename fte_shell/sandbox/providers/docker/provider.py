@@ -7,31 +7,21 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ....config import SandboxConfig
 from ....errors import SandboxError
-from ...base import GATEWAY_SOCKET, BoxSpec, Check, GcResult, Log
+from ...base import BoxFields, BoxSpec
+from ...image_inputs import ImageProvider
 from . import container, doctor, image
 from .api import TtyExec, daemon_errors, exec_text, start_tty_exec
 
 
 @dataclass
-class DockerBox:
+class DockerBox(BoxFields):
     """A started sandbox container."""
 
-    id: str
-    name: str
-    run_id: str
-    workspace: Path
-    gateway_dir: Path
     user: str
     image: str
-
-    @property
-    def gateway_socket(self) -> Path:
-        return self.gateway_dir / Path(GATEWAY_SOCKET).name
 
     def spawn(self, argv: list[str], *, timeout: float) -> TtyExec:
         with daemon_errors("starting a shell in the sandbox"):
@@ -61,7 +51,7 @@ class DockerBox:
         return {"provider": "docker", "id": self.id, "name": self.name, "run_id": self.run_id, "image": self.image}
 
 
-class DockerProvider:
+class DockerProvider(ImageProvider):
     """Boxes are hardened Docker containers (see :mod:`.container`)."""
 
     name = "docker"
@@ -73,21 +63,6 @@ class DockerProvider:
             h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
         return DockerBox(h.id, h.name, spec.run_id, spec.workspace, spec.gateway_dir, spec.config.user,
                          spec.config.image)
-
-    def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
-        return image.ensure_image(cfg, force=force, log=log)
-
-    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
-        return image.status(cfg)
-
-    def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
-        res = container.gc(log=log)
-        if images:
-            res.images, res.reclaimed = image.prune_images()
-        return res
-
-    def doctor(self, cfg: SandboxConfig) -> list[Check]:
-        return doctor.doctor(cfg)
 
     @property
     def backend(self) -> str:
@@ -111,4 +86,5 @@ class DockerProvider:
         container.remove_all_live()
 
 
-PROVIDER = DockerProvider()
+PROVIDER = DockerProvider(image.IMAGES, gc_boxes=container.gc, prune_images=image.prune_images,
+                          doctor=doctor.doctor)

@@ -14,14 +14,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pexpect
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
-from ...base import GATEWAY_SOCKET, BoxSpec, GcResult, Log
+from ...base import BoxFields, BoxSpec, GcResult, Log
 from ...hardening import BoxLayout, box_layout
 from ...ownership import LABEL, remove_stale
 from . import cli
@@ -97,19 +96,10 @@ class _ExecChild(pexpect.spawn):
 
 
 @dataclass
-class PodmanBox:
-    id: str
-    name: str
-    run_id: str
-    workspace: Path
-    gateway_dir: Path
+class PodmanBox(BoxFields):
     user: str
     image: str
     runtime: str
-
-    @property
-    def gateway_socket(self) -> Path:
-        return self.gateway_dir / Path(GATEWAY_SOCKET).name
 
     def spawn(self, argv: list[str], *, timeout: float) -> CliSpawn:
         try:

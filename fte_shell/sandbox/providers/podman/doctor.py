@@ -14,7 +14,7 @@ from ....errors import SandboxError
 from ...base import BoxSpec, Check
 from ...hardening import PROBE_SCRIPT, probe_checks
 from . import box, cli
-from .image import status
+from .image import IMAGES
 
 
 def _has_subids(user: str) -> bool:
@@ -50,7 +50,7 @@ def doctor(cfg: SandboxConfig) -> list[Check]:
                         "rootless podman on cgroup v1: no memory/CPU limits; processes capped by the nproc rlimit only",
                         "boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate it, or run as root"))
     try:
-        ok, reason = status(cfg)
+        ok, reason = IMAGES.status(cfg)
     except SandboxError as e:
         ok, reason = False, str(e)
     checks.append(Check("sandbox image", ok, reason,

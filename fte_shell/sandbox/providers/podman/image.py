@@ -20,7 +20,6 @@ from ...image_inputs import (
     REPO_ROOT,
     CheckedImages,
     content_hash,
-    image_status,
 )
 from . import cli
 
@@ -56,12 +55,6 @@ class PodmanImages:
 IMAGES = CheckedImages(PodmanImages())
 ensure_image = IMAGES.ensure
 forget = IMAGES.forget
-
-
-def status(cfg: SandboxConfig) -> tuple[bool, str]:
-    """(up to date, reason) of ``cfg.image`` in podman's storage."""
-    ok, reason, _ = image_status(IMAGES.engine, cfg)
-    return ok, reason
 
 
 def _docker_has(name: str, want: str | None) -> bool:

@@ -3,32 +3,17 @@ CLI (no daemon; rootful or rootless), its shell a ``podman exec -it`` driven by 
 
 from __future__ import annotations
 
-from ....config import SandboxConfig
 from ....errors import SandboxError
-from ...base import BoxSpec, Check, GcResult, Log
+from ...base import BoxSpec
+from ...image_inputs import ImageProvider
 from . import box, cli, doctor, image
 
 
-class PodmanProvider:
+class PodmanProvider(ImageProvider):
     name = "podman"
 
     def start(self, spec: BoxSpec) -> box.PodmanBox:
         return box.start(spec)
-
-    def prepare(self, cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -> str:
-        return image.ensure_image(cfg, force=force, log=log)
-
-    def status(self, cfg: SandboxConfig) -> tuple[bool, str]:
-        return image.status(cfg)
-
-    def gc(self, *, log: Log | None = None, images: bool = False) -> GcResult:
-        res = box.gc(log=log)
-        if images:
-            res.images, res.reclaimed = image.prune_images()
-        return res
-
-    def doctor(self, cfg: SandboxConfig) -> list[Check]:
-        return doctor.doctor(cfg)
 
     @property
     def backend(self) -> str:
@@ -45,4 +30,4 @@ class PodmanProvider:
         box.remove_all_live()
 
 
-PROVIDER = PodmanProvider()
+PROVIDER = PodmanProvider(image.IMAGES, gc_boxes=box.gc, prune_images=image.prune_images, doctor=doctor.doctor)
