@@ -46,6 +46,24 @@ class Channel:
 
 
 @dataclass(frozen=True)
+class Ask:
+    """What one model call asks, in the chat-completions form every caller speaks: made once per call by
+    :meth:`ModelClient.complete <fte_shell.model.client.ModelClient.complete>`, turned into a
+    :class:`WireRequest` by the wire API."""
+
+    messages: list[dict[str, Any]]
+    """The conversation (chat-completions messages)."""
+    tools: list[dict[str, Any]] | None
+    """The chat tool schemas offered (None or empty: no tools)."""
+    tool_choice: str | dict[str, Any] | None
+    """The call forced (``"required"`` or a named function), or None: the model's choice."""
+    max_tokens: int | None
+    """This call's output limit (None: ``model.max_tokens``)."""
+    temperature: float | None
+    """This call's temperature (None: ``model.temperature``)."""
+
+
+@dataclass(frozen=True)
 class WireRequest:
     """One request as a wire API built it."""
 
@@ -67,15 +85,8 @@ class WireRequest:
 class WireApi(Protocol):
     """One wire API: a chat-completions conversation in, a :class:`Completion` out."""
 
-    def request(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> WireRequest:
-        """The request for this conversation (``max_tokens``/``temperature`` None: the config's)."""
+    def request(self, ask: Ask) -> WireRequest:
+        """The request for this call (its ``max_tokens``/``temperature`` None: the config's)."""
         ...
 
     def send(self, request: WireRequest, timeout: float | None) -> Any:
