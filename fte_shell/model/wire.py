@@ -17,7 +17,7 @@ reasoning, the opaque fields to send back, the finish reason and the parameters 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..config import ModelConfig
@@ -39,8 +39,8 @@ class Channel:
     """The model name sent."""
     client: Any
     """The ``openai.OpenAI`` client (its own retries off: the model client retries)."""
-    api_key: str
-    """The key sent (a placeholder for servers that need none)."""
+    api_key: str = field(repr=False)
+    """The key sent (a placeholder for servers that need none; never in the repr)."""
     kind: Callable[[], ServerKind]
     """The server kind (probed on first use, then cached: ``ModelClient.server_info``)."""
 
