@@ -28,6 +28,7 @@ from emulator_responses import ResponsesAPI, ResponsesEmulator
 from fte_shell.config import ModelConfig
 from fte_shell.model import responses
 from fte_shell.model.client import ModelClient
+from fte_shell.model.wire import Ask
 
 TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command.",
                                            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
@@ -65,7 +66,7 @@ def main() -> None:
         print(f"{'turns':>6} {'items':>6} {'ours':>10} {'sdk transform':>14} {'ratio':>7}")
         for turns in (int(t) for t in args.turns.split(",")):
             msgs = conversation(turns)
-            request = wire.request(msgs, TOOLS, None, 256, None)
+            request = wire.request(Ask(msgs, TOOLS, None, 256, None))
             kwargs = request.fields
             ours, base = [], []
             wire.send(request, None)  # warm: connection, imports

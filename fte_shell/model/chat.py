@@ -7,12 +7,13 @@ model client (:mod:`.wire`)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from .completion import OPAQUE_FIELDS, REASONING_FIELDS, Completion, split_think
 from .errors import EndpointUnavailable
 from .window import forcing, thinking_fields
-from .wire import Channel, WireRequest
+from .wire import Ask, Channel, WireRequest
 
 
 def _has_security_option() -> bool:
@@ -27,40 +28,33 @@ def _has_security_option() -> bool:
 _SECURITY_OPTION = _has_security_option()
 
 
+@dataclass(frozen=True)
 class ChatCompletions:
     """The chat-completions wire API (a :class:`~fte_shell.model.wire.WireApi`)."""
 
-    def __init__(self, channel: Channel):
-        self.channel = channel
+    channel: Channel
 
-    def request(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> WireRequest:
+    def request(self, ask: Ask) -> WireRequest:
         cfg = self.channel.cfg
         fields: dict[str, Any] = {
             "model": self.channel.model,
-            "messages": messages,
-            "temperature": cfg.temperature if temperature is None else temperature,
+            "messages": ask.messages,
+            "temperature": cfg.temperature if ask.temperature is None else ask.temperature,
             "top_p": cfg.top_p,
-            "max_tokens": cfg.max_tokens if max_tokens is None else max_tokens,
+            "max_tokens": cfg.max_tokens if ask.max_tokens is None else ask.max_tokens,
             "presence_penalty": cfg.presence_penalty,
         }
-        if tools:
-            fields["tools"] = tools
-            if tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
-                fields.update(forcing(self.channel.kind(), tool_choice, tools))
+        if ask.tools:
+            fields["tools"] = ask.tools
+            if ask.tool_choice is not None:  # sent the way the server kind enforces it (window.forcing)
+                fields.update(forcing(self.channel.kind(), ask.tool_choice, ask.tools))
         kind = self.channel.kind()
         extra = thinking_fields(kind, cfg.thinking, self.channel.model) if cfg.thinking is not None else {}
         if cfg.reasoning_effort is not None:  # the kind's field for it (OpenRouter: reasoning.effort)
             extra = merge_body(extra, kind.effort(cfg.reasoning_effort))
         if cfg.extra_body or extra:
             fields["extra_body"] = merge_body(extra, cfg.extra_body)
-        return WireRequest.of(fields, tools)
+        return WireRequest.of(fields, ask.tools)
 
     def send(self, request: WireRequest, timeout: float | None) -> Any:
         """POST the request as it is. Not ``chat.completions.create``: its parameter transform walks every

@@ -35,7 +35,7 @@ from .errors import BadRequest, EndpointUnavailable, ModelCallError, classify_st
 from .ratelimit import estimate_request_tokens, pacer_for
 from .responses import ResponsesApi
 from .window import ServerInfo, ServerKind, discover, kind_named
-from .wire import Channel, WireApi
+from .wire import Ask, Channel, WireApi
 
 ENDPOINT_HELP = (
     "no model endpoint configured: give one with --base-url URL --model NAME (and --api-key if the server "
@@ -209,7 +209,7 @@ class ModelClient:
         ``on_retry`` gets ``{attempt, error, delay_s, endpoint}`` before each retry."""
         oa = self._openai
         cfg = self.cfg
-        request = self.wire.request(messages, tools, tool_choice, max_tokens, temperature)
+        request = self.wire.request(Ask(messages, tools, tool_choice, max_tokens, temperature))
         start = time.monotonic()
         limit = start + cfg.call_time_cap_s if cfg.call_time_cap_s is not None else None
         budget_first = deadline is not None and (limit is None or deadline <= limit)

@@ -37,11 +37,12 @@ is not a JSON object, or a response whose status is neither ``completed`` nor ``
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from .completion import OUTPUT_ITEMS, Completion
 from .errors import EndpointUnavailable
-from .wire import Channel, WireRequest
+from .wire import Ask, Channel, WireRequest
 
 TYPED_PARAMS = ("model", "tool_choice", "max_output_tokens", "temperature", "top_p", "store", "include", "reasoning")
 """Request fields given to ``client.responses.create`` as its parameters. ``input`` and ``tools`` go in its
@@ -106,31 +107,24 @@ def to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+@dataclass(frozen=True)
 class ResponsesApi:
     """The Responses API as a wire API (a :class:`~fte_shell.model.wire.WireApi`)."""
 
-    def __init__(self, channel: Channel):
-        self.channel = channel
+    channel: Channel
 
-    def request(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> WireRequest:
+    def request(self, ask: Ask) -> WireRequest:
         """The request's fields (``input`` and ``tools`` converted; ``extra_body`` kept apart, merged when sent)."""
         cfg = self.channel.cfg
-        fields: dict[str, Any] = {"model": self.channel.model, "input": to_input(messages)}
+        fields: dict[str, Any] = {"model": self.channel.model, "input": to_input(ask.messages)}
         if cfg.reasoning_effort in (None, "none"):
-            fields["temperature"] = cfg.temperature if temperature is None else temperature
+            fields["temperature"] = cfg.temperature if ask.temperature is None else ask.temperature
             fields["top_p"] = cfg.top_p
-        fields["max_output_tokens"] = cfg.max_tokens if max_tokens is None else max_tokens
-        if tools:
-            fields["tools"] = [function_tool(t) for t in tools]
-            if tool_choice is not None:
-                fields["tool_choice"] = function_choice(tool_choice)
+        fields["max_output_tokens"] = cfg.max_tokens if ask.max_tokens is None else ask.max_tokens
+        if ask.tools:
+            fields["tools"] = [function_tool(t) for t in ask.tools]
+            if ask.tool_choice is not None:
+                fields["tool_choice"] = function_choice(ask.tool_choice)
         fields["store"] = cfg.store
         if not cfg.store:
             fields["include"] = ["reasoning.encrypted_content"]
@@ -142,7 +136,7 @@ class ResponsesApi:
             fields["reasoning"] = reasoning
         if extra:
             fields["extra_body"] = extra
-        return WireRequest.of(fields, tools)
+        return WireRequest.of(fields, ask.tools)
 
     def send(self, request: WireRequest, timeout: float | None) -> dict[str, Any]:
         """Send the request through ``client.responses.create`` (no SDK retries: the client's loop retries);

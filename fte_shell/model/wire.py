@@ -17,7 +17,7 @@ reasoning, the opaque fields to send back, the finish reason and the parameters 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..config import ModelConfig
@@ -39,10 +39,28 @@ class Channel:
     """The model name sent."""
     client: Any
     """The ``openai.OpenAI`` client (its own retries off: the model client retries)."""
-    api_key: str
-    """The key sent (a placeholder for servers that need none)."""
+    api_key: str = field(repr=False)
+    """The key sent (a placeholder for servers that need none; never in the repr)."""
     kind: Callable[[], ServerKind]
     """The server kind (probed on first use, then cached: ``ModelClient.server_info``)."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one model call asks, in the chat-completions form every caller speaks: made once per call by
+    :meth:`ModelClient.complete <fte_shell.model.client.ModelClient.complete>`, turned into a
+    :class:`WireRequest` by the wire API."""
+
+    messages: list[dict[str, Any]]
+    """The conversation (chat-completions messages)."""
+    tools: list[dict[str, Any]] | None
+    """The chat tool schemas offered (None or empty: no tools)."""
+    tool_choice: str | dict[str, Any] | None
+    """The call forced (``"required"`` or a named function), or None: the model's choice."""
+    max_tokens: int | None
+    """This call's output limit (None: ``model.max_tokens``)."""
+    temperature: float | None
+    """This call's temperature (None: ``model.temperature``)."""
 
 
 @dataclass(frozen=True)
@@ -67,15 +85,8 @@ class WireRequest:
 class WireApi(Protocol):
     """One wire API: a chat-completions conversation in, a :class:`Completion` out."""
 
-    def request(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        tool_choice: str | dict[str, Any] | None,
-        max_tokens: int | None,
-        temperature: float | None,
-    ) -> WireRequest:
-        """The request for this conversation (``max_tokens``/``temperature`` None: the config's)."""
+    def request(self, ask: Ask) -> WireRequest:
+        """The request for this call (its ``max_tokens``/``temperature`` None: the config's)."""
         ...
 
     def send(self, request: WireRequest, timeout: float | None) -> Any:
