@@ -103,9 +103,11 @@ class PodmanBox(BoxFields):
 
     def spawn(self, argv: list[str], *, timeout: float) -> CliSpawn:
         try:
+            # cwd: the box's own temporary directory (conmon writes an empty file "oom" into its working
+            # directory when the box's memory runs out; it was the caller's, e.g. a checkout)
             child = _ExecChild(cli.binary(), ["--log-level=error", "exec", "-it", "-u", self.user, self.id, *argv],
                                env=cli.client_env(), timeout=timeout, maxread=1 << 20, dimensions=(50, 200),
-                               encoding=None)
+                               encoding=None, cwd=str(self.gateway_dir.parent))
         except pexpect.ExceptionPexpect as e:
             raise SandboxError(f"could not start a shell in podman box {self.id[:12]}: {e}") from e
         child.delaybeforesend = None
@@ -173,10 +175,11 @@ def start(spec: BoxSpec) -> PodmanBox:
             gc()
     lay = box_layout(cfg, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
     flags = run_flags(lay, cfg)
-    res = cli.run([*flags, image_id, *lay.command], check=False, timeout=300)
+    res = cli.run([*flags, image_id, *lay.command], check=False, timeout=300, cwd=spec.gateway_dir.parent)
     if res.returncode != 0 and b"image not known" in res.stderr:  # pruned since checked: check again
         forget(cfg)
-        res = cli.run([*flags, ensure_image(cfg), *lay.command], check=False, timeout=300)
+        res = cli.run([*flags, ensure_image(cfg), *lay.command], check=False, timeout=300,
+                      cwd=spec.gateway_dir.parent)
     if res.returncode != 0:
         with contextlib.suppress(Exception):
             cli.run(["rm", "-f", "-t", "0", lay.name], check=False, timeout=60)

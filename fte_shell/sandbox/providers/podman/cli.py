@@ -65,11 +65,13 @@ def ulimits(pids_limit: int) -> list[str]:
 
 
 def run(args: list[str], *, timeout: float = 120, stdin: bytes | None = None, check: bool = True,
-        doing: str = "") -> subprocess.CompletedProcess[bytes]:
-    """``podman --log-level=error ARGS``; a failure (when ``check``) raises SandboxError with its stderr."""
+        doing: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``podman --log-level=error ARGS`` (in ``cwd``: a box's own temporary directory for ``run``, whose
+    conmon writes an empty file ``oom`` into its working directory when the box's memory runs out); a
+    failure (when ``check``) raises SandboxError with its stderr."""
     try:
         res = subprocess.run([binary(), "--log-level=error", *args], check=False, input=stdin, capture_output=True,
-                             timeout=timeout, env=client_env())
+                             timeout=timeout, env=client_env(), cwd=cwd)
     except subprocess.TimeoutExpired as e:
         raise SandboxError(f"podman {args[0]} did not answer in {timeout:.0f} s while {doing or args[0]}") from e
     if check and res.returncode != 0:
