@@ -1,4 +1,5 @@
-"""The config digest: which configuration a run used, as one comparable string.
+"""The config digest: which configuration a run used, as one comparable string (and a file's SHA-256,
+:func:`file_sha256`, for checked downloads and cache keys).
 
 ``config_digest(cfg)`` is the SHA-256 (64 hex digits) of the canonical JSON (keys sorted, no spaces,
 UTF-8) of :func:`canonical_config` — the run's :class:`~fte_shell.config.RunConfig` without what does not
@@ -139,3 +140,12 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             fb = "(unset)" if vb is missing else json.dumps(vb, ensure_ascii=False)
             lines.append(f"{k}: {fa} -> {fb}")
     return lines
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 4 MiB blocks (hex)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()

@@ -35,6 +35,8 @@ from typing import Literal
 
 import httpx
 
+from ..digest import file_sha256
+
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 PARTS = 22
@@ -66,14 +68,6 @@ def model_path() -> Path:
     return cache_dir() / MODEL_FILE
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _log(msg: str) -> None:
     print(f"[local-model] {msg}", file=sys.stderr, flush=True)
 
@@ -94,7 +88,7 @@ def ensure_model() -> Path:
         key = f"{MODEL_SHA256} {st.st_size} {st.st_mtime_ns}"
         if stamp.is_file() and stamp.read_text() == key:
             return target
-        if sha256_file(target) == MODEL_SHA256:
+        if file_sha256(target) == MODEL_SHA256:
             stamp.write_text(key)
             return target
         _log(f"{target} does not match its sha256; assembling it again")

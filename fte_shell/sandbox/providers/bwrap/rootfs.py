@@ -12,7 +12,6 @@ processes on many nodes may prepare the same entry at once. Device nodes are lef
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from ....config import SandboxConfig
+from ....digest import file_sha256
 from ....errors import SandboxError
 from ....safetar import extract
 from ...base import WARDEN, Log
@@ -123,7 +123,7 @@ def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -
                 env = json.loads(meta.read_text()).get("env") if meta.is_file() else None
                 rf = Rootfs(src, "dir", dict(env or FALLBACK_ENV), str(src))
             elif src.is_file():
-                key = "tar-" + _sha256(src)[:24]
+                key = "tar-" + file_sha256(src)[:24]
                 rf = _entry(cache, key) if not force else None
                 if rf is None:
                     with src.open("rb") as f:
@@ -140,14 +140,6 @@ def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -
                 rf = _export(cfg, cache, key, log)
         _ready[key_in] = rf
         return rf
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, list[str]] | None:
