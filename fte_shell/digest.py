@@ -18,7 +18,8 @@ becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Every
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
 unless listed here; keys added after digests were first written are left out while they hold the value
-every earlier run had (:data:`DEFAULTED`, also inside ``agent.summary_model``). The ``[judge]`` table (how
+every earlier run had (:data:`DEFAULTED`, also inside ``agent.summary_model``), and ``agent.context`` is left
+out whole while its strategy is ``keep_all`` (which ignores its other keys). The ``[judge]`` table (how
 runs are graded afterwards), the ``[benchmark]`` table (dataset plugin options: what they change shows in
 the dataset, ``questions.jsonl``, and in the search settings the sweep fills in) and the ``[budget]`` table
 (what a sweep may spend) are out as a whole.
@@ -94,6 +95,8 @@ def canonical_config(config: Any) -> dict[str, Any]:
             _drop(t, tuple(k for k, v in defaults.items() if t.get(k) == v))
     agent = data.get("agent")
     if isinstance(agent, dict):
+        if isinstance(agent.get("context"), dict) and agent["context"].get("strategy") == "keep_all":
+            agent.pop("context")  # keep_all ignores the other keys: the runs before [agent.context] existed
         summary = agent.get("summary_model")
         _drop(summary, DROPPED["model"])
         if isinstance(summary, dict):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from .agent import AgentConfig
 from .benchmark import BenchmarkOptions
 from .budget import BudgetConfig, ModelPrice
+from .context import STRATEGIES, ContextConfig
 from .judge import JudgeOptions
 from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
@@ -32,9 +33,11 @@ from .search import SearchConfig, SnapshotConfig
 
 __all__ = [
     "ENV_VARS",
+    "STRATEGIES",
     "AgentConfig",
     "BenchmarkOptions",
     "BudgetConfig",
+    "ContextConfig",
     "FetchPolicy",
     "JudgeOptions",
     "ModelConfig",

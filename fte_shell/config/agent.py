@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from .base import StrictModel
+from .context import ContextConfig
 from .model import ModelConfig
 
 
@@ -43,6 +44,9 @@ class AgentConfig(StrictModel):
     """When the conversation no longer fits the window: ``stop`` (stop reason ``context_overflow``; the
     paper applies no context management) or ``final_answer`` (one last call without tools asking for the
     answer; if that fails too, ``context_overflow``)."""
+
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    """What is sent of the conversation as it grows (``[agent.context]``; ``--context keep_recent:5``)."""
 
     first_tool_choice: str | None = None
     """Force a tool call on the FIRST turn only: a tool name, ``first`` (the profile's first tool), or
