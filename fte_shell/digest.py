@@ -43,7 +43,7 @@ DROPPED: dict[str, tuple[str, ...]] = {
 
 DEFAULTED: dict[str, dict[str, Any]] = {
     "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
-    "agent": {"max_total_tokens": None},
+    "agent": {"max_total_tokens": None, "stuck_repeats": None},
     "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
 }
 """Keys added after digests were first written, left out while they hold the value every earlier run

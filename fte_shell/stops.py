@@ -44,6 +44,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("too_many_nudges", False, None, "agent.max_nudges replies in a row with neither a tool call nor an answer"),
     Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
     Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
+    Stop("stuck", False, None, "the same tool call with the same observation once more after the stuck notice "
+                               "(agent.stuck_repeats in a row get the notice; fte_shell.agent.stuck)"),
     Stop("token_budget", False, None, "agent.max_total_tokens spent (the run's prompt + completion tokens)"),
     Stop("abandoned", False, None, "the driver closed the episode without finish: no answer, scored as unanswered "
                                    "(an MCP client or trainer that walks away; fte_shell.episode.Episode)"),
@@ -65,7 +67,7 @@ BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
 
 StopReason = Literal[
     "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
-    "reply_cut", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
+    "reply_cut", "stuck", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
     "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "abandoned", "crashed", "failed",
 ]
 """Every name of :data:`STOPS` (checked against the table on import)."""

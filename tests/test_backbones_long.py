@@ -39,7 +39,8 @@ def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, lis
     with serve(name, Steady()) as emu:
         cfg = RunConfig(
             model=ModelConfig(base_url=emu.base_url, model=emu.model, **st["model"]),
-            agent=AgentConfig(profile=profile, max_turns=TURNS, **st["agent"]),
+            agent=AgentConfig(profile=profile, max_turns=TURNS, stuck_repeats=None,  # fte: list_fetched every turn
+                              **st["agent"]),
             search=SearchConfig(backend="local", corpus=str(corpus)),
         )
         result = run_question(Q, cfg, out)

@@ -78,12 +78,18 @@ def test_report_of_the_old_sweep_has_the_old_metrics(sweep: Path, tmp_path: Path
     want = json.loads((FIXTURES / "sweep-metrics.json").read_text())
     # every number the old report gave is given again, unchanged; keys added since carry no value for an
     # old sweep (its runs recorded no cost)
-    assert _without(got, ADDED) == want
+    assert _without(got, ADDED | COUNTED) == want
     assert {v for k, v in _items(got) if k in ADDED} == {None}
+    # the stop counts added since count what the old runs recorded; no stuck detector existed then
+    assert {p["profile"]: p["stops"] for p in got["profiles"]} == {"shell": {"answer": 2}, "fte": {"answer": 2},
+                                                                  "open-find": {"answer": 2}}
+    assert {v for k, v in _items(got) if k in COUNTED - {"stops"}} == {0}
 
 
 ADDED = {"cost_usd", "cost_per_run", "cost_per_correct"}
 """Keys of metrics.json that the report gained after the fixture was written."""
+COUNTED = {"stops", "stuck_noticed", "stuck_went_on", "stuck_notices"}
+"""Keys of metrics.json that the report gained after the fixture was written, counted from the old runs."""
 
 
 def _without(x: Any, keys: set[str]) -> Any:

@@ -8,7 +8,8 @@ them IN ORDER through the episode (``Episode.call_raw``: malformed JSON argument
 become an error observation the model can correct; the message kept in the conversation carries ``{}``
 instead of arguments that are not a JSON object) and appends one ``tool`` message per call; else, if the
 reply finished normally and holds an ``<answer>`` (closed, or opened and never closed), stops; a reply
-cut at ``max_tokens`` gets a "your reply was cut" notice; otherwise a short nudge.
+cut at ``max_tokens`` gets a "your reply was cut" notice; otherwise a short nudge. After a turn's calls
+the stuck detector (:mod:`.stuck`, ``agent.stuck_repeats``) may send its notice or stop the run.
 
 Every stop is a :class:`Stop` raised where it is decided and caught in :meth:`Agent.drive`, the one place
 that ends a run (``Episode.finish``; stop reasons: :mod:`fte_shell.stops`). An exception ends it through
@@ -56,6 +57,7 @@ from .replies import (
     tool_choice,
 )
 from .state import LoopState
+from .stuck import notice_text
 
 
 class Stop(Exception):
@@ -192,6 +194,17 @@ class Agent:
         s.failed_turns = s.failed_turns + 1 if all_failed else 0
         if s.failed_turns >= cfg.max_consecutive_errors:
             raise Stop("errors", error=f"{s.failed_turns} consecutive turns whose tool calls all failed")
+        self.check_stuck()
+
+    def check_stuck(self) -> None:
+        """After a turn's calls: the stuck detector's notice, or its stop (:mod:`.stuck`)."""
+        streak = self.state.streak
+        verdict = streak.verdict(self.config.agent.stuck_repeats)
+        if verdict == "stop":
+            raise Stop("stuck", error=f"the same {streak.tool} call with the same observation {streak.count} times "
+                                      f"in a row, after a notice at {streak.noticed_at}")
+        if verdict == "notice":
+            self.nudge("stuck", notice_text(streak.tool, streak.count), tool=streak.tool, repeats=streak.count)
 
     def final_answer(self) -> None:
         """``agent.on_context_overflow = final_answer``: one last call without tools asking for the answer;
@@ -232,9 +245,9 @@ class Agent:
         ep.record(ModelCallEvent(**fields))
         self.messages.append(msg)
 
-    def nudge(self, kind: str, text: str) -> None:
+    def nudge(self, kind: str, text: str, **fields: Any) -> None:
         self.messages.append({"role": "user", "content": text})
-        self.episode.record(NudgeEvent(turn=self.episode.tally.turns, kind=kind, message=text))
+        self.episode.record(NudgeEvent(turn=self.episode.tally.turns, kind=kind, message=text, **fields))
 
     def model_failed(self, e: ModelError) -> str:
         """Record a failed model call; returns its stop reason."""
@@ -250,4 +263,5 @@ class Agent:
         """Run one tool call through the episode and append its observation; True when it failed."""
         call_id, res = self.episode.call_raw(call, turn=self.episode.tally.turns, salvaged=salvaged)
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
+        self.state.streak.see(call, res.output)
         return bool(res.error)

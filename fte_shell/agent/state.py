@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .stuck import CallStreak
+
 
 @dataclass
 class LoopState:
@@ -21,6 +23,8 @@ class LoopState:
     repeats: int = 0
     """Identical replies in a row, this one included (``agent.max_repeated_replies``)."""
     last_signature: str | None = None
+    streak: CallStreak = field(default_factory=CallStreak)
+    """Identical tool calls with identical observations in a row (``agent.stuck_repeats``)."""
     reasoning_fields: list[str] = field(default_factory=list)
     """The reasoning fields the server used last (sent back per ``model.reasoning_passback``)."""
     last_prompt: int | None = None

@@ -123,6 +123,9 @@ class EventPrinter:
         elif kind == "nudge":
             if ev.get("kind") == "reply_cut":
                 c.print("  [yellow]the reply was cut at max_tokens: told the model so[/yellow]")
+            elif ev.get("kind") == "stuck":
+                c.print(f"  [yellow]the same {escape(str(ev.get('tool')))} call with the same observation "
+                        f"{ev.get('repeats')} times in a row: told the model (one more stops the run)[/yellow]")
             else:
                 c.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
         elif kind == "retry":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .base import StrictModel
 from .context import ContextConfig
@@ -39,6 +39,12 @@ class AgentConfig(StrictModel):
     max_repeated_replies: int = Field(default=5, ge=2)
     """Stop with ``repeated_reply`` when this many replies in a row are identical (same text, reasoning and
     tool calls: a degenerate loop)."""
+
+    stuck_repeats: int | None = Field(default=3, ge=2)
+    """The stuck detector: when this many tool calls in a row are the same call (tool and arguments) with
+    the same observation, the model gets one notice; one more such call stops the run with ``stuck`` (a
+    result, scored unanswered). The same rule for every profile (fte_shell/agent/stuck.py). None (``"off"``
+    in TOML) = no detector, as before it existed."""
 
     on_context_overflow: Literal["stop", "final_answer"] = "stop"
     """When the conversation no longer fits the window: ``stop`` (stop reason ``context_overflow``; the
@@ -104,3 +110,9 @@ class AgentConfig(StrictModel):
     search_max_results: int = Field(default=50, ge=1)
     """Structured ``search`` (every non-shell profile): largest ``n`` a call may ask for (larger requests
     are capped; the shell helper accepts 1-50)."""
+
+    @field_validator("stuck_repeats", mode="before")
+    @classmethod
+    def _stuck_off(cls, v: object) -> object:
+        """``"off"`` (TOML has no null) turns the stuck detector off."""
+        return None if isinstance(v, str) and v.strip().lower() == "off" else v

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..record.events import ModelCallEvent, StartEvent, ToolCallEvent
+from ..record.events import ModelCallEvent, NudgeEvent, StartEvent, ToolCallEvent
 from ..record.rundir import (
     find_runs,
     primary_verdict,
@@ -132,6 +132,9 @@ class RunMetrics(_M):
     cost_usd: float | None = None
     """What the run's agent-model calls cost in USD (``result.json``'s ``cost_usd``); None when the
     price was unknown or the run was written before costs were recorded."""
+
+    stuck_notices: int = 0
+    """Stuck-detector notices the run got (``nudge`` events of kind ``stuck``)."""
 
     n_refused: int = 0
     """Tool calls the profile refused (a tool it lacks; fte-single-grep's grep without one fetched file)."""
@@ -261,6 +264,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         summary_tokens=int(summary_usage.get("total_tokens") or 0),
         wall_s=float(wall),
         cost_usd=_cost((result or {}).get("cost_usd")),
+        stuck_notices=sum(1 for e in events if isinstance(e, NudgeEvent) and e.kind == "stuck"),
         n_refused=len({a.call for a in actions if a.refused}),
         n_unique_fetch=len({d for a in actions if a.op == "fetch" for d in a.docs}),
         grep_scopes=dict(Counter(a.scope for a in actions if a.op == "grep" and a.scope)),

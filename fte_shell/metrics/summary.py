@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from ..stops import STOPS
 from .actions import _M, ngrams
 from .runs import RunMetrics
 from .stats import wilson
@@ -134,6 +135,16 @@ class ProfileSummary(_M):
 
     refused: float | None = None
     """Mean refused tool calls per question (ablation arms)."""
+
+    stops: dict[str, int] = Field(default_factory=dict)
+    """Runs that are results, per stop reason (``answer``, ``max_turns``, ``stuck`` …; in the order of
+    :data:`fte_shell.stops.STOPS`)."""
+
+    stuck_noticed: int = 0
+    """Runs (results) that got at least one stuck-detector notice."""
+
+    stuck_went_on: int = 0
+    """Of those, runs that did not end ``stuck`` (the model changed course after a notice)."""
 
     grep_pattern_chars: dict[str, float] = Field(default_factory=dict)
     """Percentiles (``p10`` … ``p90``) of grep pattern lengths in characters, over all grep actions (Table 7)."""
@@ -277,6 +288,9 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
         unique_fetches=m("n_unique_fetch"),
         repeated_fetches=m("n_fetch_repeat"),
         refused=m("n_refused"),
+        stops={x.name: n for x in STOPS if (n := sum(1 for r in ok if r.stop_reason == x.name))},
+        stuck_noticed=sum(1 for r in ok if r.stuck_notices),
+        stuck_went_on=sum(1 for r in ok if r.stuck_notices and r.stop_reason != "stuck"),
         grep_pattern_chars=percentiles([float(len(p)) for p in patterns]),
         grep_regex_share=_share(sum(1 for p in patterns if REGEX_META & set(p)), len(patterns)),
         grep_whole_cache_call_share=_share(scopes["all"], n_scoped),

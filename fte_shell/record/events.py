@@ -222,15 +222,19 @@ class ToolCallEvent(_Event):
 
 
 class NudgeEvent(_Event):
-    """The loop told the model something (no tool call; a reply cut at max_tokens)."""
+    """The loop told the model something (no tool call; a reply cut at max_tokens; a stuck loop)."""
 
     type: Literal["nudge"] = "nudge"
     turn: int = 0
     """Turn number."""
     kind: str | None = None
-    """``no_tool_call`` or ``reply_cut``."""
+    """``no_tool_call``, ``reply_cut`` or ``stuck`` (the stuck detector's notice, ``agent.stuck_repeats``)."""
     message: str = ""
     """The text sent."""
+    tool: str | None = None
+    """``stuck``: the tool of the repeated call (else absent)."""
+    repeats: int | None = None
+    """``stuck``: how many times in a row the same call gave the same observation (else absent)."""
 
 
 class FinalAnswerRequestEvent(_Event):

@@ -5,8 +5,8 @@ directories.
 The report is a list of sections (:func:`sections`, general builders in :mod:`.sections`): main
 results with Wilson intervals and a model column, the judges (which graded each row, accuracy under each,
 Cohen's κ between them), the benchmarks' own scores (WideSearch), repetitions
-(K > 1), paired comparisons (paired bootstrap, exact McNemar), behaviour, the paper's analysis tables (3,
-7, 8, 9, 10), the benchmarks' analyses (BrowseComp-Plus evidence recall, when the sweep's questions carry
+(K > 1), paired comparisons (paired bootstrap, exact McNemar), stops (per stop reason, stuck notices),
+behaviour, the paper's analysis tables (3, 7, 8, 9, 10), the benchmarks' analyses (BrowseComp-Plus evidence recall, when the sweep's questions carry
 relevance judgments), and the per-question table. A benchmark adds its own sections through
 :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`. Runs that are infrastructure failures are
 counted apart and left out of every score and mean.
@@ -41,6 +41,7 @@ from .sections import (
     main_section,
     paired_section,
     repetitions_section,
+    stops_section,
 )
 
 PROFILE_ORDER = ["shell", "fte", "fte-no-grep", "fte-no-read", "fte-single-grep", "open-find", "visit-snippet",
@@ -114,7 +115,7 @@ def sections() -> list[SectionBuilder]:
     its sections through :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`."""
     placed = list(report_sections())
     return [main_section, judges_section, *[x.build for x in placed if x.where == "results"], audit_section,
-            repetitions_section, paired_section, behaviour_section, analysis_section,
+            repetitions_section, paired_section, stops_section, behaviour_section, analysis_section,
             *[x.build for x in placed if x.where == "analysis"],
             per_question_section]
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct, pcts, pvalue
 from ..metrics import ProfileSummary
 from ..metrics.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
+from ..stops import STOPS
 
 OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]
 
@@ -113,6 +114,16 @@ def fetch_table(ps: Sequence[ProfileSummary]) -> Table:
     return head, rows
 
 
+def stops_table(ps: Sequence[ProfileSummary]) -> Table:
+    """Runs that are results per stop reason (the reasons some row has), and the stuck detector's notices."""
+    used = [x.name for x in STOPS if any(p.stops.get(x.name) for p in ps)]
+    stuck = any(p.stuck_noticed for p in ps)
+    head = ["Profile", "Results", *used, *(["Stuck notice (runs)", "Went on after notice"] if stuck else [])]
+    rows = [[p.label, str(p.runs - p.failed), *[str(p.stops.get(n, 0)) for n in used],
+             *([str(p.stuck_noticed), str(p.stuck_went_on)] if stuck else [])] for p in ps]
+    return head, rows
+
+
 def paired_table(pairs: Sequence[Paired]) -> Table:
     head = ["A", "B", "n", "A only", "B only", "A − B", "95% CI (paired bootstrap)", "McNemar p (exact)"]
     rows = [[x.a, x.b, str(x.n), str(x.a_only), str(x.b_only),
@@ -157,6 +168,15 @@ def paired_section(d: ReportData) -> Section | None:
              f"bootstrap over questions ({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}); p: exact "
              "McNemar test (two-sided binomial of A only vs B only).")]
     return Section("Paired comparisons", [paired_table(d.paired)], notes)
+
+
+def stops_section(d: ReportData) -> Section | None:
+    if not any(p.stops for p in d.profiles):
+        return None
+    notes = [("Stops: the runs that are results, by stop reason (fte_shell/stops.py; every one but answer is scored "
+             "unanswered). Stuck notice: runs whose same tool call gave the same observation agent.stuck_repeats "
+             "times in a row, so the model was told; went on: of those, the runs that did not then end stuck.")]
+    return Section("Stops", [stops_table(d.profiles)], notes)
 
 
 def behaviour_section(d: ReportData) -> Section:
