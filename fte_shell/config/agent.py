@@ -30,7 +30,8 @@ class AgentConfig(StrictModel):
     no model call starts once it is spent (stop reason ``token_budget``, a result). None = unlimited."""
 
     max_consecutive_errors: int = 10
-    """Stop after this many consecutive turns whose tool calls all failed or were malformed."""
+    """Stop after this many consecutive turns whose tool calls all failed or were malformed (a tool error;
+    a shell command's non-zero exit status is an observation, not a failed call)."""
 
     max_nudges: int = Field(default=5, ge=1)
     """Stop with ``too_many_nudges`` after this many replies in a row with neither a tool call nor an
