@@ -174,8 +174,8 @@ def stops_section(d: ReportData) -> Section | None:
     if not any(p.stops for p in d.profiles):
         return None
     notes = [("Stops: the runs that are results, by stop reason (fte_shell/stops.py; every one but answer is scored "
-             "unanswered). Stuck notice: runs whose same tool call gave the same observation agent.stuck_repeats "
-             "times in a row, so the model was told; went on: of those, the runs that did not then end stuck.")]
+             "unanswered). Stuck notice: runs told that their last agent.stuck_repeats tool calls were the same call "
+             "with the same observation; went on: of those, the runs that did not end stuck.")]
     return Section("Stops", [stops_table(d.profiles)], notes)
 
 
