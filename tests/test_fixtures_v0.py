@@ -131,14 +131,20 @@ def test_view_of_the_old_sweep_and_run(sweep: Path) -> None:
             assert doc["title"] and doc["source"]
 
 
-def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_ready: None) -> None:
+def test_the_old_sweep_resumes_in_bench(sweep: Path, hotpotqa_dir: Path, docker_ready: None, tmp_path: Path) -> None:
     sd = SweepDir(sweep)
     manifest = sd.manifest()
     assert manifest is not None
     manifest.dataset.source = str(hotpotqa_dir)
     sd.write_manifest(manifest)
-    r = runner.invoke(app, ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte,open-find", "--limit", "2",
-                            "--out", str(sweep), "--scripted", "--no-progress", "-j", "2"])
+    args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte,open-find", "--limit", "2",
+            "--out", str(sweep), "--scripted", "--no-progress", "-j", "2"]
+    # its runs had no stuck detector (on by default since): resuming with it would mix configurations
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "agent.stuck_repeats: (unset) -> 3" in r.output, r.output
+    old = tmp_path / "old.toml"
+    old.write_text('[agent]\nstuck_repeats = "off"\n')
+    r = runner.invoke(app, [*args, "--config", str(old)])
     assert r.exit_code == 0, r.output
     assert "6 already done" in r.output and "0 run(s) finished now" in r.output
 
