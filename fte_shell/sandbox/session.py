@@ -241,6 +241,7 @@ class ShellSession:
             restarted=restarted,
             timeout_s=timeout,
             note=note,
+            cwd=self.cwd,
         )
 
     # --- reading ---------------------------------------------------------------------------------------
