@@ -170,3 +170,60 @@ def test_a_prefix_that_differs_from_the_parents_stops_the_fork_before_any_model_
     assert fork["mismatches"] == ["turn 4: the observation of grep (call_4_0) differs from the parent's"]
     error = next(e for e in trajectory(tmp_path / "child") if e["type"] == "error")
     assert "differ from its parent's" in error["message"] and str(bent) in error["message"]
+
+
+def test_bench_fork_from_forks_every_run_of_a_sweep(tmp_path: Path) -> None:
+    """A tiny recorded sweep (two questions × fte, the scripted research policy, a WARC snapshot of loopback
+    pages), then two fork sweeps of it with the page server stopped: at turn 2 (replayed, then live) and at
+    turn 99 (past every run's end: each fork replays its parent whole and ends as it did, no model call)."""
+    pages = LoopbackServer().start()
+    pages.route("/tern-quay", body=HARBOUR)
+    pages.route("/breakwater", body=BREAKWATER)
+    serper = FakeSerper([{"title": "Tern Quay harbour", "link": pages.url("/tern-quay"), "snippet": "dredged", "position": 1},
+                         {"title": "Breakwaters", "link": pages.url("/breakwater"), "snippet": "rebuilt", "position": 2}])
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text(json.dumps({"id": "q1", "question": Q, "answer": "Lio Brand"}) + "\n"
+                  + json.dumps({"id": "q2", "question": "When was the Tern Quay breakwater rebuilt?", "answer": "1903"}) + "\n")
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'[search]\nbackend = "serper"\nserper_url = "{serper.url}"\nnum_results = 2\n'
+                    f'[sandbox.fetch_policy]\nallow_private = ["{pages.host_port}"]\n')
+    common = ["--scripted", "--no-progress", "--no-judge"]
+    cli = CliRunner()
+    try:
+        r = cli.invoke(app, ["bench", f"jsonl:{qs}", "--profiles", "fte", "--config", str(toml), "--snapshot",
+                             str(tmp_path / "snap"), "--out", str(tmp_path / "parent"), *common],
+                       env={**CLEAN_ENV, "SERPER_API_KEY": "k"})
+        assert r.exit_code == 0, r.output
+    finally:
+        pages.stop()
+        serper.close()
+    parent = tmp_path / "parent"
+    before = tree(parent)
+    forks = [*common, "--snapshot-mode", "replay", "--endpoint-wait", "0"]  # the rest replayed too: no web, no key
+    r = cli.invoke(app, ["bench", "--fork-from", str(parent), "--at-turn", "2", "--out", str(tmp_path / "k2"),
+                         "--max-turns", "30", *forks], env=CLEAN_ENV)
+    assert r.exit_code == 0, r.output
+    assert "2 run(s) finished now (2 answered" in r.output
+    r = cli.invoke(app, ["bench", "--fork-from", str(parent), "--at-turn", "99", "--out", str(tmp_path / "k99"),
+                         *forks], env=CLEAN_ENV)
+    assert r.exit_code == 0, r.output
+    assert tree(parent) == before
+    for qid in ("q1", "q2"):
+        p_run = parent / "runs" / "fte" / qid / "r0"
+        p_result = json.loads((p_run / "result.json").read_text())
+        for name, turn in (("k2", 2), ("k99", p_result["turns"])):
+            c_run = tmp_path / name / "runs" / "fte" / qid / "r0"
+            result = json.loads((c_run / "result.json").read_text())
+            assert result["forked_from"]["run_dir"] == str(p_run.resolve()), (name, qid)
+            assert result["forked_from"]["turn"] == turn and result["forked_from"]["equal"] is True, (name, qid)
+            assert result["meta"]["qid"] == qid and result["meta"]["fork_at_turn"] == int(name[1:])
+            # the research policy is deterministic: continued from the same prefix, the same run again
+            assert (result["answer"], result["turns"]) == (p_result["answer"], p_result["turns"]), (name, qid)
+            assert tool_calls(c_run) == tool_calls(p_run) and workspace(c_run) == workspace(p_run)
+            calls = [e for e in trajectory(c_run) if e["type"] == "model_call"]
+            assert [e["turn"] for e in calls if e.get("replayed")] == list(range(1, turn + 1)), (name, qid)
+    manifest = json.loads((tmp_path / "k2" / "sweep.json").read_text())
+    assert manifest["bench"]["fork_from"] == str(parent) and manifest["bench"]["at_turn"] == 2
+    assert manifest["profiles"] == ["fte"] and manifest["status"] == "finished"
+    bad = cli.invoke(app, ["bench", "--fork-from", str(parent), "--out", str(tmp_path / "nok"), *common], env=CLEAN_ENV)
+    assert bad.exit_code == 2 and "--at-turn" in bad.output

@@ -253,6 +253,8 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("endpoint_wait_s", ("--endpoint-wait",)),
     SweepFlag("allow_config_change", ("--allow-config-change",)),
     SweepFlag("retries", ("--retries",)),
+    SweepFlag("fork_from", ("--fork-from",), note=" DATASET, --profiles and --runs are then the parent's."),
+    SweepFlag("at_turn", ("--at-turn",)),
 )
 """``bench``'s own options: the fields of the sweep's BenchConfig it takes, in ``--help`` order."""
 

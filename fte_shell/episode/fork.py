@@ -161,27 +161,34 @@ def _unmasked(data: Any) -> Any:
     return data
 
 
-def child_config(parent: Parent, overrides: dict[str, Any] | None = None, config_file: Path | None = None,
-                 environ: dict[str, str] | None = None) -> RunConfig:
-    """The child's configuration: the parent's (its start event) < ``config_file`` < the API keys of the
-    environment (never recorded) < ``overrides`` (the command's flags). The profile stays the parent's;
-    the date in the system prompt is the parent's unless given; the snapshot is the parent's store, in
-    the parent's mode unless given, serving the captures the parent's ``snapshot.jsonl`` names."""
-    data = _unmasked(parent.start.config)
+def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = None, config_file: Path | None = None,
+                environ: dict[str, str] | None = None) -> RunConfig:
+    """A recorded configuration (a start event's or a sweep's, secrets masked) < ``config_file`` < the API
+    keys of the environment (``OPENAI_API_KEY``, ``SERPER_API_KEY``; never recorded) < ``overrides``."""
+    data = _unmasked(recorded)
     if config_file is not None:
         try:
             data = deep_merge(data, tomllib.loads(Path(config_file).read_text()))
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"config file {config_file}: {e}") from e
+    env = os.environ if environ is None else environ
+    keys = {v: env[v] for v in ("OPENAI_API_KEY", "SERPER_API_KEY") if env.get(v)}
+    return load_config(None, deep_merge(data, overrides or {}), environ=keys)
+
+
+def child_config(parent: Parent, overrides: dict[str, Any] | None = None, config_file: Path | None = None,
+                 environ: dict[str, str] | None = None) -> RunConfig:
+    """The child's configuration: the parent's (its start event) under :func:`config_over`. The profile
+    stays the parent's; the date in the system prompt is the parent's unless given; the snapshot is the
+    parent's store, in the parent's mode unless given, serving the captures the parent's ``snapshot.jsonl``
+    names."""
     over = deep_merge({}, overrides or {})
     profile = (over.get("agent") or {}).get("profile")
     if profile not in (None, parent.start.profile):
         raise ConfigError(f"a fork keeps its parent's profile ({parent.start.profile}), not {profile}")
     over["snapshot"] = {"dir": str(parent.snapshot["dir"]), "mode": parent.snapshot.get("mode") or "record",
                         **(over.get("snapshot") or {}), "manifest": str(parent.run_dir / SNAPSHOT_LOG)}
-    env = os.environ if environ is None else environ
-    keys = {v: env[v] for v in ("OPENAI_API_KEY", "SERPER_API_KEY") if env.get(v)}
-    return _dated(load_config(None, deep_merge(data, over), environ=keys), parent)
+    return _dated(config_over(parent.start.config, over, config_file, environ), parent)
 
 
 def _dated(cfg: RunConfig, parent: Parent) -> RunConfig:

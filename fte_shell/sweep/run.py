@@ -66,6 +66,13 @@ def run_sweep(
     out = Path(bench.out)
     check_compatible(out, dataset)
     out.mkdir(parents=True, exist_ok=True)
+    if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
+        if remote is not None:
+            raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
+        if run_fn is None:
+            from .fork import ForkRuns
+
+            run_fn = ForkRuns(bench)
     runs = remote if remote is not None else LocalRuns(run_fn)
 
     from ..model import ModelClient, resolve_endpoint
