@@ -227,3 +227,13 @@ def test_bench_fork_from_forks_every_run_of_a_sweep(tmp_path: Path) -> None:
     assert manifest["profiles"] == ["fte"] and manifest["status"] == "finished"
     bad = cli.invoke(app, ["bench", "--fork-from", str(parent), "--out", str(tmp_path / "nok"), *common], env=CLEAN_ENV)
     assert bad.exit_code == 2 and "--at-turn" in bad.output
+    # the viewer links parent and forks (fte_shell.viewer: the run view's data)
+    from fte_shell.viewer.data import Catalog
+
+    cat = Catalog([parent, tmp_path / "k2"])
+    by_dir = {r.dir.resolve(): r for r in cat.runs}
+    p_run, c_run = by_dir[(parent / "runs/fte/q1/r0").resolve()], by_dir[(tmp_path / "k2/runs/fte/q1/r0").resolve()]
+    assert cat.detail(c_run)["forks"] == {"parent": {"run_dir": str(p_run.dir.resolve()), "turn": 2, "equal": True,
+                                                     "key": p_run.key}, "children": []}
+    assert cat.detail(p_run)["forks"] == {"parent": None, "children": [
+        {"key": c_run.key, "turn": 2, "equal": True, "path": "runs/fte/q1/r0"}]}
