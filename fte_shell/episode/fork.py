@@ -25,7 +25,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import RunConfig
 from ..config.load import deep_merge, load_config
@@ -48,8 +48,9 @@ from ..world import World
 
 if TYPE_CHECKING:
     from ..model import Model, ServerInfo
+    from ..record.events import KnownEvent
     from ..record.rundir import EventListener
-    from .core import Episode
+    from ..world import RunWorld
 
 SNAPSHOT_LOG = "snapshot.jsonl"
 MASKED = "**********"
@@ -57,6 +58,26 @@ HOW_TO_RECORD = ("record the parent with a snapshot: `fte-shell run \"…\" --sn
                  "default) or `fte-shell bench … --snapshot DIR`")
 _DATE = re.compile(r"Current date: (\d{4}-\d{2}-\d{2})")
 _COMPARED = (ModelCallEvent, ToolCallEvent, NudgeEvent, TextToolCallEvent)
+
+
+class Child(Protocol):
+    """What the check reads and writes of the fork's :class:`~fte_shell.episode.Episode` (this module is
+    imported by it, so it names the episode by what it uses)."""
+
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    profile: Any
+    forked_from: dict[str, Any] | None
+    meta: dict[str, Any]
+    world: RunWorld
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def workspace_dir(self) -> Path: ...
+
+    def record(self, event: KnownEvent) -> None: ...
 
 
 @dataclass
@@ -213,7 +234,7 @@ class ForkPrefix:
     """The snapshot mode of the rest of the run (the prefix is replayed strictly)."""
     report: dict[str, Any] = field(default_factory=dict)
 
-    def check(self, ep: Episode) -> str | None:
+    def check(self, ep: Child) -> str | None:
         """Compare the child's state after the replayed turns with the parent's, record the ``fork`` event
         and ``forked_from``, and switch the snapshot to :attr:`mode`. Returns the mismatches in one line
         (the run must stop) or None."""
@@ -234,7 +255,7 @@ class ForkPrefix:
                 + "; ".join(bad[:5]) + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
 
 
-def _compare(parent: Parent, k: int, ep: Episode) -> tuple[dict[str, Any], list[str]]:
+def _compare(parent: Parent, k: int, ep: Child) -> tuple[dict[str, Any], list[str]]:
     """What was compared (``checks``) and one line per difference."""
     bad: list[str] = []
     if ep.system_prompt != parent.start.system_prompt or ep.tools != parent.start.tools:
@@ -288,10 +309,10 @@ def _workspace(parent: Parent, k: int, ws: Path) -> tuple[dict[str, Any], list[s
     return {"files": len(mine), "sha256": mine}, bad
 
 
-def open_fork(cls: type[Episode], parent_dir: Path, at_turn: int, out_dir: Path, *, config: RunConfig | None = None,
+def open_fork(cls: Any, parent_dir: Path, at_turn: int, out_dir: Path, *, config: RunConfig | None = None,
               overrides: dict[str, Any] | None = None, run_id: str | None = None, meta: dict[str, Any] | None = None,
-              log: EventListener | None = None, server: ServerInfo | None = None, model: Model | None = None) -> Episode:
-    """The child episode of the run in ``parent_dir`` at turn ``at_turn`` (``Episode.fork``)."""
+              log: EventListener | None = None, server: ServerInfo | None = None, model: Model | None = None) -> Any:
+    """The child episode (of class ``cls``) of the run in ``parent_dir`` at turn ``at_turn``: ``Episode.fork``."""
     parent = Parent.read(parent_dir)
     replies = parent.replies(at_turn)
     if Path(out_dir).resolve() == parent.run_dir.resolve():
