@@ -240,7 +240,7 @@ class ShellSession:
             duration_s=time.monotonic() - t_start,
             restarted=restarted,
             timeout_s=timeout,
-            note=note, cwd=self.cwd,
+            note=note,
         )
 
     # --- reading ---------------------------------------------------------------------------------------
