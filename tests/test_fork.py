@@ -237,3 +237,34 @@ def test_bench_fork_from_forks_every_run_of_a_sweep(tmp_path: Path) -> None:
                                                      "key": p_run.key}, "children": []}
     assert cat.detail(p_run)["forks"] == {"parent": None, "children": [
         {"key": c_run.key, "turn": 2, "equal": True, "path": "runs/fte/q1/r0"}]}
+
+
+def test_a_local_corpus_document_keeps_the_parents_retrieval_time(tmp_path: Path) -> None:
+    """A corpus is not in the snapshot and its documents are stamped when materialized: the fork's copy of a
+    document the parent fetched carries the parent's ``Retrieved:`` line (here set far in the past), so the
+    files are the same bytes; and the parent's searches of the corpus are replayed from its snapshot."""
+    from fte_shell.search.corpus import CorpusDoc, build_corpus
+
+    corpus = build_corpus([CorpusDoc(docid="tern-quay", title="Tern Quay harbour",
+                                     text="The Tern Quay harbour was dredged in 1887 by the engineer Lio Brand."),
+                           CorpusDoc(docid="gulls", title="Gulls", text="Gulls nest on the breakwater.")], tmp_path / "corpus")
+    script = [call("search", query="Tern Quay harbour dredged"), call("fetch", url="tern-quay"),
+              call("grep", pattern="Retrieved|dredged"),
+              ScriptTurn(content="<answer>Lio Brand</answer>")]
+    cfg = {"model": {"model": "scripted", "max_retries": 0}, "agent": {"profile": "fte"},
+           "search": {"backend": "local", "corpus": str(corpus)}, "snapshot": {"dir": str(tmp_path / "snap")}}
+    with ScriptedServer(script) as srv:
+        cfg["model"]["base_url"] = srv.base_url
+        assert run_question(Q, RunConfig.model_validate(cfg), tmp_path / "parent").stop_reason == "answer"
+    (doc,) = (tmp_path / "parent" / "workspace").glob("tern-quay-*.txt")
+    text = doc.read_text()
+    assert "\nRetrieved: 20" in text
+    doc.write_text("\n".join("Retrieved: 2001-02-03T04:05:06Z" if line.startswith("Retrieved:") else line
+                             for line in text.split("\n")))  # as if the parent had run long ago
+    with ScriptedServer(script[2:]) as srv:
+        res = fork_run(tmp_path / "parent", 2, tmp_path / "child", overrides={"model": {"base_url": srv.base_url}})
+        assert len(srv.requests) == 2
+    assert res.forked_from is not None and res.forked_from["equal"] is True, trajectory(tmp_path / "child")[-3:]
+    assert workspace(tmp_path / "child") == workspace(tmp_path / "parent")
+    grep = next(e for e in trajectory(tmp_path / "child") if e["type"] == "tool_call" and e["name"] == "grep")
+    assert "2001-02-03T04:05:06Z" in grep["observation"]  # the live turn sees the parent's stamp, too

@@ -44,6 +44,7 @@ from ..record.events import (
     ToolCallEvent,
 )
 from ..record.rundir import read_events, read_result
+from ..workspace import Document, filename_for, parse_document
 from ..world import World
 
 if TYPE_CHECKING:
@@ -309,6 +310,27 @@ def _workspace(parent: Parent, k: int, ws: Path) -> tuple[dict[str, Any], list[s
     return {"files": len(mine), "sha256": mine}, bad
 
 
+class ParentTimes:
+    """A local corpus (a :class:`~fte_shell.fetch.PageSource`) whose documents carry the retrieval time of
+    the parent's workspace file of the same name: a corpus document is stamped when it is materialized, and
+    a corpus is not in the snapshot, so without the parent's stamp the fork's file would differ in its
+    ``Retrieved:`` line alone. Documents the parent never held keep their own time."""
+
+    def __init__(self, inner: Any, parent_workspace: Path):
+        self.inner, self.workspace = inner, parent_workspace
+        self.closed_world = bool(getattr(inner, "closed_world", False))
+
+    def lookup(self, ref: str) -> Document | None:
+        doc = self.inner.lookup(ref)
+        if doc is None:
+            return None
+        try:
+            held = parse_document((self.workspace / filename_for(doc.source, doc.kind)).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return doc
+        return doc.model_copy(update={"retrieved_at": held.retrieved_at}) if held.source == doc.source else doc
+
+
 def open_fork(cls: Any, parent_dir: Path, at_turn: int, out_dir: Path, *, config: RunConfig | None = None,
               overrides: dict[str, Any] | None = None, run_id: str | None = None, meta: dict[str, Any] | None = None,
               log: EventListener | None = None, server: ServerInfo | None = None, model: Model | None = None) -> Any:
@@ -326,6 +348,8 @@ def open_fork(cls: Any, parent_dir: Path, at_turn: int, out_dir: Path, *, config
     strict.snapshot.mode, strict.snapshot.on_miss = "replay", "refuse"
     with contextlib.ExitStack() as stack:
         world = stack.enter_context(World.from_config(strict))
+        if world.page_source is not None:
+            world.page_source = ParentTimes(world.page_source, parent.run_dir / "workspace")
         ep = cls.open(cfg, parent.start.question, Path(out_dir), world=world, run_id=run_id, log=log, server=server,
                       model=model, meta=meta)
         owned, ep._owned = ep._owned, stack.pop_all()
