@@ -350,8 +350,9 @@ def open_fork(cls: Any, parent_dir: Path, at_turn: int, out_dir: Path, *, config
         world = stack.enter_context(World.from_config(strict))
         if world.page_source is not None:
             world.page_source = ParentTimes(world.page_source, parent.run_dir / "workspace")
+        kept = {k: v for k, v in (parent.result.get("meta") or {}).items() if k not in ("snapshot", "fork_at_turn")}
         ep = cls.open(cfg, parent.start.question, Path(out_dir), world=world, run_id=run_id, log=log, server=server,
-                      model=model, meta=meta)
+                      model=model, meta={**kept, **(meta or {})})  # the parent's qid, rep, dataset…
         owned, ep._owned = ep._owned, stack.pop_all()
         if owned is not None:
             ep._owned.enter_context(owned)  # closed before the world, as Episode.open does
