@@ -220,7 +220,8 @@ class Catalog:
         if fork_of is not None:
             p = next((r for r in self.runs if str(r.dir.resolve()) == fork_of["run_dir"]), None)
             parent = {**fork_of, "key": p.key if p is not None else None}
-        children = [{"key": r.key, "turn": f["turn"], "equal": f["equal"], "path": row["path"]}
+        children = [{"key": r.key, "turn": f["turn"], "equal": f["equal"],
+                     "path": row["path"] if row["path"] != "." else str(r.dir)}
                     for r in self.runs if r is not run and (f := (row := self.cached_row(r))["fork_of"]) is not None
                     and f["run_dir"] == here]
         return {"parent": parent, "children": children}
