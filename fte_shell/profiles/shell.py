@@ -8,8 +8,8 @@ are helper commands inside the container that reach the host gateway; the worksp
 The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
 and any timeout, restart or truncation note. A non-zero exit status is a normal observation
 (``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted``,
-``duration_s``, ``cwd`` (the working directory after the command), and the ``fetches`` and ``searches`` the command made through the gateway (its per-command
-log, drained after each command).
+``duration_s``, ``cwd`` (the working directory after the command), and the ``fetches`` and ``searches``
+the command made through the gateway (its per-command log, drained after each command).
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ class ShellProfile(ToolProfile):
     def shell_state(self) -> dict[str, Any]:
         """The session's working directory and exported environment (``{"cwd", "env": {name: value}}``),
         read by a probe of builtins that is not a tool call (nothing is recorded; every command starts with
-        the same ``$?`` and ``$_``, so the agent's next command cannot tell). A fork compares it with its
-        parent's (:mod:`fte_shell.episode.fork`)."""
+        the same ``$?`` and ``$_``, so the agent's next command cannot tell). A fork reads it after its
+        replayed turns (:mod:`fte_shell.episode.fork`)."""
         if self.sandbox is None:
             raise ToolError("the sandbox is closed")
         obs = self.sandbox.run("\\builtin export -p")
