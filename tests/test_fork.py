@@ -281,3 +281,45 @@ def test_fork_command_makes_n_forks(parents: dict[str, Any], tmp_path: Path) -> 
         result = json.loads((tmp_path / "f" / c / "result.json").read_text())
         assert (result["answer"], result["turns"], result["forked_from"]["turn"]) == ("Lio Brand", 6, 5)
         assert result["config_digest"] != json.loads((parents["root"] / "fte" / "result.json").read_text())["config_digest"]
+
+
+def test_the_viewer_page_links_a_fork_and_its_parent(tmp_path: Path) -> None:
+    """The static site of a parent and its fork (hand-made run directories): each run page names the other
+    and links to it (a real browser)."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    def run_dir(d: Path, forked_from: dict[str, Any] | None) -> None:
+        d.mkdir(parents=True)
+        ev = [{"type": "start", "t": 0, "question": Q, "profile": "fte", "model": "m"},
+              {"type": "model_call", "turn": 1, "message": {"role": "assistant", "content": "<answer>Lio Brand</answer>"},
+               "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}},
+              {"type": "end", "stop_reason": "answer", "answer": "Lio Brand", "turns": 1, "wall_s": 1}]
+        (d / "trajectory.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev))
+        (d / "result.json").write_text(json.dumps({"question": Q, "answer": "Lio Brand", "profile": "fte", "turns": 1,
+                                                   "stop_reason": "answer", "wall_s": 1,
+                                                   **({"forked_from": forked_from} if forked_from else {})}))
+
+    run_dir(tmp_path / "parent", None)
+    run_dir(tmp_path / "child", {"run": "p1", "run_dir": str((tmp_path / "parent").resolve()), "turn": 1, "equal": True})
+    r = CliRunner().invoke(app, ["view", str(tmp_path / "parent"), str(tmp_path / "child"), "--static", str(tmp_path / "site")])
+    assert r.exit_code == 0, r.output
+    site = (tmp_path / "site" / "index.html").as_uri()
+    chromium = os.environ.get("FTE_CHROMIUM", "/usr/bin/chromium")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(site + "#/run/1")
+        page.wait_for_selector('body[data-ready="1"][data-view="run"] #forks', timeout=30_000)
+        assert page.inner_text("#forks") == (f"forked from {(tmp_path / 'parent').resolve()} at turn 1: turns 1–1 replayed "
+                                             "without the model, state equal to the parent's")
+        assert page.get_attribute("#forks a", "href") == "#/run/0"
+        page.goto(site + "#/run/0")
+        page.wait_for_selector('body[data-ready="1"][data-view="run"] #forks', timeout=30_000)
+        assert page.inner_text("#forks").strip() == f"forks: {(tmp_path / 'child').resolve()} (turn 1)"
+        assert page.get_attribute("#forks a", "href") == "#/run/1"
+        assert not errors
+        browser.close()
