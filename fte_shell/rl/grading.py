@@ -15,7 +15,7 @@ from ..benchmarks.llmjudge import LLMJudge
 from ..benchmarks.presets import Preset
 from ..benchmarks.registry import FALLBACK, get, preset
 from ..config import RunConfig
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from ..record.rundir import judge_key, primary_verdict, read_judgement, with_verdict, write_judgement
 from ..sweep.judge import MODEL_FREE
 
@@ -29,8 +29,6 @@ class Grader:
         chosen = preset(config.judge.preset or self.benchmark.judge_preset)
         if chosen.needs_model and judge is None:
             if config.judge.preset:  # named: as fte-shell judge, an error
-                from ..errors import ConfigError
-
                 raise ConfigError(f"the {chosen.name} judge preset needs a grading model (judge=LLMJudge(…))")
             chosen = preset(MODEL_FREE)
         self.preset: Preset = chosen
@@ -55,10 +53,18 @@ class Grader:
             if summary.errors:
                 raise ModelError(summary.errors[0])
             return primary_verdict(read_judgement(run_dir))
-        async with self._calls:
-            v = await asyncio.to_thread(self.preset.grade, question, None, answer, gold, self.judge)
+        v = await self.grade(question, answer, gold)
         await asyncio.to_thread(_keep, run_dir, self.key, v)
         return v
+
+    async def grade(self, question: str, answer: str | None, gold: str) -> Verdict:
+        """The preset's verdict of ``answer`` (a model preset: one call of the grading model, at most
+        ``concurrency`` in flight); a benchmark's own grading needs a run: :meth:`verdict`."""
+        if self.own_rule:
+            raise ConfigError(f"the {self.preset.name} preset grades whole runs (its benchmark's own grading): "
+                              "use an EpisodePool, which records them")
+        async with self._calls:
+            return await asyncio.to_thread(self.preset.grade, question, None, answer, gold, self.judge)
 
 
 def _keep(run_dir: Path, key: str, v: Verdict) -> None:
