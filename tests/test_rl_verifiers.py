@@ -33,7 +33,7 @@ def test_verifiers_loader_resolves_the_taskset_and_its_harness(hotpotqa_dir: Pat
 
     assert taskset_class("fte-shell-rl") is FteShellTaskset
     assert default_harness_id("fte-shell-rl") == "fte-shell-rl" and harness_class("fte-shell-rl") is HostChatHarness
-    tasks = list(FteShellTaskset(FteShellTasksetConfig(limit=3)))
+    tasks = list(FteShellTaskset(FteShellTasksetConfig(dataset="hotpotqa", limit=3)))
     assert len(tasks) == 3 and tasks[1].data.answer == RIGHT and tasks[1].data.dataset == "hotpotqa"
     assert "<answer>" in (tasks[0].data.system_prompt or "") and tasks[0].key == tasks[0].data.id
     assert [type(t).__name__ for t in FteShellTaskset.task_type().toolsets(tasks[0].config)] == ["FteShellToolset"]
@@ -58,7 +58,7 @@ def test_vf_eval_rewards_equal_fte_shell_judge(hotpotqa_dir: Path, tmp_path: Pat
     with ScriptedServer(policy=policy) as srv:
         p = subprocess.run([str(vf_eval), "fte-shell-rl", "-m", "scripted", "-n", "3", "-r", "2", "--no-push",
                             "--client.base-url", srv.base_url, "--client.api-key-var", "FTE_TEST_KEY",
-                            "--env.agent.runtime.type", "subprocess", "-o", str(tmp_path / "vf"),
+                            "--env.agent.runtime.type", "subprocess", "--env.taskset.dataset", "hotpotqa", "-o", str(tmp_path / "vf"),
                             "--env.taskset.task.tools.overrides", json.dumps(overrides)],
                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

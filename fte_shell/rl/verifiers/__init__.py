@@ -32,8 +32,8 @@ class FteShellTaskData(vf.TaskData):
     """The question as the agent is asked it."""
     answer: str | None = None
     """The gold answer (None: no reward)."""
-    dataset: str = "jsonl"
-    """The benchmark kind whose grading preset gives the reward."""
+    dataset: str = ""
+    """The benchmark kind whose grading preset gives the reward ("": a run outside any benchmark's)."""
 
 
 class FteShellTaskConfig(vf.TaskConfig):
@@ -51,7 +51,7 @@ class FteShellTaskConfig(vf.TaskConfig):
 def _grader(tools_json: str, dataset: str, judge_model: str | None, base_url: str | None) -> Grader:
     cfg = run_config(FteShellToolsConfig.model_validate_json(tools_json))
     judge = LLMJudge(judge_model_config(judge_model, base_url=base_url)) if judge_model else None
-    return Grader(cfg, dataset, judge)
+    return Grader(cfg, dataset or None, judge)
 
 
 class FteShellTask(vf.Task[FteShellTaskData, vf.State, FteShellTaskConfig]):
@@ -79,7 +79,7 @@ class FteShellTask(vf.Task[FteShellTaskData, vf.State, FteShellTaskConfig]):
 class FteShellTasksetConfig(vf.TasksetConfig):
     """Which questions (``--env.taskset.*``)."""
 
-    dataset: str = "hotpotqa"
+    dataset: str
     """A dataset spec of ``fte-shell bench`` (``hotpotqa``, ``jsonl:PATH``, ``browsecomp-plus``…)."""
     split: str = "dev"
     """The split (HotpotQA)."""
