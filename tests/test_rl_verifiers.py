@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from fte_shell import load_config
 from fte_shell.agent.replies import extract_answer

@@ -12,13 +12,13 @@ MCP tools works (``--env.agent.harness.id null``, ``codex``…).
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import verifiers.v1 as vf
 
 from ...agent.replies import extract_answer
 from ...benchmarks.llmjudge import LLMJudge, judge_model_config
 from ...benchmarks.registry import load_dataset
+from ...errors import ConfigError
 from ...prompts import profile_addendum, system_prompt
 from ..grading import Grader
 from .harness import HostChatHarness
@@ -79,8 +79,8 @@ class FteShellTask(vf.Task[FteShellTaskData, vf.State, FteShellTaskConfig]):
 class FteShellTasksetConfig(vf.TasksetConfig):
     """Which questions (``--env.taskset.*``)."""
 
-    dataset: str
-    """A dataset spec of ``fte-shell bench`` (``hotpotqa``, ``jsonl:PATH``, ``browsecomp-plus``…)."""
+    dataset: str = ""
+    """A dataset spec of ``fte-shell bench`` (``hotpotqa``, ``jsonl:PATH``, ``browsecomp-plus``…); required."""
     split: str = "dev"
     """The split (HotpotQA)."""
     limit: int | None = None
@@ -97,13 +97,13 @@ class FteShellTaskset(vf.Taskset[FteShellTask, FteShellTasksetConfig]):
 
     def load(self) -> list[FteShellTask]:
         c = self.config
+        if not c.dataset:
+            raise ConfigError("name the questions: --env.taskset.dataset hotpotqa (any `fte-shell bench` dataset spec)")
         cfg = run_config(c.task.tools)
         ds = load_dataset(c.dataset, split=c.split, limit=c.limit, sample=c.sample, seed=c.seed, options=cfg.benchmark)
         system = system_prompt(profile_addendum(cfg.agent.profile), cfg.agent.current_date, cfg.agent.system_prompt_file)
         return [FteShellTask(FteShellTaskData(id=q.id, prompt=q.question, system_prompt=system, question=q.question,
                                               answer=q.answer, dataset=ds.kind), c.task) for q in ds.questions]
-
-
 
 
 __all__ = ["FteShellTask", "FteShellTaskData", "FteShellTaskset", "FteShellTasksetConfig", "HostChatHarness"]
