@@ -35,6 +35,7 @@ from ..world import RunWorld
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
     from ..fetch import FetchService
     from ..model import Model
+    from ..sandbox import Sandbox
 
 _IMPLEMENTATIONS: dict[str, str] = {
     "shell": "shell:ShellProfile",
@@ -103,6 +104,10 @@ class QuestionContext:
 
     model: Model | None = None
     """The agent's model client; visit-summary uses it when ``agent.summary_model`` is None."""
+
+    sandbox_source: Callable[[RunWorld, str], Sandbox] | None = None
+    """Where the shell profile gets its box, given the run's world and run id (a pool's ready box:
+    ``fte_shell.rl``); the profile closes it. None: the profile starts its own."""
 
 
 @runtime_checkable

@@ -81,6 +81,8 @@ class ShellProfile(ToolProfile):
         from ..sandbox import Sandbox
 
         ctx = self.ctx
+        if ctx.sandbox_source is not None:  # a box started ahead (its workspace is its own)
+            return ctx.sandbox_source(ctx.world, ctx.run_id)
         cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
         return Sandbox(cfg, world=ctx.world, run_id=ctx.run_id or None)
 
