@@ -6,6 +6,7 @@ reasoning items the emulator verifies)."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from pathlib import Path
@@ -65,7 +66,10 @@ def personality(server: str) -> Any:
     return PERSONALITIES[server](window=WINDOW)  # type: ignore[call-arg]
 
 
-def run(server: str, profile: str, spec: str | ContextConfig, out: Path, corpus: Path, turns: int = TURNS) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]], Any]:
+Run = tuple[Any, list[dict[str, Any]], list[dict[str, Any]], Any]
+
+
+def run(server: str, profile: str, spec: str | ContextConfig, out: Path, corpus: Path, turns: int = TURNS) -> Run:
     """One run; returns (result, events, the requests as chat messages lists, the emulator)."""
     context = ContextConfig.parse(spec) if isinstance(spec, str) else spec
     with serve(server, Steps(), personality(server)) as emu:
@@ -123,7 +127,7 @@ def test_keep_all_overflows_where_keep_recent_and_discard_all_go_on(server: str,
     result, events, _, emu = run(server, "fte", "keep_all", tmp_path / "all", corpus)
     assert result.stop_reason == "context_overflow" and result.turns < TURNS
     assert not [e for e in events if e["type"] == "context_edit"]
-    assert "context" not in __import__("json").loads((tmp_path / "all" / "result.json").read_text())
+    assert "context" not in json.loads((tmp_path / "all" / "result.json").read_text())
     overflow = result.turns
 
     # keep_recent:2 — every request: the 2 most recent results verbatim, each older one the placeholder
@@ -145,7 +149,7 @@ def test_keep_all_overflows_where_keep_recent_and_discard_all_go_on(server: str,
     edits = [e for e in events if e["type"] == "context_edit"]
     assert [(e["turn"], e["cleared"]) for e in edits] == [(t, [f"s{t - 3}"]) for t in range(4, TURNS + 1)]
     assert all(e["strategy"] == "keep_recent:2" and e["messages_after"] == e["messages_before"] for e in edits)
-    assert __import__("json").loads((tmp_path / "recent" / "result.json").read_text())["context"] == "keep_recent:2"
+    assert json.loads((tmp_path / "recent" / "result.json").read_text())["context"] == "keep_recent:2"
 
     # discard_all — past the trigger: system, question + note, then only what came after
     result, events, requests, emu = run(server, "fte", "discard_all", tmp_path / "discard", corpus)
@@ -275,3 +279,25 @@ def test_the_shell_profile_keep_recent_and_workspace_reset(server: str, tmp_path
     note = agent_requests(requests)[edits[0]["turn"] - 1]["messages"][1]["content"]
     assert "Files you wrote under /tmp:\n/tmp/notes-2.txt (" in note
     check_window(events, emu)
+
+
+def test_run_context_flag_end_to_end(tmp_path: Path, corpus: Path) -> None:
+    """``fte-shell run --context discard_all``: the live log says where the edits were, result.json names it."""
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
+
+    out = tmp_path / "run"
+    with serve("vllm", Steps(), personality("vllm")) as emu:
+        r = CliRunner().invoke(app, ["run", Q, "--profile", "fte", "--base-url", emu.base_url, "--model", emu.model,
+                                     "--corpus", str(corpus), "--max-turns", "10", "--context", "discard_all",
+                                     "--context-window", "6000",
+                                     "--out", str(out)], env={"COLUMNS": "300", "SERPER_API_KEY": ""})
+    assert r.exit_code == 0, r.output
+    edits = [e for e in trajectory(out) if e["type"] == "context_edit"]
+    assert edits
+    e = edits[0]
+    assert (f"context discard_all: {len(e['cleared'])} call(s) dropped; {e['messages_before']} → 2 messages"
+            in r.output)
+    assert "· context discard_all ·" in r.output
+    assert json.loads((out / "result.json").read_text())["context"] == "discard_all"
