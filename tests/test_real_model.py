@@ -165,25 +165,26 @@ def test_bench_executes_a_call_and_answers_on_each_local_engine(engine: str, tmp
     assert not [w for w in metrics["warnings"] if "none of its" in w], metrics["warnings"]  # every profile called tools
 
 
-SMALL_CTX = 4096
-"""The small window of the context-strategy runs (the server's ``n_ctx``)."""
+SMALL_CTX = 3072
+"""The small window of the context-strategy runs (the server's ``n_ctx``): a turn or two of search results
+fill it (the system prompt and the tools take about 1,400 tokens)."""
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("engine", ["xllamacpp", "llama-cpp-python"])
 def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(engine: str, tmp_path: Path) -> None:
-    """Each engine with ``n_ctx`` 4096 and long search results (20 a call): under ``keep_all`` the run
-    stops ``context_overflow`` once the first call's results are in; under ``discard_all`` the same run goes
-    on past that turn, and every prompt the server counted (``usage.prompt_tokens``), with the reply it
-    was allowed, is inside the window."""
+    """Each engine with ``n_ctx`` 3072, the fte profile and long search results (up to 20 a call): under
+    ``keep_all`` the run stops ``context_overflow`` within its 4 turns; under ``discard_all`` the same run
+    goes on past that turn, and every prompt the server counted (``usage.prompt_tokens``), with the reply
+    it was allowed, is inside the window."""
     from fte_shell.search.pydoc_corpus import build_pydoc_corpus
 
     corpus = build_pydoc_corpus(tmp_path / "pydoc")
     for srv in _server(engine, tmp_path, n_ctx=SMALL_CTX):
         cfg = _config(tmp_path, srv, salvage=True)
         window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
-        cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace("max_turns = 4", "max_turns = 3")
+        cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n")
                        + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
         runs = {}
         for spec in ("keep_all", "discard_all"):
