@@ -20,6 +20,7 @@ answered; greedy, both did, in each run seen).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -181,7 +182,7 @@ def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(e
     from fte_shell.search.pydoc_corpus import build_pydoc_corpus
 
     corpus = build_pydoc_corpus(tmp_path / "pydoc")
-    for srv in _server(engine, tmp_path, n_ctx=SMALL_CTX):
+    with contextlib.contextmanager(_server)(engine, tmp_path, n_ctx=SMALL_CTX) as srv:
         cfg = _config(tmp_path, srv, salvage=True)
         window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
         cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n")
