@@ -60,19 +60,20 @@ class Steps:
             {"name": "search", "id": f"s{n}", "arguments": {"query": QUERIES[n % len(QUERIES)]}}])
 
 
-def personality(server: str) -> Any:
-    if server == "responses":  # not strict: dropping whole earlier turns is allowed by the real API
-        return ResponsesAPI(window=WINDOW, strict=False)
+def personality(server: str, strict: bool = False) -> Any:
+    if server == "responses":  # strict: no earlier reasoning item dropped (dropping whole turns is allowed)
+        return ResponsesAPI(window=WINDOW, strict=strict)
     return PERSONALITIES[server](window=WINDOW)  # type: ignore[call-arg]
 
 
 Run = tuple[Any, list[dict[str, Any]], list[dict[str, Any]], Any]
 
 
-def run(server: str, profile: str, spec: str | ContextConfig, out: Path, corpus: Path, turns: int = TURNS) -> Run:
+def run(server: str, profile: str, spec: str | ContextConfig, out: Path, corpus: Path, turns: int = TURNS,
+        strict: bool = False) -> Run:
     """One run; returns (result, events, the requests as chat messages lists, the emulator)."""
     context = ContextConfig.parse(spec) if isinstance(spec, str) else spec
-    with serve(server, Steps(), personality(server)) as emu:
+    with serve(server, Steps(), personality(server, strict)) as emu:
         model: dict[str, Any] = {"api": "responses"} if server == "responses" else {}
         if server in ("openrouter", "deepseek"):
             model["thinking"] = True
@@ -131,7 +132,7 @@ def test_keep_all_overflows_where_keep_recent_and_discard_all_go_on(server: str,
     overflow = result.turns
 
     # keep_recent:2 — every request: the 2 most recent results verbatim, each older one the placeholder
-    result, events, requests, emu = run(server, "fte", "keep_recent:2", tmp_path / "recent", corpus)
+    result, events, requests, emu = run(server, "fte", "keep_recent:2", tmp_path / "recent", corpus, strict=True)
     assert (result.stop_reason, result.turns) == ("max_turns", TURNS) and TURNS > overflow
     obs = observations(events)
     requests = agent_requests(requests)
@@ -146,6 +147,8 @@ def test_keep_all_overflows_where_keep_recent_and_discard_all_go_on(server: str,
             else:
                 assert content == placeholder("search", True) and obs[cid] not in content
     check_window(events, emu)
+    if server == "responses":  # each request carried every earlier reasoning item, verified
+        assert emu.personality.intact == list(range(TURNS))
     edits = [e for e in events if e["type"] == "context_edit"]
     assert [(e["turn"], e["cleared"]) for e in edits] == [(t, [f"s{t - 3}"]) for t in range(4, TURNS + 1)]
     assert all(e["strategy"] == "keep_recent:2" and e["messages_after"] == e["messages_before"] for e in edits)
