@@ -304,3 +304,34 @@ def test_run_context_flag_end_to_end(tmp_path: Path, corpus: Path) -> None:
             in r.output)
     assert "· context discard_all ·" in r.output
     assert json.loads((out / "result.json").read_text())["context"] == "discard_all"
+
+
+def test_summary_model_writes_the_summary_and_is_priced_apart(tmp_path: Path, corpus: Path) -> None:
+    """``[agent.context.summary_model]`` on a server of its own (its unset api_key taken from [model]): it
+    gets every summary request, the agent's server none; its tokens are ``summary_usage`` and its cost is
+    in ``cost_usd`` at its own price."""
+    from fte_shell.config import ModelPrice
+    from fte_shell.model.prices import usage_cost
+    from fte_shell.standins.server import ScriptedServer
+
+    agent_price, writer_price = ModelPrice(input=1.0, output=2.0), ModelPrice(input=10.0, output=20.0)
+    with ScriptedServer(policy=lambda body: SUMMARY) as writer:
+        cfg = ContextConfig(strategy="summary", summary_model=ModelConfig(base_url=writer.base_url, model="writer",
+                                                                           price=writer_price))
+        with serve("vllm", Steps(), personality("vllm")) as emu:
+            run_cfg = RunConfig(
+                model=ModelConfig(base_url=emu.base_url, model=emu.model, api_key="k-1", price=agent_price),
+                agent=AgentConfig(profile="fte", max_turns=TURNS, context=cfg),
+                search=SearchConfig(backend="local", corpus=str(corpus)),
+            )
+            result = run_question(Q, run_cfg, tmp_path / "r")
+        assert all(r.get("tools") for r in emu.requests)
+    events = trajectory(tmp_path / "r")
+    edits = [e for e in events if e["type"] == "context_edit"]
+    assert edits and len(writer.requests) == len(edits) and writer.requests[0]["model"] == "writer"
+    assert [e["usage"] for e in edits] == [r["usage"] for r in writer.responses]
+    spent = {k: sum(r["usage"][k] for r in writer.responses) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    assert result.summary_usage == spent
+    agent_cost = sum(e["cost_usd"] for e in events if e["type"] == "model_call")
+    writer_cost = sum(usage_cost(r["usage"], writer_price) for r in writer.responses)
+    assert result.cost_usd == round(agent_cost + writer_cost, 8) and writer_cost > 0

@@ -247,14 +247,15 @@ class Episode:
         if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
             self.count_side_usage(spent, self.reader_price)
 
-    def count_side_usage(self, spent: Any, price: Any) -> None:
+    def count_side_usage(self, spent: Any, price: Any, billed: dict[str, Any] | None = None) -> None:
         """Tokens of a model called besides the agent's turns (visit-summary's reader, the ``summary``
         context strategy's writer) into ``summary_usage``, and their cost at ``price`` (a
-        :func:`~fte_shell.model.prices.price_for`; None: unknown) when the run's cost is known."""
+        :func:`~fte_shell.model.prices.price_for`; None: unknown) when the run's cost is known; ``billed``:
+        the call's whole usage (cached tokens) when there is more than ``spent``'s counts."""
         with self._lock:
             add_usage(self.tally.summary_usage, spent)
             if price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
-                self.tally.cost_usd += usage_cost(spent, price)
+                self.tally.cost_usd += usage_cost(billed or spent, price)
 
     # --- ending -----------------------------------------------------------------------------------------
     def finish(self, answer: str | None = None, *, stop_reason: StopReason | str = "answer",

@@ -97,7 +97,7 @@ class Summary(Editing):
             if own:
                 model.close()
         usage = dict(done.usage)
-        view.episode.count_side_usage(usage, price_for(self.writer or self.model_cfg))
+        view.episode.count_side_usage(usage, price_for(self.writer or self.model_cfg), done.usage_details)
         if not done.text.strip():
             raise ModelError("the summary's writer returned no text")
         return done.text.strip(), usage
