@@ -335,3 +335,52 @@ def test_summary_model_writes_the_summary_and_is_priced_apart(tmp_path: Path, co
     agent_cost = sum(e["cost_usd"] for e in events if e["type"] == "model_call")
     writer_cost = sum(usage_cost(r["usage"], writer_price) for r in writer.responses)
     assert result.cost_usd == round(agent_cost + writer_cost, 8) and writer_cost > 0
+
+
+def _view(messages: list[dict[str, Any]], window: int | None = None) -> Any:
+    from types import SimpleNamespace
+
+    from fte_shell.agent.context import ContextView
+    from fte_shell.model import ServerInfo
+
+    episode = SimpleNamespace(names={"search", "list_fetched"}, profile=SimpleNamespace(name="fte"))
+    server = ServerInfo(context_window=window) if window else None
+    return ContextView(messages, [], len(messages), server, 0, episode, None)  # type: ignore[arg-type]
+
+
+def _call(cid: str) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": "search", "arguments": "{}"}}
+
+
+CONVERSATION = [
+    {"role": "system", "content": "S"}, {"role": "user", "content": "Q"},
+    {"role": "assistant", "content": "", "tool_calls": [_call("c1"), _call("c2")], "reasoning_content": "r1"},
+    {"role": "tool", "tool_call_id": "c1", "content": "one"}, {"role": "tool", "tool_call_id": "c2", "content": "two"},
+    {"role": "assistant", "content": "thinking aloud"}, {"role": "user", "content": "NUDGE"},
+    {"role": "assistant", "content": "", "tool_calls": [_call("c3")]},
+    {"role": "tool", "tool_call_id": "c3", "content": "three"},
+    {"role": "user", "content": "FINAL"},
+]
+
+
+def test_steps_go_whole_and_the_request_s_own_notice_stays() -> None:
+    """Hand-made: discard_all keeps the system prompt, the question with the note and the final notice (in
+    one user message); keep_recent:1 keeps every message, the oldest results as placeholders; neither changes
+    the kept conversation."""
+    from fte_shell.agent.context import make_policy
+
+    kept = json.loads(json.dumps(CONVERSATION))
+    cfg = RunConfig(agent=AgentConfig(context=ContextConfig(strategy="discard_all", trigger_tokens=1)))
+    sent = make_policy(cfg).prepare(_view(kept))
+    assert sent.messages == [CONVERSATION[0], {"role": "user", "content": f"Q\n\n{DROP_NOTE}{WORKSPACE_NOTE}\n\nFINAL"}]
+    assert sent.edit is not None and sent.edit.cleared == ["c1", "c2", "c3"] and not sent.edit.escalated
+    cfg = RunConfig(agent=AgentConfig(context=ContextConfig.parse("keep_recent:1")))
+    sent = make_policy(cfg).prepare(_view(kept))
+    gone = placeholder("search", True)
+    assert sent.messages == [*CONVERSATION[:3], {**CONVERSATION[3], "content": gone},
+                             {**CONVERSATION[4], "content": gone}, *CONVERSATION[5:]]
+    assert sent.edit is not None and sent.edit.cleared == ["c1", "c2"]
+    cfg = RunConfig(agent=AgentConfig(context=ContextConfig.parse("discard_fraction:0.5")))  # 2 of 3 calls: c1, c2
+    sent = make_policy(cfg).prepare(_view(kept, window=100))  # past the window: acts, then escalates to fit
+    assert sent.edit is not None and sent.edit.cleared == ["c1", "c2", "c3"] and sent.edit.escalated
+    assert kept == CONVERSATION

@@ -137,6 +137,8 @@ class Editing:
 
     def drop_to(self, messages: list[dict[str, Any]], cut: int) -> list[str]:
         """Drop every step before ``cut`` (a :func:`boundaries` index); returns the calls newly cleared."""
+        if cut <= self.cut:  # nothing more to drop: the note stays as it is
+            return []
         dropped = [i for i in call_ids(messages, self.cut, cut) if i not in self.cleared]
         self.cleared.update(dropped)
         self.cut = cut
@@ -144,7 +146,8 @@ class Editing:
             self.note = DROP_NOTE + (WORKSPACE_NOTE if self.workspace else "")
         return dropped
 
-    def escalate(self, view: ContextView, fit: int, sent: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    def escalate(self, view: ContextView, fit: int,
+                 sent: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
         """Drop the oldest steps still sent until the prompt fits ``fit`` tokens (or nothing is left)."""
         dropped: list[str] = []
         for b in boundaries(view.messages, self.cut):
@@ -164,13 +167,13 @@ class Editing:
             done = self.act(view)
             sent = self.compose(view.messages)
         cleared, notes = list(done.cleared), [done.note]
-        escalated = False
+        cut = self.cut
         if fit is not None and view.measure(sent) > fit:
             more, sent = self.escalate(view, fit, sent)
             cleared += more
-            escalated = bool(more)
-            if escalated:
+            if self.cut != cut:
                 notes.append(f"escalated: {len(more)} more call(s) dropped to fit the window")
+        escalated = self.cut != cut
         if (self.cut, self.note, len(self.cleared)) == state and done.usage is None:
             return Sent(sent)
         return Sent(sent, ContextEdit(cleared, "; ".join(n for n in notes if n) or None, escalated, done.usage))

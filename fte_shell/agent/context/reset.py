@@ -131,8 +131,10 @@ class WorkspaceReset(Editing):
     """``workspace_reset``: start again from the question and what the workspace holds."""
 
     def act(self, view: ContextView) -> ContextEdit:
-        ep = view.episode
-        dropped = self.drop_to(view.messages, trailing_start(view.messages))
+        ep, end = view.episode, trailing_start(view.messages)
+        if end <= self.cut:
+            return ContextEdit()
+        dropped = self.drop_to(view.messages, end)
         if not self.workspace:  # a profile without a workspace: nothing to list (the note of discard_all)
             return ContextEdit(dropped, f"{len(dropped)} call(s) dropped; no workspace to list")
         files = ep.profile.scratch_files() if isinstance(ep.profile, ScratchFiles) else []
