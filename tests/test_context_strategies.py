@@ -384,3 +384,22 @@ def test_steps_go_whole_and_the_request_s_own_notice_stays() -> None:
     sent = make_policy(cfg).prepare(_view(kept, window=100))  # past the window: acts, then escalates to fit
     assert sent.edit is not None and sent.edit.cleared == ["c1", "c2", "c3"] and sent.edit.escalated
     assert kept == CONVERSATION
+
+
+def test_a_summary_that_fails_drops_the_steps_and_says_so(tmp_path: Path, corpus: Path) -> None:
+    """The writer answers with no text, then with an error: the steps are dropped as discard_all does, each
+    edit says why, and the empty answer's tokens are counted all the same."""
+    from fte_shell.standins.server import ScriptedServer
+
+    with ScriptedServer(["", ScriptTurn(status=400, error="writer refused")] * 4) as writer:
+        cfg = ContextConfig(strategy="summary", trigger_tokens=3000,
+                            summary_model=ModelConfig(base_url=writer.base_url, model="w", max_retries=0))
+        result, events, requests, emu = run("vllm", "fte", cfg, tmp_path / "r", corpus)
+    assert result.stop_reason == "max_turns"
+    edits = [e for e in events if e["type"] == "context_edit"]
+    assert len(edits) >= 2 and "summary failed (the writer returned no text)" in edits[0]["note"]
+    assert "summary failed (" in edits[1]["note"] and "writer refused" in edits[1]["note"]
+    assert edits[0]["usage"] == writer.responses[0]["usage"] and edits[1]["usage"] is None
+    assert result.summary_usage["total_tokens"] == sum(r["usage"]["total_tokens"] for r in writer.responses)
+    assert agent_requests(requests)[edits[0]["turn"] - 1]["messages"][1]["content"] == f"{Q}\n\n{DROP_NOTE}{WORKSPACE_NOTE}"
+    check_window(events, emu)

@@ -83,7 +83,8 @@ class Summary(Editing):
         self.summary: str | None = None
 
     def ask(self, view: ContextView, prompt_of: Callable[[int | None], str]) -> tuple[str, dict[str, int]]:
-        """The summary's text and usage (raises :class:`ModelError`); the writer's window bounds the prompt."""
+        """The summary's text ("" when the writer said nothing) and usage (raises :class:`ModelError`); the
+        writer's window bounds the prompt."""
         own = self.writer is not None
         model: Model = ModelClient(self.writer) if self.writer is not None else view.model
         try:
@@ -98,8 +99,6 @@ class Summary(Editing):
                 model.close()
         usage = dict(done.usage)
         view.episode.count_side_usage(usage, price_for(self.writer or self.model_cfg), done.usage_details)
-        if not done.text.strip():
-            raise ModelError("the summary's writer returned no text")
         return done.text.strip(), usage
 
     def act(self, view: ContextView) -> ContextEdit:
@@ -114,11 +113,16 @@ class Summary(Editing):
             head = f"Question: {question}\n\n{before}Steps:\n"
             return head + transcript(msgs[self.cut:end], None if limit is None else max(1000, limit - len(head)))
 
+        usage = None
         try:
             text, usage = self.ask(view, prompt_of)
+            failure = None if text else "the writer returned no text"
         except ModelError as e:
+            failure = str(e)
+        if failure is not None:
             dropped = self.drop_to(msgs, end)
-            return ContextEdit(dropped, f"summary failed ({e}); {len(dropped)} call(s) dropped without one")
+            return ContextEdit(dropped, f"summary failed ({failure}); {len(dropped)} call(s) dropped without one",
+                               usage=usage)
         dropped = [i for i in call_ids(msgs, self.cut, end) if i not in self.cleared]
         self.cleared.update(dropped)
         self.cut, self.summary = end, text
