@@ -21,7 +21,7 @@ from test_events_written import typed_events
 from fte_shell.agent.context.edits import DROP_NOTE, WORKSPACE_NOTE, placeholder
 from fte_shell.config import AgentConfig, ContextConfig, ModelConfig, RunConfig, SearchConfig
 from fte_shell.runner import run_question
-from fte_shell.standins.server import ScriptTurn, tokens_for
+from fte_shell.standins.server import ScriptTurn
 
 Q = "Which function in the json module serializes an object to a JSON formatted str?"
 WINDOW = 10000
