@@ -176,7 +176,7 @@ fill it (the system prompt and the tools take about 1,400 tokens)."""
 @pytest.mark.parametrize("engine", ["xllamacpp", "llama-cpp-python"])
 def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(engine: str, tmp_path: Path) -> None:
     """Each engine with ``n_ctx`` 3072, the fte profile and long search results (up to 20 a call): under
-    ``keep_all`` the run stops ``context_overflow`` within its 4 turns; under ``discard_all`` the same run
+    ``keep_all`` the run stops ``context_overflow`` within its 3 turns (on turn 2 with both engines); under ``discard_all`` the same run
     goes on past that turn, and every prompt the server counted (``usage.prompt_tokens``), with the reply
     it was allowed, is inside the window."""
     from fte_shell.search.pydoc_corpus import build_pydoc_corpus
@@ -185,8 +185,8 @@ def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(e
     with contextlib.contextmanager(_server)(engine, tmp_path, n_ctx=SMALL_CTX) as srv:
         cfg = _config(tmp_path, srv, salvage=True)
         window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
-        cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n")
-                       + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
+        cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace(
+            f"max_turns = {MAX_TURNS}", "max_turns = 3") + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
         runs = {}
         for spec in ("keep_all", "discard_all"):
             out = tmp_path / spec
