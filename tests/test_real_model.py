@@ -185,8 +185,9 @@ def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(e
     with contextlib.contextmanager(_server)(engine, tmp_path, n_ctx=SMALL_CTX) as srv:
         cfg = _config(tmp_path, srv, salvage=True)
         window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
-        cfg.write_text(cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace(
-            f"max_turns = {MAX_TURNS}", "max_turns = 3") + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
+        toml = cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace(f"max_turns = {MAX_TURNS}",
+                                                                                 "max_turns = 3")
+        cfg.write_text(toml + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
         runs = {}
         for spec in ("keep_all", "discard_all"):
             out = tmp_path / spec
