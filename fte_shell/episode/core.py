@@ -267,12 +267,18 @@ class Episode:
 
     def _count_tool_usage(self, res: ToolResult) -> None:
         """A tool's own model tokens (``meta.summary_usage``) into the tally, and their cost when known."""
-        if (spent := res.meta.get(TOOL_USAGE_META)) is None:
-            return
+        if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
+            self.count_side_usage(spent, self.reader_price)
+
+    def count_side_usage(self, spent: Any, price: Any, billed: dict[str, Any] | None = None) -> None:
+        """Tokens of a model called besides the agent's turns (visit-summary's reader, the ``summary``
+        context strategy's writer) into ``summary_usage``, and their cost at ``price`` (a
+        :func:`~fte_shell.model.prices.price_for`; None: unknown) when the run's cost is known; ``billed``:
+        the call's whole usage (cached tokens) when there is more than ``spent``'s counts."""
         with self._lock:
             add_usage(self.tally.summary_usage, spent)
-            if self.reader_price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
-                self.tally.cost_usd += usage_cost(spent, self.reader_price)
+            if price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
+                self.tally.cost_usd += usage_cost(billed or spent, price)
 
     # --- ending -----------------------------------------------------------------------------------------
     def finish(self, answer: str | None = None, *, stop_reason: StopReason | str = "answer",
@@ -289,7 +295,8 @@ class Episode:
         if error is not None:
             self.recorder.write(ErrorEvent(turn=self.tally.turns, message=error))
         result = self.tally.result(self.question, stop_reason, answer, profile=self.profile.name,  # type: ignore[arg-type]
-                                   model=self.config.model.model, wall_s=round(time.monotonic() - self._t0, 3),
+                                   model=self.config.model.model, context=self.config.agent.context.label,
+                                   wall_s=round(time.monotonic() - self._t0, 3),
                                    run_id=self.run_id, run_dir=self.recorder.run_dir, forked_from=self.forked_from)
         self.result = result
         write_end(self.recorder, result, started_at=self.started_at, meta=self.meta, config=self.config)

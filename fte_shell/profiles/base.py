@@ -133,6 +133,16 @@ class Profile(Protocol):
         ...
 
 
+@runtime_checkable
+class ScratchFiles(Protocol):
+    """A profile whose model can write files of its own beside the workspace (the shell profile's /tmp):
+    the ``workspace_reset`` context strategy lists them for the model."""
+
+    def scratch_files(self) -> list[str]:
+        """One line per file the model wrote (its path and size), oldest first; [] when none."""
+        ...
+
+
 class ToolArgs(BaseModel):
     """Base of every tool's argument model: unknown arguments are refused."""
 
