@@ -219,6 +219,16 @@ def report_cmd(
     for row in rows:
         t.add_row(*[row[i] for i in keep])
     _out.print(t)
+    if r.arms:
+        from ..report.arms import arms_table
+
+        head, rows = arms_table(r.profiles, r.arms)
+        keep = [head.index(c) for c in ("Arm", "Accuracy", "95% CI (Wilson)", "Tokens", "Cached prompt", "Cost",
+                                        "Turns", "Overflow", "Edited")]
+        t = Table(*[head[i] for i in keep], title="Context arms (report.md: stops, edits, behaviour at the edits)")
+        for row in rows:
+            t.add_row(*[row[i] for i in keep])
+        _out.print(t)
     for w in r.warnings:
         _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
     _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")
