@@ -46,8 +46,8 @@ class ArmSummary(_M):
     """Mean estimated prompt tokens the edits took out, per run."""
 
     cache_share: float | None = None
-    """Prompt tokens the server's cache served / prompt tokens, pooled over the runs whose server said
-    (``cache_reported``); None when no run's did."""
+    """Prompt tokens the server's cache served / the prompt tokens of the calls whose usage says how many
+    were cached, pooled over the runs; None when no call's did."""
 
     fetch_repeat_before: float | None = None
     """Mean fetches of a held document per run before the first edit (a run without edits: all of them)."""
@@ -73,8 +73,7 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
     """The :class:`ArmSummary` of one row's runs."""
     ok = [r for r in runs if not r.infra_failure]
     stops = Counter(r.stop_reason for r in ok)
-    cached = [r for r in ok if r.edits.cache_reported]
-    prompt = sum(r.prompt_tokens for r in cached)
+    known = sum(r.edits.cache_known_prompt_tokens for r in ok)
     m = _mean
     return ArmSummary(
         label=label,
@@ -86,7 +85,7 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
         edited=m([1.0 if r.edits.edits else 0.0 for r in ok]),
         edits=m([float(r.edits.edits) for r in ok]),
         tokens_cleared=m([float(r.edits.tokens_cleared) for r in ok]),
-        cache_share=sum(r.edits.cached_prompt_tokens for r in cached) / prompt if prompt else None,
+        cache_share=sum(r.edits.cached_prompt_tokens for r in ok) / known if known else None,
         fetch_repeat_before=m([float(r.n_fetch_repeat - r.edits.fetch_repeat_after) for r in ok]),
         fetch_repeat_after=m([float(r.edits.fetch_repeat_after) for r in ok]),
         whole_cache_grep_before=m([float(r.n_whole_cache_grep - r.edits.whole_cache_grep_after) for r in ok]),

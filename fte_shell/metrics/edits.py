@@ -45,8 +45,9 @@ class EditMetrics(_M):
     """Prompt tokens the model server said its prompt cache served (``prompt_tokens_details.cached_tokens``,
     ``input_tokens_details.cached_tokens`` or ``prompt_cache_hit_tokens``), summed over the model calls."""
 
-    cache_reported: bool = False
-    """Some model call's usage said how many prompt tokens were cached (0 included)."""
+    cache_known_prompt_tokens: int = 0
+    """Prompt tokens of the model calls whose usage says how many were cached (0 included): the share's
+    denominator (a server that never says leaves it 0)."""
 
 
 def context_label(events: Sequence[Event]) -> str:
@@ -73,11 +74,12 @@ def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetr
     (:func:`fte_shell.metrics.actions.actions_from_events` of the same events)."""
     edits = sorted((e for e in events if isinstance(e, ContextEditEvent)), key=lambda e: e.turn)
     ids = [e.id for e in events if isinstance(e, ToolCallEvent)]
-    cached, reported = 0, False
+    cached = known = 0
     for c in (e for e in events if isinstance(e, ModelCallEvent)):
         usage = c.usage_details or c.usage
-        cached += billed_tokens(usage)[1]
-        reported = reported or reports_cached(usage)
+        if reports_cached(usage):
+            fresh, hit, _ = billed_tokens(usage)
+            cached, known = cached + hit, known + fresh + hit
     first = edits[0].turn if edits else None
     after = [a for a in actions if first is not None and a.turn >= first]
     gone: set[str] = set()
@@ -97,5 +99,5 @@ def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetr
         whole_cache_grep_after=sum(1 for a in after if a.op == "grep" and a.whole_cache),
         cleared_recalls=recalls,
         cached_prompt_tokens=cached,
-        cache_reported=reported,
+        cache_known_prompt_tokens=known,
     )
