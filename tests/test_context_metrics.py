@@ -137,3 +137,38 @@ def test_no_arms_section_without_strategies(tmp_path: Path) -> None:
     rep = write_report([tmp_path], tmp_path / "report")
     assert "## Context arms" not in rep.markdown.read_text() and rep.arms == []
     assert [s.label for s in rep.profiles] == ["fte"]
+
+
+def test_exports_name_the_strategy_and_carry_the_edits(tmp_path: Path) -> None:
+    from inspect_ai.log import read_eval_log
+
+    from fte_shell.export.atif_trajectory import export_atif, loads
+    from fte_shell.export.inspect_log import export_inspect
+
+    fte_keep_recent(tmp_path)
+    fte_run(tmp_path)  # the same question, keep_all: another arm, another eval log
+    logs = export_inspect([tmp_path], tmp_path / "inspect", fmt="json")
+    assert sorted(p.name for p in logs) == ["runs_fte-keep_recent-2_m.json", "runs_fte_m.json"]
+    log = read_eval_log(str(tmp_path / "inspect" / "runs_fte-keep_recent-2_m.json"))
+    assert log.eval.solver == "fte" and log.eval.solver_args["context"] == "keep_recent:2"
+    assert log.eval.solver_args["context_config"] == {"strategy": "keep_recent", "keep": 2}
+    assert log.plan.steps[0].params == {"profile": "fte", "context": "keep_recent:2"}
+    (s,) = log.samples or []
+    assert s.metadata["fte_shell"]["context"] == "keep_recent:2"
+    edits = [e for e in s.events if e.event == "info" and e.source == "fte-shell:context_edit"]
+    assert [(e.data["turn"], e.data["cleared"], e.data["tokens_before"]) for e in edits] == [
+        (6, ["c2"], 5000), (9, ["c3", "c5"], 4000)]
+    plain = read_eval_log(str(tmp_path / "inspect" / "runs_fte_m.json"))
+    assert plain.eval.solver_args["context"] == "keep_all"
+    assert not [e for e in (plain.samples or [])[0].events if e.event == "info" and "context_edit" in (e.source or "")]
+
+    files = export_atif([tmp_path], tmp_path / "atif")
+    assert sorted(str(p.relative_to(tmp_path / "atif")) for p in files) == ["fte-keep_recent-2/q1/r0.json",
+                                                                            "fte/q1/r0.json"]
+    traj = loads((tmp_path / "atif" / "fte-keep_recent-2" / "q1" / "r0.json").read_text())
+    assert traj.agent.extra["context"] == "keep_recent:2"
+    notes = [st.message for st in traj.steps if st.source == "system" and "context edit" in str(st.message)]
+    assert notes == ["context edit (keep_recent) before turn 6: 20 → 10 messages, ~5,000 → ~3,000 tokens; "
+                     "cleared 1 tool call(s): c2",
+                     "context edit (keep_recent) before turn 9: 20 → 10 messages, ~4,000 → ~3,500 tokens; "
+                     "cleared 2 tool call(s): c3, c5"]
