@@ -1,9 +1,10 @@
-// The sweep view: a question × profile matrix (correct / wrong / failed) and every run in one table,
-// filter and sort on any column.
+// The sweep view: a question × arm matrix (correct / wrong / failed; an arm is a profile, or a profile ·
+// context strategy when the sweep compares strategies) and every run in one table, filter and sort on any column.
 "use strict";
 
 const COLUMNS = [
-  ["question", "question", "s"], ["profile", "profile", "s"], ["model", "model", "s"], ["rep", "rep", "n"],
+  ["question", "question", "s"], ["profile", "profile", "s"], ["context", "context", "s"], ["model", "model", "s"],
+  ["rep", "rep", "n"], ["edits", "edits", "n"],
   ["status", "verdict", "s"], ["stop", "stop reason", "s"], ["turns", "turns", "n"], ["tokens", "tokens", "n"],
   ["wall_s", "wall s", "n"], ["search", "#search", "n"], ["select", "#select", "n"], ["extract", "#extract", "n"],
   ["revisit", "revisit", "n"], ["hand", "hand check", "s"],
@@ -25,16 +26,16 @@ function matches(row, filters) {
 }
 
 function matrix(index) {
-  const profiles = [...new Set(index.runs.map((r) => r.profile))].sort();
+  const profiles = [...new Set(index.runs.map((r) => r.arm))].sort();
   const byQ = new Map();
   for (const r of index.runs) {
     const q = r.qid || r.path;
     if (!byQ.has(q)) byQ.set(q, { question: r.question, cells: {} });
-    (byQ.get(q).cells[r.profile] = byQ.get(q).cells[r.profile] || []).push(r);
+    (byQ.get(q).cells[r.arm] = byQ.get(q).cells[r.arm] || []).push(r);
   }
   const totals = {};
   for (const r of index.runs) {
-    const t = (totals[r.profile] = totals[r.profile] || { correct: 0, wrong: 0, failed: 0, unjudged: 0 });
+    const t = (totals[r.arm] = totals[r.arm] || { correct: 0, wrong: 0, failed: 0, unjudged: 0 });
     t[r.status] += 1;
   }
   const head = el("tr", {}, el("th", {}, "question"),
