@@ -64,7 +64,8 @@ def bench_cmd(
     overrides: dict[str, Any],
 ) -> None:
     """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
-    directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
+    directory `OUT/runs/<profile>/<qid>/r<k>/` (with --context, an arm per profile and context strategy:
+    `OUT/runs/<profile>@<strategy>/…` for strategies other than keep_all). Rerunning the same command resumes: finished runs are
     skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
     from ..config import load_config
     from ..model import resolve_endpoint
