@@ -107,8 +107,8 @@ class Task(BaseModel):
     run_dir: Path
     """``OUT/runs/<arm>/<qid>/r<rep>`` (the arm: the profile, or ``profile@strategy``)."""
 
-    context: ContextConfig = Field(default_factory=ContextConfig)
-    """The run's ``[agent.context]`` (its arm's strategy)."""
+    context: ContextConfig | None = None
+    """The run's ``[agent.context]`` (its arm's strategy); None = the sweep configuration's own."""
 
 
 class SweepStats(BaseModel):

@@ -108,7 +108,9 @@ class Attempt:
 
     def __call__(self, t: Task) -> Outcome | None:
         cfg = self.shared.config.model_copy(deep=True)
-        cfg.agent.profile, cfg.agent.context = t.profile, t.context
+        cfg.agent.profile = t.profile
+        if t.context is not None:
+            cfg.agent.context = t.context
         if t.run_dir.exists():  # an earlier attempt of this invocation, redone after an outage
             shutil.rmtree(t.run_dir, ignore_errors=True)
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,8 @@ class Attempt:
         return self.run_fn(
             t.question.question, cfg, t.run_dir,
             world=s.world,
-            qid=f"{t.question.id}-{arm_name(t.profile, t.context.label)}-r{t.rep}", model=self.model,
+            qid=f"{t.question.id}-{arm_name(t.profile, t.context.label if t.context else 'keep_all')}-r{t.rep}",
+            model=self.model,
             meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
         )
 

@@ -53,4 +53,4 @@ def failure_row(out: Path, t: Task, stop_reason: str, error: str | None) -> dict
         rel = str(t.run_dir)
     return {"qid": t.question.id, "profile": t.profile, "rep": t.rep, "stop_reason": stop_reason,
             "error": error, "when": now(), "run_dir": rel,
-            **({"context": t.context.label} if t.context.strategy != "keep_all" else {})}
+            **({"context": t.context.label} if t.context is not None and t.context.strategy != "keep_all" else {})}

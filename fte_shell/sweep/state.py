@@ -45,11 +45,12 @@ def context_arms(bench: BenchConfig, cfg: RunConfig) -> list[ContextConfig]:
 
 def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
     """All runs, repetition-major then question then profile then context arm (a question's runs happen
-    close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default: keep_all)."""
+    close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default: one arm, the
+    configuration's own ``[agent.context]``, in the keep_all directories)."""
     sweep = SweepDir(Path(bench.out))
-    arms = contexts or [ContextConfig()]
+    arms: list[ContextConfig | None] = list(contexts) if contexts else [None]
     return [
-        Task(question=q, profile=p, rep=k, context=c, run_dir=sweep.run_dir(p, q.id, k, c.label))
+        Task(question=q, profile=p, rep=k, context=c, run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all"))
         for k in range(bench.runs)
         for q in questions
         for p in bench.profiles
