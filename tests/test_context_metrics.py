@@ -71,7 +71,7 @@ def test_fte_edits_split_and_cleared_recalls(tmp_path: Path) -> None:
     m = run_metrics(fte_keep_recent(tmp_path), profile="fte", qid="q1")
     e = m.edits
     assert m.context == "keep_recent:2"
-    assert (e.edits, e.first_edit_turn, e.tokens_cleared) == (2, 6, 2000 + 500)
+    assert (e.edits, e.first_edit_turn, e.tokens_cleared_max) == (2, 6, max(5000 - 3000, 4000 - 3500))
     # the held fetch of a.txt is at turn 6 (after); the whole-cache grep at turn 4 (before)
     assert (m.n_fetch_repeat, e.fetch_repeat_after) == (1, 1)
     assert (m.n_whole_cache_grep, e.whole_cache_grep_after) == (1, 0)
@@ -86,7 +86,7 @@ def test_shell_edits_split_and_cleared_recalls(tmp_path: Path) -> None:
     m = run_metrics(shell_discard_all(tmp_path), profile="shell", qid="q1")
     e = m.edits
     assert (m.context, m.stop_reason) == ("discard_all", "max_turns")
-    assert (e.edits, e.first_edit_turn, e.tokens_cleared) == (1, 6, 800)
+    assert (e.edits, e.first_edit_turn, e.tokens_cleared_max) == (1, 6, 800)
     assert (m.n_fetch_repeat, e.fetch_repeat_after) == (1, 1)
     assert (m.n_whole_cache_grep, e.whole_cache_grep_after) == (1, 0)
     # a.txt and b.txt were cleared at turn 6; head c.txt (turn 7) is not a recall, cat a.txt (turn 8) is
@@ -112,7 +112,7 @@ def test_rows_per_arm_and_arm_numbers(tmp_path: Path) -> None:
     a = summarize_arm("fte · keep_recent:2", groups["fte · keep_recent:2"])
     assert second.exists() and a.results == 2
     assert a.stops == {"answer": 1, "context_overflow": 1} and a.overflow == 1
-    assert (a.edited, a.edits, a.tokens_cleared) == (0.5, 1.0, 1250.0)
+    assert (a.edited, a.edits, a.tokens_cleared) == (0.5, 1.0, 1000.0)
     assert a.turns == pytest.approx((11 + 2) / 2)  # result.json's turns: calls + 1
     assert a.cache_share == pytest.approx((30 + 4) / (72 + 8))
     assert (a.fetch_repeat_before, a.fetch_repeat_after) == (0.0, 0.5)
@@ -125,7 +125,7 @@ def test_rows_per_arm_and_arm_numbers(tmp_path: Path) -> None:
 
     rep = write_report([tmp_path], tmp_path / "report")
     md = rep.markdown.read_text()
-    assert "| fte · keep_recent:2 | 2 | 0 | – | – | 200 | 42.5% | – | 6.5 | 1 | answer 1, context_overflow 1 | 50.0% | 1.00 | 1,250 |" in md
+    assert "| fte · keep_recent:2 | 2 | 0 | – | – | 200 | 42.5% | – | 6.5 | 1 | answer 1, context_overflow 1 | 50.0% | 1.00 | 1,000 |" in md
     assert "| shell · discard_all | 0.00 | 1.00 | 1.00 | 0.00 | 1.00 |" in md
     assert "| fte · keep_all | scripted" not in md and "| fte · keep_all | m |" in md  # the main table's rows
     arms = json.loads(rep.metrics.read_text())["arms"]

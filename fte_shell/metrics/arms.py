@@ -43,7 +43,7 @@ class ArmSummary(_M):
     """Mean edits per run."""
 
     tokens_cleared: float | None = None
-    """Mean estimated prompt tokens the edits took out, per run."""
+    """Mean per run of ``tokens_cleared_max`` (the most estimated prompt tokens one edit took out)."""
 
     cache_share: float | None = None
     """Prompt tokens the server's cache served / the prompt tokens of the calls whose usage says how many
@@ -84,7 +84,7 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
         overflow=stops["context_overflow"],
         edited=m([1.0 if r.edits.edits else 0.0 for r in ok]),
         edits=m([float(r.edits.edits) for r in ok]),
-        tokens_cleared=m([float(r.edits.tokens_cleared) for r in ok]),
+        tokens_cleared=m([float(r.edits.tokens_cleared_max) for r in ok]),
         cache_share=sum(r.edits.cached_prompt_tokens for r in ok) / known if known else None,
         fetch_repeat_before=m([float(r.n_fetch_repeat - r.edits.fetch_repeat_after) for r in ok]),
         fetch_repeat_after=m([float(r.edits.fetch_repeat_after) for r in ok]),

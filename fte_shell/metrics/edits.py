@@ -26,8 +26,9 @@ class EditMetrics(_M):
     first_edit_turn: int | None = None
     """The turn of the first edit (the request it was made for); None without edits."""
 
-    tokens_cleared: int = 0
-    """Estimated prompt tokens the edits took out: the sum of ``tokens_before − tokens_after``."""
+    tokens_cleared_max: int = 0
+    """The most estimated prompt tokens an edit took out of one request: max of ``tokens_before −
+    tokens_after`` over the edits (each edit compares the request with the whole kept conversation)."""
 
     fetch_repeat_after: int = 0
     """Fetches of a document the workspace already held (``fetch_repeat``) at or after the first edit's
@@ -94,7 +95,7 @@ def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetr
     return EditMetrics(
         edits=len(edits),
         first_edit_turn=first,
-        tokens_cleared=sum(max(0, e.tokens_before - e.tokens_after) for e in edits),
+        tokens_cleared_max=max((max(0, e.tokens_before - e.tokens_after) for e in edits), default=0),
         fetch_repeat_after=sum(1 for a in after if a.op == "fetch" and a.new is False),
         whole_cache_grep_after=sum(1 for a in after if a.op == "grep" and a.whole_cache),
         cleared_recalls=recalls,

@@ -27,7 +27,7 @@ def _stops(a: ArmSummary) -> str:
 def arms_table(ps: Sequence[ProfileSummary], arms: Sequence[ArmSummary]) -> Table:
     """Outcome and what it cost, per arm."""
     head = ["Arm", "Runs", "Failed (infra)", "Accuracy", "95% CI (Wilson)", "Tokens", "Cached prompt", "Cost",
-            "Turns", "Overflow", "Stops", "Edited", "Edits/run", "Tokens cleared"]
+            "Turns", "Overflow", "Stops", "Edited", "Edits/run", "Most cleared"]
     rows = [[a.label, str(p.runs), str(p.failed), pct(p.accuracy), ci(p.accuracy_ci95), integer(p.tokens),
              pct(a.cache_share), usd(p.cost_usd), num(a.turns, 1), str(a.overflow), _stops(a), pct(a.edited),
              num(a.edits), integer(a.tokens_cleared)] for p, a in zip(ps, arms, strict=True)]
@@ -53,7 +53,8 @@ def arms_section(d: ReportData) -> Section | None:
          "prompt tokens of the runs whose server reports it (– when none does); an edit changes the prompt's "
          "prefix, so the cache serves less after it. Cost: USD of the arm's result runs. Turns: mean model turns. "
          "Overflow: runs that stopped context_overflow; Stops: runs per stop reason. Edited: share of runs with "
-         "at least one context edit; Tokens cleared: mean estimated prompt tokens the edits took out per run. "
+         "at least one context edit; Most cleared: mean per run of the most estimated prompt tokens one edit took "
+         "out. "
          "Paired tests between arms: Paired comparisons."),
         ("Behaviour at the edits (means per run, over every result run of the arm): fetches of a document the "
          "workspace already held, and greps over every cached document, before and at-or-after the turn of the "

@@ -32,14 +32,10 @@ def context_arms(bench: BenchConfig, cfg: RunConfig) -> list[ContextConfig]:
         return [base]
     out = []
     for spec in bench.contexts:
-        arm = ContextConfig.parse(spec)
-        shared = base.model_dump(exclude={"strategy", "keep", "fraction", "summary_model"})
-        out.append(ContextConfig.model_validate({
-            **shared, "strategy": arm.strategy,
-            "keep": arm.keep if arm.strategy == "keep_recent" else base.keep,
-            "fraction": arm.fraction if arm.strategy == "discard_fraction" else base.fraction,
-            "summary_model": base.summary_model if arm.strategy == "summary" else None,
-        }))
+        data = {**base.model_dump(), **ContextConfig.parse(spec).model_dump(exclude_unset=True)}
+        if data["strategy"] != "summary":
+            data["summary_model"] = None  # the summary arm's writer
+        out.append(ContextConfig.model_validate(data))
     return out
 
 
