@@ -172,3 +172,11 @@ def test_exports_name_the_strategy_and_carry_the_edits(tmp_path: Path) -> None:
                      "cleared 1 tool call(s): c2",
                      "context edit (keep_recent) before turn 9: 20 → 10 messages, ~4,000 → ~3,500 tokens; "
                      "cleared 2 tool call(s): c3, c5"]
+
+
+def test_an_event_that_takes_nothing_out_is_not_an_edit(tmp_path: Path) -> None:
+    run = moved(fte_run(tmp_path), arm_name("fte", "discard_all"))
+    note_only = {**edit(1, [], 100, 120, "discard_all"), "messages_before": 2, "messages_after": 2}
+    with_context(run, {"strategy": "discard_all"}, [note_only, edit(6, ["c2"], 900, 300, "discard_all")], cached={})
+    e = run_metrics(run, profile="fte", qid="q1").edits
+    assert (e.edits, e.first_edit_turn, e.tokens_cleared_max, e.fetch_repeat_after) == (1, 6, 600, 1)

@@ -21,7 +21,8 @@ class EditMetrics(_M):
     """Numbers of one run about its context strategy (all 0 / None for a run without edits)."""
 
     edits: int = 0
-    """``context_edit`` events: prompts the strategy sent shorter than the kept conversation."""
+    """Edits: ``context_edit`` events that took something out — cleared or dropped a tool call, or sent
+    fewer messages than the conversation kept (an event that only added a note is not counted)."""
 
     first_edit_turn: int | None = None
     """The turn of the first edit (the request it was made for); None without edits."""
@@ -64,6 +65,11 @@ def context_label(events: Sequence[Event]) -> str:
         return str(raw.get("strategy") or "keep_all")
 
 
+def is_edit(e: ContextEditEvent) -> bool:
+    """Whether a ``context_edit`` event took something out (see :attr:`EditMetrics.edits`)."""
+    return bool(e.cleared) or e.messages_after < e.messages_before
+
+
 def _cleared_docs(edit: ContextEditEvent, ids: list[str | None], actions: Sequence[Action]) -> set[str]:
     """The documents named by the tool calls ``edit`` cleared (calls made before its turn)."""
     cleared = set(edit.cleared)
@@ -73,7 +79,7 @@ def _cleared_docs(edit: ContextEditEvent, ids: list[str | None], actions: Sequen
 def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetrics:
     """:class:`EditMetrics` of one run from its events and its actions
     (:func:`fte_shell.metrics.actions.actions_from_events` of the same events)."""
-    edits = sorted((e for e in events if isinstance(e, ContextEditEvent)), key=lambda e: e.turn)
+    edits = sorted((e for e in events if isinstance(e, ContextEditEvent) and is_edit(e)), key=lambda e: e.turn)
     ids = [e.id for e in events if isinstance(e, ToolCallEvent)]
     cached = known = 0
     for c in (e for e in events if isinstance(e, ModelCallEvent)):
