@@ -34,6 +34,7 @@ def test_run_view_marks_the_edits(browser: Any, tmp_path: Path) -> None:  # noqa
     r = CliRunner().invoke(app, ["view", str(tmp_path), "--static", str(site)])
     assert r.exit_code == 0, r.output
     page = _open(browser, site.joinpath("index.html").as_uri(), "sweep")
+    assert page.locator("h2", has_text="Question × arm").count() == 1
     assert [t.split("\n")[0] for t in page.locator("#matrix thead th.prof").all_inner_texts()] == [
         "fte", "fte · keep_recent:2"]
     page.goto(site.joinpath("index.html").as_uri() + "#/run/1")

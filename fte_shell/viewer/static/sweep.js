@@ -99,7 +99,7 @@ FTE.views.sweep = function (index) {
   const holder = el("div", { id: "table" });
   runsTable(index, holder);
   show("sweep",
-    el("h2", {}, "Question × profile"),
+    el("h2", {}, index.runs.some((r) => r.context && r.context !== "keep_all") ? "Question × arm (profile · context strategy)" : "Question × profile"),
     el("p", { class: "muted small" }, "✓ correct · ✗ wrong (or no answer) · ! failed: an infrastructure failure, not a result · ? not judged. A square opens the run."),
     el("div", { class: "scroll" }, matrix(index)),
     el("h2", {}, "Runs"), holder);
