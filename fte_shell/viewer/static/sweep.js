@@ -3,11 +3,10 @@
 "use strict";
 
 const COLUMNS = [
-  ["question", "question", "s"], ["profile", "profile", "s"], ["context", "context", "s"], ["model", "model", "s"],
-  ["rep", "rep", "n"], ["edits", "edits", "n"],
+  ["question", "question", "s"], ["profile", "profile", "s"], ["model", "model", "s"], ["rep", "rep", "n"],
   ["status", "verdict", "s"], ["stop", "stop reason", "s"], ["turns", "turns", "n"], ["tokens", "tokens", "n"],
   ["wall_s", "wall s", "n"], ["search", "#search", "n"], ["select", "#select", "n"], ["extract", "#extract", "n"],
-  ["revisit", "revisit", "n"], ["hand", "hand check", "s"],
+  ["revisit", "revisit", "n"], ["context", "context", "s"], ["edits", "edits", "n"], ["hand", "hand check", "s"],
 ];
 const SWEEP = { sort: null, dir: 1, filters: {}, limit: 200 };
 
