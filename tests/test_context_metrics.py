@@ -80,6 +80,7 @@ def test_fte_edits_split_and_cleared_recalls(tmp_path: Path) -> None:
     assert e.cleared_recalls == 1
     # turns 1-5 served 6 of 8 prompt tokens from the cache, 6-9 none, turn 10 said nothing
     assert (e.cached_prompt_tokens, e.cache_known_prompt_tokens) == (30, 72)
+    assert (e.cached_prompt_tokens_after, e.cache_known_prompt_tokens_after) == (0, 32)  # turns 6-9
 
 
 def test_shell_edits_split_and_cleared_recalls(tmp_path: Path) -> None:
@@ -115,6 +116,7 @@ def test_rows_per_arm_and_arm_numbers(tmp_path: Path) -> None:
     assert (a.edited, a.edits, a.tokens_cleared) == (0.5, 1.0, 1000.0)
     assert a.turns == pytest.approx((11 + 2) / 2)  # result.json's turns: calls + 1
     assert a.cache_share == pytest.approx((30 + 4) / (72 + 8))
+    assert a.cache_share_before == pytest.approx((30 + 4) / (40 + 8)) and a.cache_share_after == 0.0
     assert (a.fetch_repeat_before, a.fetch_repeat_after) == (0.0, 0.5)
     assert (a.whole_cache_grep_before, a.whole_cache_grep_after) == (0.5, 0.0)
     assert a.cleared_recalls == 0.5
@@ -126,7 +128,8 @@ def test_rows_per_arm_and_arm_numbers(tmp_path: Path) -> None:
     rep = write_report([tmp_path], tmp_path / "report")
     md = rep.markdown.read_text()
     assert "| fte · keep_recent:2 | 2 | 0 | – | – | 200 | 42.5% | – | 6.5 | 1 | answer 1, context_overflow 1 | 50.0% | 1.00 | 1,000 |" in md
-    assert "| shell · discard_all | 0.00 | 1.00 | 1.00 | 0.00 | 1.00 |" in md
+    assert "| shell · discard_all | – | – | 0.00 | 1.00 | 1.00 | 0.00 | 1.00 |" in md
+    assert "| fte · keep_recent:2 | 70.8% | 0.0% | 0.00 | 0.50 | 0.50 | 0.00 | 0.50 |" in md
     assert "| fte · keep_all | scripted" not in md and "| fte · keep_all | m |" in md  # the main table's rows
     arms = json.loads(rep.metrics.read_text())["arms"]
     assert [x["label"] for x in arms] == ["shell · discard_all", "fte · keep_all", "fte · keep_recent:2"]

@@ -49,6 +49,12 @@ class ArmSummary(_M):
     """Prompt tokens the server's cache served / the prompt tokens of the calls whose usage says how many
     were cached, pooled over the runs; None when no call's did."""
 
+    cache_share_before: float | None = None
+    """``cache_share`` over the model calls before the first edit (every call of a run without edits)."""
+
+    cache_share_after: float | None = None
+    """``cache_share`` over the model calls at or after the first edit."""
+
     fetch_repeat_before: float | None = None
     """Mean fetches of a held document per run before the first edit (a run without edits: all of them)."""
 
@@ -73,7 +79,9 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
     """The :class:`ArmSummary` of one row's runs."""
     ok = [r for r in runs if not r.infra_failure]
     stops = Counter(r.stop_reason for r in ok)
-    known = sum(r.edits.cache_known_prompt_tokens for r in ok)
+    e = [r.edits for r in ok]
+    known, late = sum(x.cache_known_prompt_tokens for x in e), sum(x.cache_known_prompt_tokens_after for x in e)
+    cached, cached_late = sum(x.cached_prompt_tokens for x in e), sum(x.cached_prompt_tokens_after for x in e)
     m = _mean
     return ArmSummary(
         label=label,
@@ -85,7 +93,9 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
         edited=m([1.0 if r.edits.edits else 0.0 for r in ok]),
         edits=m([float(r.edits.edits) for r in ok]),
         tokens_cleared=m([float(r.edits.tokens_cleared_max) for r in ok]),
-        cache_share=sum(r.edits.cached_prompt_tokens for r in ok) / known if known else None,
+        cache_share=cached / known if known else None,
+        cache_share_before=(cached - cached_late) / (known - late) if known - late else None,
+        cache_share_after=cached_late / late if late else None,
         fetch_repeat_before=m([float(r.n_fetch_repeat - r.edits.fetch_repeat_after) for r in ok]),
         fetch_repeat_after=m([float(r.edits.fetch_repeat_after) for r in ok]),
         whole_cache_grep_before=m([float(r.n_whole_cache_grep - r.edits.whole_cache_grep_after) for r in ok]),

@@ -51,6 +51,12 @@ class EditMetrics(_M):
     """Prompt tokens of the model calls whose usage says how many were cached (0 included): the share's
     denominator (a server that never says leaves it 0)."""
 
+    cached_prompt_tokens_after: int = 0
+    """``cached_prompt_tokens`` of the model calls at or after the first edit's turn."""
+
+    cache_known_prompt_tokens_after: int = 0
+    """``cache_known_prompt_tokens`` of the model calls at or after the first edit's turn."""
+
 
 def context_label(events: Sequence[Event]) -> str:
     """The run's context strategy as its command-line spelling (``keep_recent:5``), from the start event's
@@ -81,13 +87,14 @@ def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetr
     (:func:`fte_shell.metrics.actions.actions_from_events` of the same events)."""
     edits = sorted((e for e in events if isinstance(e, ContextEditEvent) and is_edit(e)), key=lambda e: e.turn)
     ids = [e.id for e in events if isinstance(e, ToolCallEvent)]
-    cached = known = 0
+    first = edits[0].turn if edits else None
+    cache = [0, 0, 0, 0]  # cached, known; the same at or after the first edit
     for c in (e for e in events if isinstance(e, ModelCallEvent)):
         usage = c.usage_details or c.usage
         if reports_cached(usage):
             fresh, hit, _ = billed_tokens(usage)
-            cached, known = cached + hit, known + fresh + hit
-    first = edits[0].turn if edits else None
+            late = first is not None and c.turn >= first
+            cache = [cache[0] + hit, cache[1] + fresh + hit, cache[2] + hit * late, cache[3] + (fresh + hit) * late]
     after = [a for a in actions if first is not None and a.turn >= first]
     gone: set[str] = set()
     applied = 0
@@ -105,6 +112,8 @@ def edit_metrics(events: Sequence[Event], actions: Sequence[Action]) -> EditMetr
         fetch_repeat_after=sum(1 for a in after if a.op == "fetch" and a.new is False),
         whole_cache_grep_after=sum(1 for a in after if a.op == "grep" and a.whole_cache),
         cleared_recalls=recalls,
-        cached_prompt_tokens=cached,
-        cache_known_prompt_tokens=known,
+        cached_prompt_tokens=cache[0],
+        cache_known_prompt_tokens=cache[1],
+        cached_prompt_tokens_after=cache[2],
+        cache_known_prompt_tokens_after=cache[3],
     )

@@ -36,10 +36,11 @@ def arms_table(ps: Sequence[ProfileSummary], arms: Sequence[ArmSummary]) -> Tabl
 
 def edits_table(arms: Sequence[ArmSummary]) -> Table:
     """The FtE behaviour split at the first edit, per arm (means per run)."""
-    head = ["Arm", "Re-fetch before", "Re-fetch after", "Whole-cache grep before", "Whole-cache grep after",
-            "grep/read of cleared"]
-    rows = [[a.label, num(a.fetch_repeat_before), num(a.fetch_repeat_after), num(a.whole_cache_grep_before),
-             num(a.whole_cache_grep_after), num(a.cleared_recalls)] for a in arms]
+    head = ["Arm", "Cached prompt before", "Cached prompt after", "Re-fetch before", "Re-fetch after",
+            "Whole-cache grep before", "Whole-cache grep after", "grep/read of cleared"]
+    rows = [[a.label, pct(a.cache_share_before), pct(a.cache_share_after), num(a.fetch_repeat_before),
+             num(a.fetch_repeat_after), num(a.whole_cache_grep_before), num(a.whole_cache_grep_after),
+             num(a.cleared_recalls)] for a in arms]
     return head, rows
 
 
@@ -56,7 +57,8 @@ def arms_section(d: ReportData) -> Section | None:
          "at least one context edit; Most cleared: mean per run of the most estimated prompt tokens one edit took "
          "out. "
          "Paired tests between arms: Paired comparisons."),
-        ("Behaviour at the edits (means per run, over every result run of the arm): fetches of a document the "
+        ("Behaviour at the edits: the cached prompt share over the model calls before and at-or-after the first "
+         "edit's turn; then means per run, over every result run of the arm: fetches of a document the "
          "workspace already held, and greps over every cached document, before and at-or-after the turn of the "
          "first edit (a run without edits counts wholly before); grep/read of cleared: greps and reads touching a "
          "document whose observation an edit had cleared (got back from the workspace instead of fetched again)."),
