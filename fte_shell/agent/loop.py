@@ -25,6 +25,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..episode import Episode, RunResult, add_usage
+from ..episode.fork import ForkPrefix
 from ..errors import ModelError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
@@ -83,6 +84,8 @@ class Agent:
         self.price = price_for(config.model)
         """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
         self.ep: Episode | None = None
+        self.replaying = False
+        """True while a fork's recorded replies are applied (their ``model_call`` events say ``replayed``)."""
 
     @property
     def episode(self) -> Episode:
@@ -99,6 +102,8 @@ class Agent:
         self.deadline = time.monotonic() + budget if budget is not None else None
         self.messages = [{"role": "system", "content": ep.system_prompt}, {"role": "user", "content": ep.question}]
         try:
+            if ep.prefix is not None:
+                self.replay(ep.prefix)
             while True:
                 self.turn()
         except Stop as e:
@@ -106,6 +111,26 @@ class Agent:
         except BaseException as e:  # recorded, then re-raised
             ep.finish_on(e)
             raise
+
+    def replay(self, prefix: ForkPrefix) -> None:
+        """A fork's first turns: each reply its parent recorded applied as if the model had just sent it (no
+        model call, no context policy; the tool calls run again), then the state checked against the
+        parent's — a difference stops the run (``fork_mismatch``) before any live call. A reply that ended
+        the parent's run ends this one the same way, after the check."""
+        ep, ended = self.episode, None
+        self.replaying = True
+        try:
+            for c in prefix.replies:
+                ep.begin_turn()
+                self.apply(c)
+        except Stop as e:
+            ended = e
+        finally:
+            self.replaying = False
+        if (problem := prefix.check(ep)) is not None:
+            raise Stop("fork_mismatch", error=problem)
+        if ended is not None:
+            raise ended
 
     def over_budget(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -229,7 +254,7 @@ class Agent:
             cost = usage_cost(c.usage_details or c.usage, self.price)
             tally.cost_usd += cost
             fields["cost_usd"] = cost
-        ep.record(ModelCallEvent(**fields))
+        ep.record(ModelCallEvent(**fields, **({"replayed": True} if self.replaying else {})))
         self.messages.append(msg)
 
     def nudge(self, kind: str, text: str) -> None:

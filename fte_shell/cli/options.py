@@ -42,10 +42,10 @@ from ..benchmarks.presets import BUILTIN
 from ..config import RunConfig
 from .renamed import Renamed
 
-RUNS = frozenset({"run", "bench"})
+RUNS = frozenset({"run", "bench", "fork"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor"})
+COMMANDS = frozenset({"run", "bench", "fork", "shell", "demo", "judge", "doctor"})
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     # [snapshot]
     ConfigFlag("snapshot.dir", ("--snapshot",), commands=RUNS | {"shell"}),
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
-    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=RUNS | {"shell"}),
+    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=(RUNS - {"fork"}) | {"shell"}),  # a fork: the parent's
     # [judge]: grading (judge; bench's model-free pass at the end)
     ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
         # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
@@ -254,6 +254,8 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("endpoint_wait_s", ("--endpoint-wait",)),
     SweepFlag("allow_config_change", ("--allow-config-change",)),
     SweepFlag("retries", ("--retries",)),
+    SweepFlag("fork_from", ("--fork-from",), note=" DATASET, --profiles and --runs are then the parent's."),
+    SweepFlag("at_turn", ("--at-turn",)),
 )
 """``bench``'s own options: the fields of the sweep's BenchConfig it takes, in ``--help`` order."""
 

@@ -48,6 +48,7 @@ from .signals import sigterm_as_interrupt_if_unowned
 
 if TYPE_CHECKING:
     from ..model import Model
+    from .fork import ForkPrefix
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -98,6 +99,10 @@ class Episode:
         self.tally = Tally(cost_usd=0.0 if price is not None else None)
         self.result: RunResult | None = None
         """Set by :meth:`finish`."""
+        self.prefix: ForkPrefix | None = None
+        """A fork's turns to replay before its driver goes live (:meth:`fork`; the agent's loop applies them)."""
+        self.forked_from: dict[str, Any] | None = None
+        """A fork's parent, turn and check (``result.json``'s ``forked_from``)."""
         self._lock = threading.Lock()
         self._calls = 0
         self._owned: contextlib.ExitStack | None = None
@@ -138,6 +143,19 @@ class Episode:
                      server=server, world=run_world)
             ep._owned = stack.pop_all()
         return ep
+
+    @classmethod
+    def fork(cls, parent_dir: Path, at_turn: int, out_dir: Path, **kw: Any) -> Episode:
+        """Open a fork of the finished run in ``parent_dir`` at turn ``at_turn``, its run directory
+        ``out_dir`` (the parent's is only read): the parent's question, profile and configuration (a
+        whole ``config=``, or ``overrides=`` over the parent's), its world the parent's snapshot. Its
+        :attr:`prefix` holds the parent's replies of turns 1..K for a driver to replay before going live
+        (``Agent(config, model).drive(ep)`` does; its ``config`` is ``ep.config``). Other keywords as
+        :meth:`open`. Raises :class:`~fte_shell.errors.ConfigError` for a parent without a snapshot (the
+        message says how to record one) or without K replayable turns. :mod:`fte_shell.episode.fork`."""
+        from .fork import open_fork
+
+        return open_fork(cls, Path(parent_dir), at_turn, Path(out_dir), **kw)
 
     @classmethod
     async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
@@ -267,7 +285,7 @@ class Episode:
             self.recorder.write(ErrorEvent(turn=self.tally.turns, message=error))
         result = self.tally.result(self.question, stop_reason, answer, profile=self.profile.name,  # type: ignore[arg-type]
                                    model=self.config.model.model, wall_s=round(time.monotonic() - self._t0, 3),
-                                   run_id=self.run_id, run_dir=self.recorder.run_dir)
+                                   run_id=self.run_id, run_dir=self.recorder.run_dir, forked_from=self.forked_from)
         self.result = result
         write_end(self.recorder, result, started_at=self.started_at, meta=self.meta, config=self.config)
         return result

@@ -94,6 +94,11 @@ class RunResult(BaseModel):
     run_dir: Path | None = None
     """The run directory, when there is one (not in ``result.json``)."""
 
+    forked_from: dict[str, Any] | None = None
+    """A fork's parent (:mod:`fte_shell.episode.fork`): ``run`` (its run id), ``run_dir``, ``turn`` (the
+    turns replayed without a model call), ``equal`` (the replayed state matched the parent's) and
+    ``checks`` (what was compared). In ``result.json`` only for a fork."""
+
 
 def _zero_usage() -> dict[str, int]:
     return dict.fromkeys(USAGE_KEYS, 0)
@@ -141,11 +146,12 @@ def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, 
 
 def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:
     """Record the ``end`` event and write ``result.json`` (``answer_unclosed``, ``answer_unescaped`` only when
-    true)."""
+    true; ``forked_from`` only for a fork)."""
     flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
+    unset = {"forked_from"} if result.forked_from is None else set()
     rec.write(EndEvent(stop_reason=result.stop_reason, answer=result.answer, turns=result.turns, wall_s=result.wall_s,
                        **dict.fromkeys(flags, True),
                        **({"cost_usd": result.cost_usd} if result.cost_usd is not None else {})))
-    hidden = {"run_dir", "answer_unclosed", "answer_unescaped"} - set(flags)
+    hidden = ({"run_dir", "answer_unclosed", "answer_unescaped"} - set(flags)) | unset
     rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,
                       "config_digest": config_digest(config)})  # fte_shell/digest.py: which config this run used

@@ -8,8 +8,8 @@ are helper commands inside the container that reach the host gateway; the worksp
 The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
 and any timeout, restart or truncation note. A non-zero exit status is a normal observation
 (``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted``,
-``duration_s``, and the ``fetches`` and ``searches`` the command made through the gateway (its per-command
-log, drained after each command).
+``duration_s``, ``cwd`` (the working directory after the command), and the ``fetches`` and ``searches``
+the command made through the gateway (its per-command log, drained after each command).
 """
 
 from __future__ import annotations
@@ -43,6 +43,18 @@ def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, 
                                        urls=[str(r["url"]) for r in e.results if "url" in r],
                                        cache_hit=e.cache_hit, error=None if e.ok else e.error).model_dump())
     return {"fetches": fetches, "searches": searches}
+
+
+def exported(listing: str) -> dict[str, str]:
+    """``{name: value}`` of ``export -p``'s ``declare -x NAME="VALUE"`` lines (a name without a value maps
+    to ``""``; other lines, e.g. an ``xtrace`` the agent switched on, are skipped)."""
+    out: dict[str, str] = {}
+    for line in listing.splitlines():
+        if not line.startswith("declare -x "):
+            continue
+        name, eq, value = line[len("declare -x "):].partition("=")
+        out[name] = value[1:-1] if eq and value.startswith('"') and value.endswith('"') else value
+    return out
 
 
 class BashArgs(ToolArgs):
@@ -103,6 +115,7 @@ class ShellProfile(ToolProfile):
             "truncated": obs.truncated,
             "restarted": obs.restarted,
             "duration_s": obs.duration_s,
+            "cwd": obs.cwd,
         }
         if gateway is not None and gateway.served != before:  # the command used fetch/search/list_fetched
             meta.update(gateway_facts(gateway.drain_events(), self.ctx.world.search.name if self.ctx.world.search else None))
@@ -110,6 +123,16 @@ class ShellProfile(ToolProfile):
         elif gateway is not None:
             meta.update(fetches=[], searches=[])
         return ToolResult(output=obs.render(), meta=meta)
+
+    def shell_state(self) -> dict[str, Any]:
+        """The session's working directory and exported environment (``{"cwd", "env": {name: value}}``),
+        read by a probe of builtins that is not a tool call (nothing is recorded; every command starts with
+        the same ``$?`` and ``$_``, so the agent's next command cannot tell). A fork reads it after its
+        replayed turns (:mod:`fte_shell.episode.fork`)."""
+        if self.sandbox is None:
+            raise ToolError("the sandbox is closed")
+        obs = self.sandbox.run("\\builtin export -p")
+        return {"cwd": obs.cwd, "env": exported(obs.output)}
 
     def close(self) -> None:
         sandbox, self.sandbox = self.sandbox, None

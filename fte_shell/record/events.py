@@ -136,6 +136,9 @@ class ModelCallEvent(_Event):
     cost_usd: float | None = None
     """What this call cost in USD at the run's price (``fte_shell.model.prices.usage_cost``); absent
     when the price is unknown."""
+    replayed: bool | None = None
+    """True: no model was called — a fork re-applied its parent's recorded reply (``fte_shell.episode.fork``;
+    its usage and cost are the parent's). Absent for a real call."""
 
 
 class RetryEvent(_Event):
@@ -301,6 +304,26 @@ class ContextEditEvent(_Event):
     """What the policy says it did, if anything."""
 
 
+class ForkEvent(_Event):
+    """A fork replayed its parent's first turns and checked its state against the parent's
+    (``fte_shell.episode.fork``): written after the replayed turns, before the first live model call."""
+
+    type: Literal["fork"] = "fork"
+    turn: int = 0
+    """The last replayed turn (the fork's turn K)."""
+    parent: str = ""
+    """The parent's run directory."""
+    parent_run: str | None = None
+    """The parent's run id."""
+    equal: bool = True
+    """Every check held: the run goes on live; False stops it with ``fork_mismatch``."""
+    checks: dict[str, Any] = Field(default_factory=dict)
+    """What was compared and how it came out: ``replies``, ``observations``, ``workspace`` (files, sha256),
+    ``shell`` (cwd, the exported environment's sha256) — see docs/run.md "Fork a run"."""
+    mismatches: list[str] = Field(default_factory=list)
+    """One line per difference (empty when ``equal``)."""
+
+
 class OtherEvent(_Event):
     """An event of a type this version does not know (kept as it is)."""
 
@@ -309,14 +332,14 @@ class OtherEvent(_Event):
 
 KnownEvent = Annotated[
     StartEvent | WarningEvent | ModelCallEvent | RetryEvent | TextToolCallEvent | ToolCallEvent | NudgeEvent
-    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent,
+    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent | ForkEvent,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent
 EVENT_TYPES: dict[str, type[_Event]] = {
     m.model_fields["type"].default: m
     for m in (StartEvent, WarningEvent, ModelCallEvent, RetryEvent, TextToolCallEvent, ToolCallEvent,
-              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent)
+              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent, ForkEvent)
 }
 """The known event types and their models."""
 

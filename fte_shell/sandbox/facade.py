@@ -195,6 +195,7 @@ class Sandbox:
                 self._spent_s += time.monotonic() - t0
         if note and obs.timed_out:
             obs.note = (obs.note + "; " if obs.note else "") + note
+        obs.cwd = self._session.cwd if self._session is not None else None
         return obs
 
     async def arun(self, command: str, timeout: float | None = None) -> Observation:
