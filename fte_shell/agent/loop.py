@@ -41,7 +41,7 @@ from ..record.events import (
     TextToolCallEvent,
 )
 from ..stops import StopReason
-from .context import ContextPolicy, ContextView, KeepAll, estimate_request
+from .context import ContextPolicy, ContextView, estimate_request, make_policy
 from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,
@@ -74,8 +74,10 @@ class Agent:
 
     def __init__(self, config: RunConfig, model: Model, *, context: ContextPolicy | None = None):
         self.config, self.model = config, model
-        self.context: ContextPolicy = context if context is not None else KeepAll()
-        """What is sent of the kept conversation (one policy object per run: it may keep state)."""
+        self.given_context = context
+        self.context: ContextPolicy = context if context is not None else make_policy(config)
+        """What is sent of the kept conversation: the ``context`` given, else ``agent.context``'s strategy
+        (:func:`~.context.make_policy`, a new one for each episode driven: it keeps state)."""
         self.messages: list[dict[str, Any]] = []
         """The kept conversation."""
         self.state = LoopState()
@@ -97,6 +99,8 @@ class Agent:
         """Run the loop on ``ep`` to a stop reason, finish it (end event, ``result.json``) and return the
         result. An exception (KeyboardInterrupt included) is recorded and re-raised after ``result.json``."""
         self.ep, self.state = ep, LoopState()
+        if self.given_context is None:
+            self.context = make_policy(self.config)
         self.info = ep.server if ep.server is not None else self.model.server_info()  # outside the time budget
         budget = self.config.agent.time_budget_s
         self.deadline = time.monotonic() + budget if budget is not None else None
@@ -164,13 +168,15 @@ class Agent:
         s, ep = self.state, self.episode
         turn = ep.tally.turns
         kept_est = estimate_request(self.messages, tools, s.last_sent, s.last_prompt)
-        sent = self.context.prepare(ContextView(self.messages, tools, turn, self.info, kept_est, ep, self.model))
+        sent = self.context.prepare(ContextView(self.messages, tools, turn, self.info, kept_est, ep, self.model,
+                                                s.last_sent, s.last_prompt))
         est = kept_est if sent.messages is self.messages else estimate_request(sent.messages, tools, s.last_sent,
                                                                                 s.last_prompt)
         if sent.edit is not None:
             ep.record(ContextEditEvent(turn=turn, strategy=self.context.name, messages_before=len(self.messages),
                                        messages_after=len(sent.messages), tokens_before=kept_est, tokens_after=est,
-                                       cleared=sent.edit.cleared, note=sent.edit.note))
+                                       cleared=sent.edit.cleared, note=sent.edit.note, escalated=sent.edit.escalated,
+                                       usage=sent.edit.usage))
         max_tokens = fit_max_tokens(self.info, self.config.model, est, final=final)
         choice = tool_choice(self.config.agent.first_tool_choice, turn, tools, ep.profile.name)
         c = self.model.complete(sent.messages, tools or None, deadline=self.deadline, tool_choice=choice,

@@ -57,6 +57,10 @@ def exported(listing: str) -> dict[str, str]:
     return out
 
 
+SCRATCH_DIR = "/tmp"
+"""Where the model writes files of its own in the box (a private tmpfs: ``sandbox/hardening.py``)."""
+
+
 class BashArgs(ToolArgs):
     """Arguments of ``bash``."""
 
@@ -81,6 +85,8 @@ class ShellProfile(ToolProfile):
         from ..sandbox import Sandbox
 
         ctx = self.ctx
+        if ctx.sandbox_source is not None:  # a box started ahead (its workspace is its own)
+            return ctx.sandbox_source(ctx.world, ctx.run_id)
         cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
         return Sandbox(cfg, world=ctx.world, run_id=ctx.run_id or None)
 
@@ -133,6 +139,19 @@ class ShellProfile(ToolProfile):
             raise ToolError("the sandbox is closed")
         obs = self.sandbox.run("\\builtin export -p")
         return {"cwd": obs.cwd, "env": exported(obs.output)}
+
+    def scratch_files(self) -> list[str]:
+        """The files under /tmp in the box (the model's own notes and downloads; /tmp is the box's private
+        scratch space, empty when it starts), as ``path (N bytes)``, oldest first; [] when the box cannot
+        be asked (:class:`~fte_shell.profiles.base.ScratchFiles`)."""
+        if self.sandbox is None:
+            return []
+        try:
+            code, out = self.sandbox.box.exec(["find", SCRATCH_DIR, "-xdev", "-type", "f", "-printf", "%T@\t%s\t%p\n"])
+        except Exception:  # noqa: BLE001 - a listing for the model, not worth failing the run over
+            return []
+        rows = sorted(line.split("\t", 2) for line in out.splitlines() if line.count("\t") == 2)
+        return [f"{path} ({int(size):,} bytes)" for _, size, path in rows if size.isdigit()] if code == 0 else []
 
     def close(self) -> None:
         sandbox, self.sandbox = self.sandbox, None

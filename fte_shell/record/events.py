@@ -283,13 +283,15 @@ class EndEvent(_Event):
 
 
 class ContextEditEvent(_Event):
-    """The loop's context policy sent the model less than the kept conversation (``fte_shell.agent.context``)."""
+    """The loop's context policy changed what it sends of the kept conversation (``fte_shell.agent.context``;
+    docs/run.md "Context strategies"): one event per request whose earlier messages differ from the last
+    request's because of the policy."""
 
     type: Literal["context_edit"] = "context_edit"
     turn: int = 0
     """Turn number (the request the edit was made for)."""
     strategy: str = ""
-    """The policy's name."""
+    """The policy's label (``keep_recent:5``, ``discard_all`` …)."""
     messages_before: int = 0
     """Messages of the kept conversation."""
     messages_after: int = 0
@@ -299,9 +301,14 @@ class ContextEditEvent(_Event):
     tokens_after: int = 0
     """Estimated prompt tokens of what was sent."""
     cleared: list[str] = Field(default_factory=list)
-    """Ids of the tool calls whose results were cleared or dropped."""
+    """Ids of the tool calls whose results were cleared or dropped by this edit (not by earlier ones)."""
     note: str | None = None
     """What the policy says it did, if anything."""
+    escalated: bool = False
+    """The strategy's own edit still left the prompt over the window, so the oldest steps were dropped too."""
+    usage: dict[str, int] | None = None
+    """Token usage of the model call the edit made (``summary``), counted in ``result.json``'s
+    ``summary_usage``, apart from the agent's ``usage``."""
 
 
 class ForkEvent(_Event):
