@@ -1,7 +1,7 @@
 """``bench --context``: every (profile, context strategy) arm on the same questions through the real harness
 (structured profiles, the scripted loopback model, the HotpotQA local corpus; no Docker): a run directory
 per arm, its strategy in each run's configuration, the per-arm digests of sweep.json, resume (and adding an
-arm on resume), a changed ``[agent.context]`` setting refused, and the report's rows per arm. A sweep
+arm on resume), a changed ``[agent.context]`` setting refused, and the report's rows per arm. The discard_all arm's runs record real edits (the loop's context strategies). A sweep
 without ``--context`` keeps the layout and the digests of every sweep before the axis."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.digest import canonical_config, digest_of
-from fte_shell.record.events import StartEvent
+from fte_shell.record.events import ContextEditEvent, StartEvent
 from fte_shell.record.rundir import read_events
 from fte_shell.sweep.state import sweep_canonical
 
@@ -41,7 +41,9 @@ def results(out: Path) -> dict[Path, dict]:
 
 def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     out = tmp_path / "sweep"
-    args = bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all,keep_recent:5,discard_all")
+    cfg = tmp_path / "ctx.toml"
+    cfg.write_text("[agent.context]\ntrigger_tokens = 1500\n")  # the scripted runs pass it by their third turn
+    args = [*bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all,keep_recent:5,discard_all"), "-c", str(cfg)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "12 run(s) finished now" in r.output
@@ -61,18 +63,22 @@ def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, c
         assert strategy == {"fte": "keep_all", "keep_recent-5": "keep_recent", "discard_all": "discard_all"}[
             arm.partition("@")[2] or "fte"]
         assert rec["profile"] == arm.partition("@")[0]
+        edits = [e for e in read_events(run_dir) if isinstance(e, ContextEditEvent) and e.cleared]
+        if arm == "fte@discard_all":  # the loop dropped earlier calls once the prompt passed the trigger
+            assert edits and all(e.strategy == "discard_all" for e in edits)
+        if strategy == "keep_all":
+            assert not edits
     assert len(set(manifest["run_config_digests"].values())) == 6
 
     r = runner.invoke(app, args)  # resume: nothing to do
     assert r.exit_code == 0 and "12 already done" in r.output and "0 run(s) finished now" in r.output
     # an arm added on resume runs only its own runs
-    r = runner.invoke(app, bench(out, hotpotqa_dir, corpus_dir, "--context",
-                                 "keep_all,keep_recent:5,discard_all,discard_fraction:0.5"))
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--context",
+                                   "keep_all,keep_recent:5,discard_all,discard_fraction:0.5"), "-c", str(cfg)])
     assert r.exit_code == 0 and "4 run(s) finished now" in r.output and "12 already done" in r.output
     assert (out / "runs" / "fte@discard_fraction-0.5").is_dir()
     # a changed [agent.context] setting the arms share is refused, naming the arm
-    cfg = tmp_path / "ctx.toml"
-    cfg.write_text("[agent.context]\ntrigger = 0.5\n")
+    cfg.write_text("[agent.context]\ntrigger_tokens = 1600\n")
     r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all,discard_all"), "-c", str(cfg)])
     assert r.exit_code == 2 and "fte@discard_all" in r.output and "--allow-config-change" in r.output
 
@@ -87,6 +93,11 @@ def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, c
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     arms = {a["label"]: a for a in metrics["arms"]}
     assert arms["fte · discard_all"]["results"] == 2 and arms["fte · discard_all"]["stops"] == {"answer": 2}
+    # the per-arm numbers are the runs' own: edited share and edits from the recorded context_edit events
+    for label, a in arms.items():
+        runs = [r for r in metrics["runs"] if f"{r['profile']} · {r['context']}" == label]
+        assert a["edited"] == sum(1 for r in runs if r["edits"]["edits"]) / len(runs)
+    assert arms["fte · discard_all"]["edited"] == 1.0 and arms["fte · keep_all"]["edited"] == 0.0
     # the paired tests cover every pair of arms (8 rows: 28 pairs, each on the 2 judged questions)
     assert len(metrics["paired"]) == 28 and {p["n"] for p in metrics["paired"]} == {2}
     assert {("fte · keep_all", "fte · discard_all")} <= {(p["a"], p["b"]) for p in metrics["paired"]}
