@@ -30,6 +30,7 @@ import pexpect
 from ..config import SandboxConfig
 from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
+from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import write_sweep_request
 from .shell_script import command_payload, init_script
@@ -62,6 +63,8 @@ class ShellSession:
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
+        self._no_channel = False
+        """The box's shell could not use the command channel: the terminal carries everything."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -104,10 +107,27 @@ class ShellSession:
                 j = buf.find(b"\n", i + len(marker)) if i >= 0 else -1
                 if j >= 0:
                     self.shell_pid = int(buf[i + len(marker) : j])
+                    self._open_channel(child, nonce, deadline)
                     return None
         except (pexpect.EOF, OSError):
             self._kill_child()
             return bytes(buf[-500:]).decode("utf-8", "replace").strip()
+
+    def _open_channel(self, tty: ShellStream, nonce: str, deadline: float) -> None:
+        """Commands and reports past the engine's relay (:mod:`.channel`) where the box allows it; a
+        shell that did not answer on it is replaced by one over its terminal alone."""
+        owner = channel_owner(self.cfg.user) if getattr(self.box, "direct_channel", False) else None
+        if owner is None or self._no_channel:
+            return
+        try:
+            chan = open_channel(tty, self.box.gateway_dir, owner, nonce, min(deadline, time.monotonic() + 10))
+        except TimeoutError:
+            self._no_channel = True
+            raise OSError("the shell did not answer on its command channel") from None
+        if chan is None:
+            self._no_channel = True
+        else:
+            self._child = chan
 
     def close(self) -> None:
         self._kill_child()
