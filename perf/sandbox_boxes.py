@@ -62,14 +62,17 @@ class EpisodeBox:
 
 
 class PoolBox:
-    """fte-shell through ``fte_shell.rl.EpisodePool`` (reset → step → finish)."""
+    """fte-shell through ``fte_shell.rl.EpisodePool`` (reset → step → finish: graded, box closed); its
+    defaults (8 warm boxes, paced starts, its own worker threads) but ``record=False``."""
 
     def __init__(self, ep: Any):
         self.ep = ep
 
     async def run(self, cmd: str) -> str:
         res = await self.ep.step("bash", {"command": cmd})
-        return str(getattr(res, "output", res))
+        if res.error:
+            raise RuntimeError(res.output[:200])
+        return str(res.output)
 
     async def close(self) -> None:
         await self.ep.finish("done")
@@ -112,7 +115,7 @@ def make_cases(wanted: list[str], root: Path, threads: ThreadPoolExecutor) -> di
     from fte_shell import Episode, load_config
 
     out: dict[str, Starter] = {}
-    providers = {n: c for n, c in provider_cases({"docker", "podman", "bwrap"})}
+    providers = dict(provider_cases({n.removeprefix("pool-") for n in wanted} & {"docker", "podman", "bwrap"}))
     base = load_config(None, {"agent": {"profile": "shell"}, "search": {"backend": "none"}})
     for name in wanted:
         prov = name.removeprefix("pool-")
@@ -157,19 +160,28 @@ def _verifiers_starter() -> Starter:
 
 
 _POOLS: dict[str, Any] = {}
-"""The open EpisodePools (one per pool case; closed at the end of the run)."""
+"""Each pool case's EpisodePool (opened, untimed, by :func:`open_pools`; closed by :func:`close_pools`)."""
+_POOL_CONFIGS: dict[str, Any] = {}
 
 
 def _pool_starter(cfg: Any) -> Starter:
-    from fte_shell.rl import EpisodePool  # type: ignore[import-not-found,unused-ignore]
-
     key = uuid.uuid4().hex
+    _POOL_CONFIGS[key] = cfg
 
     async def start() -> Box:
-        if key not in _POOLS:
-            _POOLS[key] = await EpisodePool(cfg, size=8, record=False).__aenter__()
         return PoolBox(await _POOLS[key].reset("figures", answer="done"))
     return start
+
+
+async def open_pools(limit: float = 300.0) -> None:
+    """Open the pool cases' EpisodePools and wait for their warm boxes, as a trainer does once at start."""
+    from fte_shell.rl import EpisodePool  # type: ignore[import-not-found,unused-ignore]
+
+    for key, cfg in _POOL_CONFIGS.items():
+        _POOLS[key] = await EpisodePool(cfg, record=False).__aenter__()
+    deadline = time.monotonic() + limit
+    while any(p.ready < p.settings.size for p in _POOLS.values()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
 
 
 async def settle(limit: float = 60.0) -> None:

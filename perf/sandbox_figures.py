@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import sandbox_boxes
-from sandbox_boxes import CASES, Box, Starter, close_pools, make_cases, settle
+from sandbox_boxes import CASES, Box, Starter, close_pools, make_cases, open_pools, settle
 from sandbox_latency import pct
 
 FIRST = "echo benchmark"
@@ -315,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(starters: dict[str, Starter], a: argparse.Namespace) -> dict[str, Any]:
     try:
+        await open_pools()
         return await measure(starters, a)
     finally:
         await close_pools()

@@ -1,7 +1,8 @@
 """perf/sandbox_figures.py in its quick mode, so the script that makes the sandbox figures cannot rot: real
 boxes (fte-shell's Docker and bwrap providers through the Episode) beside the real peers it measures
 against (verifiers' local DockerRuntime, mini-swe-agent's DockerEnvironment), every figure present and
-every start, action and episode answered."""
+every start, action and episode answered. (The trajectory figure is left out here: it runs the same
+episode as the episodes-per-second figure, and verifiers' import alone takes 5 s of CPU.)"""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def test_quick_figures_answer_every_start_and_episode(docker_ready: None, tmp_pa
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's fte_shell, not an installed one
     proc = subprocess.run(
         [sys.executable, str(ROOT / "perf" / "sandbox_figures.py"), "--quick", "--cases", ",".join(CASES),
-         "--sequential", "1", "--stagger", "0", "--json", str(out)],
+         "--sequential", "1", "--stagger", "0", "--actions", "", "--json", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
@@ -36,7 +37,6 @@ def test_quick_figures_answer_every_start_and_episode(docker_ready: None, tmp_pa
         burst = res["launch"]["burst 2"][case]
         assert (burst["n"], burst["ok"]) == (2, 2), (case, burst)
         assert burst["all_ready_s"] >= burst["p99"] > 0
-        assert res["trajectory"]["3"][case] > 0
         thr = res["throughput"]["2"][case]
         assert (thr["n"], thr["ok"], thr["errors"]) == (2, 2, []), (case, thr)
         assert thr["eps"] == pytest.approx(2 / thr["wall_s"])
