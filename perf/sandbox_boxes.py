@@ -115,7 +115,8 @@ def make_cases(wanted: list[str], root: Path, threads: ThreadPoolExecutor) -> di
     from fte_shell import Episode, load_config
 
     out: dict[str, Starter] = {}
-    providers = dict(provider_cases({n.removeprefix("pool-") for n in wanted} & {"docker", "podman", "bwrap"}))
+    own = {n.removeprefix("pool-") for n in wanted} & {"docker", "podman", "bwrap"}
+    providers = dict(provider_cases(own))
     base = load_config(None, {"agent": {"profile": "shell"}, "search": {"backend": "none"}})
     for name in wanted:
         prov = name.removeprefix("pool-")
