@@ -176,6 +176,8 @@ def _pool_starter(cfg: Any) -> Starter:
 
 async def open_pools(limit: float = 300.0) -> None:
     """Open the pool cases' EpisodePools and wait for their warm boxes, as a trainer does once at start."""
+    if not _POOL_CONFIGS:
+        return
     from fte_shell.rl import EpisodePool  # type: ignore[import-not-found,unused-ignore]
 
     for key, cfg in _POOL_CONFIGS.items():
