@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
 
 
 def bench_cmd(
-    dataset: Annotated[str, typer.Argument(help=DATASET_HELP)],
+    dataset: Annotated[str | None, typer.Argument(help=DATASET_HELP + " Not with --fork-from (the parent's).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
     scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the runs when the sweep ends, without a model: --judge-preset if model-free, else the dataset's rule, else exact match + F1.")] = True,
@@ -65,14 +65,15 @@ def bench_cmd(
 ) -> None:
     """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
     directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
-    skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
+    skipped, partial ones redone. Search results and fetched pages are shared by all profiles. With
+    --fork-from SWEEP --at-turn K: every run of SWEEP forked at turn K (its first K turns replayed without
+    the model), then continued with the flags given — a paired "same prefix, different X" study."""
     from ..config import load_config
     from ..model import resolve_endpoint
-    from ..sweep import BenchConfig
 
     try:
-        bench = BenchConfig(dataset=dataset, **sweep)
-    except ValueError as e:
+        bench = _bench_config(dataset, sweep)
+    except (ValueError, FteError) as e:
         raise _fail(e) from None
     with _scripted_endpoint(scripted) as scripted_url:
         flags = overrides
@@ -80,7 +81,7 @@ def bench_cmd(
             flags = {**overrides, "model": {**overrides.get("model", {}), "base_url": scripted_url,
                                             "model": "scripted", "api_key": "none"}}
         try:
-            cfg = load_config(config, flags)
+            cfg = load_config(config, flags) if bench.fork_from is None else _fork_config(bench, config, flags)
             resolve_endpoint(cfg.model)
             _model_free_preset(cfg.judge.preset) if judge else None
         except FteError as e:
@@ -106,6 +107,28 @@ def bench_cmd(
         raise typer.Exit(4)
     if stats.pending:
         raise typer.Exit(1)
+
+
+def _bench_config(dataset: str | None, sweep: dict[str, Any]) -> Any:
+    """The sweep's options: DATASET's, or with ``--fork-from`` the parent sweep's (fte_shell.sweep.fork)."""
+    from ..errors import ConfigError
+    from ..sweep import BenchConfig
+
+    if sweep.get("fork_from") is None:
+        if dataset is None:
+            raise ConfigError("give the DATASET to run (or --fork-from SWEEP --at-turn K to fork a sweep's runs)")
+        return BenchConfig(dataset=dataset, **sweep)
+    if dataset is not None:
+        raise ConfigError(f"--fork-from takes the parent sweep's questions: leave out the DATASET ({dataset})")
+    from ..sweep.fork import fork_bench
+
+    return fork_bench(sweep)
+
+
+def _fork_config(bench: Any, config: Path | None, flags: dict[str, Any]) -> Any:
+    from ..sweep.fork import fork_config
+
+    return fork_config(bench, config, flags)
 
 
 def _print_stats(stats: Any, cfg: Any, out: Path) -> None:

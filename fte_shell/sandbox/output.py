@@ -153,6 +153,8 @@ class Observation:
     """The timeout that applied (for the note)."""
     note: str = ""
     """Extra information for the agent (e.g. the output buffer filled up, the budget is spent)."""
+    cwd: str | None = None
+    """The shell's working directory after the command (None: the command did not run)."""
 
     def render(self) -> str:
         """The text the model sees: the output, then one note per unusual event."""

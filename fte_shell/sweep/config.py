@@ -70,6 +70,15 @@ class BenchConfig(BaseModel):
     """Times one run that ended because infrastructure was unavailable is redone in the same invocation,
     once that infrastructure answers again (after that it waits for the next resume)."""
 
+    fork_from: Path | None = None
+    """A sweep directory whose every run this sweep forks at ``at_turn`` (its questions, profiles and
+    repetitions; each run's first turns replayed without the model against the parent's snapshot, then
+    continued live): a paired "same prefix, different X" study. docs/bench.md."""
+
+    at_turn: int | None = None
+    """With ``fork_from``: the turns of each parent run replayed before its fork goes live (a parent run
+    that ended earlier is replayed to its end)."""
+
     allow_config_change: bool = False
     """Resume a sweep although the behaviour-relevant configuration changed (model, sampling, agent or
     profile settings); the change is recorded in ``sweep.json``'s ``config_changes``. Refused otherwise."""

@@ -56,10 +56,18 @@ def run_sweep(
     """Run (or resume) the sweep. ``on_event(kind, task, stats)`` is called with ``start``/``done``/
     ``failed`` for progress display; ``log`` gets one-line messages (outages, retries, set-up).
     ``remote`` carries out each run elsewhere (e.g. on a Ray cluster, one worker thread per slot); else
-    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`). Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
+    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`; for a fork sweep,
+    ``bench.fork_from``, :class:`.fork.ForkRuns`). Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
     _validate(bench)
+    if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
+        if remote is not None:
+            raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
+        if run_fn is None:
+            from .fork import ForkRuns
+
+            run_fn = ForkRuns(bench)
     say = log or (lambda _m: None)
     dataset = load_dataset(bench.dataset, split=bench.split, limit=bench.limit, sample=bench.sample, seed=bench.seed,
                            options=config.benchmark, log=say)

@@ -122,6 +122,19 @@ function metricsLine(r) {
     r.extract + " · revisit " + pct(r.revisit) + " · " + r.docs + " documents");
 }
 
+// A fork (fte-shell fork, bench --fork-from): its parent, the turns replayed from it and whether the
+// replayed state matched; a parent: its forks among the runs viewed.
+function forkLine(run) {
+  const f = run.forks || {}, p = f.parent, kids = f.children || [];
+  if (!p && !kids.length) return null;
+  const link = (key, text) => (key === null || key === undefined ? el("span", {}, text) : el("a", { href: "#/run/" + key }, text));
+  return el("p", { class: "forks", id: "forks" },
+    p ? ["forked from ", link(p.key, p.run_dir), " at turn " + p.turn + ": turns 1–" + p.turn +
+      " replayed without the model, " + (p.equal === true ? "state equal to the parent's" : p.equal === false ? "state DIFFERS from the parent's" : "not checked")] : null,
+    p && kids.length ? " · " : null,
+    kids.length ? ["forks: ", kids.map((c) => [link(c.key, c.path + " (turn " + c.turn + (c.equal === false ? ", differs" : "") + ")"), " "])] : null);
+}
+
 function siblingsPicker(index, key, qid) {
   const sib = index.runs.filter((r) => r.qid === qid && r.key !== key);
   if (!sib.length) return null;
@@ -144,7 +157,7 @@ FTE.views.run = async function (index, key, opts) {
   const endBox = end ? el("section", { class: "turn end" }, el("b", {}, "End: " + end.stop_reason), " after " + end.turns + " turns, " +
     fmt(end.wall_s) + " s", el("pre", { class: "text final" }, end.answer === null || end.answer === undefined ? "(no answer)" : String(end.answer)))
     : el("section", { class: "turn end" }, el("b", {}, "No end event"), " (the run did not finish: " + r.stop + ")");
-  show("run", el("h2", {}, "Run ", el("span", { class: "muted" }, r.path)), verdict(run), metricsLine(r), nav,
+  show("run", el("h2", {}, "Run ", el("span", { class: "muted" }, r.path)), verdict(run), metricsLine(r), forkLine(run), nav,
     start && start.system_prompt ? textBlock(start.system_prompt, { label: "system prompt", collapsed: true }) : null,
     el("div", { id: "turns" }, sections), endBox);
   if (opts.turn !== null && opts.turn !== undefined) {

@@ -4,10 +4,11 @@ of a request.
 Each turn the loop asks its policy what to send: the policy gets a :class:`ContextView` (the kept
 conversation, the tools, the turn, the server's window, the estimated prompt tokens of sending it all, the
 episode and the model) and returns a :class:`Sent` (the messages to send, and a :class:`ContextEdit`
-when it sent less than the kept conversation: the loop records it as a ``context_edit`` event). A policy
-never changes the kept conversation or its messages (it returns new lists and new message dicts); it may
-keep state across turns (one policy object per run). This version has one policy, :class:`KeepAll`
-(``keep_all``: everything, every turn — requests identical to the loop's before the seam existed).
+when it changed what it sends: the loop records it as a ``context_edit`` event). A policy never changes
+the kept conversation or its messages (it returns new lists and new message dicts); it may keep state
+across turns (one policy object per run). :class:`KeepAll` (``keep_all``: everything, every turn —
+requests identical to the loop's before the seam existed) is here; the other strategies are in
+:mod:`.clearing` and :mod:`.reset`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import Model, ServerInfo
-from .replies import estimate_tokens
+from ...model import Model, ServerInfo
+from ..replies import estimate_tokens
 
 if TYPE_CHECKING:
-    from ..episode import Episode
+    from ...episode import Episode
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,14 @@ class ContextView:
     """The episode (its workspace, its tools)."""
     model: Model
     """The agent's model client (e.g. for a summary through ``ModelClient.ask``)."""
+    last_sent: list[dict[str, Any]] = field(default_factory=list)
+    """The messages of the last successful request (what :meth:`measure` calibrates on)."""
+    last_prompt: int | None = None
+    """The server's ``prompt_tokens`` of that request (None: not reported, or no request yet)."""
+
+    def measure(self, messages: list[dict[str, Any]]) -> int:
+        """Estimated prompt tokens of sending ``messages`` with :attr:`tools` (:func:`estimate_request`)."""
+        return estimate_request(messages, self.tools, self.last_sent, self.last_prompt)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,10 @@ class ContextEdit:
     """Ids of the tool calls whose results were cleared or dropped."""
     note: str | None = None
     """What the policy did, in a few words."""
+    escalated: bool = False
+    """The strategy's own edit left the prompt over the window, so more was dropped (oldest steps first)."""
+    usage: dict[str, int] | None = None
+    """Token usage of a model call the edit made (``summary``'s), counted apart from the agent's."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,7 @@ class ContextPolicy(Protocol):
     """What the loop sends of the kept conversation."""
 
     name: str
-    """The strategy's name (recorded with each edit)."""
+    """The strategy's label (``keep_recent:5``; recorded with each edit)."""
 
     def prepare(self, view: ContextView) -> Sent:
         """The messages to send for the request ``view`` describes."""
