@@ -238,8 +238,8 @@ def test_workspace_reset_lists_what_the_workspace_holds(tmp_path: Path, corpus: 
 
 
 def test_escalation_drops_the_oldest_steps_when_the_strategy_is_not_enough(tmp_path: Path, corpus: Path) -> None:
-    """keep_recent:8 keeps more than the window holds: the oldest steps are dropped until it fits."""
-    result, events, requests, emu = run("vllm", "fte", "keep_recent:8", tmp_path / "r", corpus)
+    """keep_recent:15 keeps more than the window holds: the oldest steps are dropped until it fits."""
+    result, events, requests, emu = run("vllm", "fte", "keep_recent:15", tmp_path / "r", corpus)
     assert (result.stop_reason, result.turns) == ("max_turns", TURNS)
     edits = [e for e in events if e["type"] == "context_edit"]
     assert any(e["escalated"] for e in edits)

@@ -207,6 +207,14 @@ def test_bench_fork_from_forks_every_run_of_a_sweep(tmp_path: Path) -> None:
     r = cli.invoke(app, ["bench", "--fork-from", str(parent), "--at-turn", "99", "--out", str(tmp_path / "k99"),
                          *forks], env=CLEAN_ENV)
     assert r.exit_code == 0, r.output
+    # --context: every arm forks the parent's run of its profile (the parent has keep_all only)
+    r = cli.invoke(app, ["bench", "--fork-from", str(parent), "--at-turn", "2", "--out", str(tmp_path / "kc"),
+                         "--context", "keep_all,discard_all", *forks], env=CLEAN_ENV)
+    assert r.exit_code == 0, r.output
+    assert "4 run(s) finished now" in r.output
+    for arm in ("fte", "fte@discard_all"):
+        forked = json.loads((tmp_path / "kc" / "runs" / arm / "q1" / "r0" / "result.json").read_text())["forked_from"]
+        assert forked["run_dir"] == str((parent / "runs" / "fte" / "q1" / "r0").resolve()) and forked["equal"] is True
     assert tree(parent) == before
     for qid in ("q1", "q2"):
         p_run = parent / "runs" / "fte" / qid / "r0"

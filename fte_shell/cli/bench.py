@@ -64,10 +64,12 @@ def bench_cmd(
     overrides: dict[str, Any],
 ) -> None:
     """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
-    directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
-    skipped, partial ones redone. Search results and fetched pages are shared by all profiles. With
-    --fork-from SWEEP --at-turn K: every run of SWEEP forked at turn K (its first K turns replayed without
-    the model), then continued with the flags given — a paired "same prefix, different X" study."""
+    directory `OUT/runs/<profile>/<qid>/r<k>/` (with --context, an arm per profile and context strategy:
+    `OUT/runs/<profile>@<strategy>/…` for strategies other than keep_all). Rerunning the same command
+    resumes: finished runs are skipped, partial ones redone. Search results and fetched pages are shared by
+    all profiles. With --fork-from SWEEP --at-turn K: every run of SWEEP forked at turn K (its first K turns
+    replayed without the model), then continued with the flags given — a paired "same prefix, different X"
+    study."""
     from ..config import load_config
     from ..model import resolve_endpoint
 
@@ -242,6 +244,16 @@ def report_cmd(
     for row in rows:
         t.add_row(*[row[i] for i in keep])
     _out.print(t)
+    if r.arms:
+        from ..report.arms import arms_table
+
+        head, rows = arms_table(r.profiles, r.arms)
+        keep = [head.index(c) for c in ("Arm", "Accuracy", "95% CI (Wilson)", "Tokens", "Cached prompt", "Cost",
+                                        "Turns", "Overflow", "Edited")]
+        t = Table(*[head[i] for i in keep], title="Context arms (report.md: stops, edits, behaviour at the edits)")
+        for row in rows:
+            t.add_row(*[row[i] for i in keep])
+        _out.print(t)
     for w in r.warnings:
         _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
     _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")

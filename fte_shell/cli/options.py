@@ -268,6 +268,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("out", ("--out", "-o")),
     SweepFlag("profiles", ("--profiles", "-p"), note=" Comma-separated."),
     SweepFlag("runs", ("--runs", "-k")),
+    SweepFlag("contexts", ("--context",), note=" Comma-separated, e.g. keep_all,keep_recent:5,discard_all."),
     SweepFlag("concurrency", ("--concurrency", "-j")),
     SweepFlag("split", ("--split",)),
     SweepFlag("limit", ("--limit",)),

@@ -3,7 +3,8 @@ of the same (profile, question, repetition) at turn K (:func:`fte_shell.runner.f
 prefix, different X" study: the flags given (``--context``, ``--model``, ``--max-turns`` …) are X.
 
 The new sweep takes the parent's questions (its dataset, split, limit, sample, seed), profiles and
-repetitions, and the parent's configuration (``sweep.json``, secrets masked) under ``--config`` and the
+repetitions (and its context arms, unless ``--context`` names the fork sweep's own: then each arm forks the
+parent's run of its profile), and the parent's configuration (``sweep.json``, secrets masked) under ``--config`` and the
 flags; otherwise it is an ordinary sweep (resumable, budgets, outages, ``report``). A parent run that
 ended before turn K is forked where it ended: its replay ends it the same way, with no model call, so
 every arm keeps every question. A parent run without a result is not forked (a failure of the new sweep).
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import RunConfig
 from ..episode.fork import HOW_TO_RECORD, Parent, config_over
 from ..errors import ConfigError
-from ..record.rundir import find_runs, read_result
+from ..record.rundir import arm_profile, find_runs, read_result
 from ..record.sweepdir import SweepDir
 from .config import BenchConfig
 
@@ -42,6 +43,8 @@ def fork_bench(options: dict[str, Any]) -> BenchConfig:
     if Path(options["out"]).resolve() == parent.resolve():
         raise ConfigError("--out is the parent sweep: a fork sweep never writes its parent, choose another --out")
     inherited = {k: manifest.bench[k] for k in INHERITED if k in manifest.bench}
+    if not options.get("contexts") and manifest.bench.get("contexts"):  # every arm of the parent, forked
+        inherited["contexts"] = manifest.bench["contexts"]
     return BenchConfig.model_validate({**options, **inherited})
 
 
@@ -65,8 +68,9 @@ def fork_config(bench: BenchConfig, config_file: Path | None, overrides: dict[st
 
 class ForkRuns:
     """The run function of a fork sweep (:class:`~fte_shell.sweep.config.RunFn`): the run directory
-    ``OUT/runs/<profile>/<qid>/r<k>`` forks ``PARENT/runs/<profile>/<qid>/r<k>`` at ``min(K, its last
-    replayable turn)``. The sweep's shared world is not used: each fork's world is its parent's snapshot."""
+    ``OUT/runs/<arm>/<qid>/r<k>`` forks ``PARENT/runs/<arm>/<qid>/r<k>`` at ``min(K, its last
+    replayable turn)``; an arm of ``--context`` the parent lacks (``fte@discard_all``) forks the parent's
+    run of its profile (``PARENT/runs/fte/…``). The sweep's shared world is not used: each fork's world is its parent's snapshot."""
 
     def __init__(self, bench: BenchConfig):
         if bench.fork_from is None or bench.at_turn is None:
@@ -77,7 +81,11 @@ class ForkRuns:
                  model: ModelClient | None, meta: dict[str, Any] | None) -> Any:
         from ..runner import fork_run
 
-        parent_dir = self.parent / Path(out_dir).relative_to(self.out)
+        rel = Path(out_dir).relative_to(self.out)
+        parent_dir = self.parent / rel
+        if not parent_dir.exists():  # an arm of --context the parent lacks: the parent's run of the profile
+            arm, qid, rep = rel.parts[-3:]
+            parent_dir = self.parent / Path(*rel.parts[:-3]) / arm_profile(arm) / qid / rep
         k = min(self.at_turn, Parent.read(parent_dir).replayable())
         return fork_run(parent_dir, k, out_dir, config=config, model=model, run_id=qid,
                         meta={**(meta or {}), "fork_at_turn": self.at_turn})

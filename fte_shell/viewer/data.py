@@ -106,7 +106,9 @@ class Catalog:
         rel = run.dir.relative_to(run.root).as_posix() if run.dir != run.root else "."
         return {
             "key": run.key, "root": self.roots.index(run.root), "path": rel, "qid": qid,
-            "question": question, "profile": m.profile, "model": m.model, "rep": m.rep,
+            "question": question, "profile": m.profile, "context": m.context, "edits": m.edits.edits,
+            "arm": m.profile if m.context == "keep_all" else f"{m.profile} · {m.context}",
+            "model": m.model, "rep": m.rep,
             "status": run_status(m), "correct": m.correct, "f1": m.f1,
             "stop": m.stop_reason, "answer": result.get("answer"), "turns": m.turns,
             "tokens": m.total_tokens, "wall_s": round(m.wall_s, 2), "search": m.n_search,

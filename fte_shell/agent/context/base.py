@@ -13,6 +13,8 @@ requests identical to the loop's before the seam existed) is here; the other str
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -97,10 +99,16 @@ def estimate_request(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
                      last_prompt: int | None) -> int:
     """Estimated prompt tokens of a request: the server's ``prompt_tokens`` of the last request plus an
     estimate of what was appended since, when ``messages`` starts with exactly the messages of the last
-    request; otherwise (an edited conversation, no usage reported, the first request) an estimate of the
-    whole request, tool schemas included (:func:`~fte_shell.agent.replies.estimate_tokens`)."""
+    request; otherwise (an edited conversation) an estimate of the whole request, tool schemas included
+    (:func:`~fte_shell.agent.replies.estimate_tokens`), scaled by how the server counted the last request
+    against the same estimate of it — so the kept conversation and an edit of it are measured alike (an
+    unscaled estimate of an edit can exceed the calibrated size of what it was cut from); unscaled when
+    there is no last request or its usage was not reported."""
     n = len(last_sent)
     if last_prompt is not None and n <= len(messages) and messages[:n] == last_sent:
         return last_prompt + estimate_tokens(messages[n:])
-    return estimate_tokens(messages, tools or None)
+    whole = estimate_tokens(messages, tools or None)
+    if last_prompt is not None and last_sent and (base := estimate_tokens(last_sent, tools or None)) > 0:
+        return math.ceil(whole * last_prompt / base)
+    return whole
 
