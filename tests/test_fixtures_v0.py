@@ -83,12 +83,16 @@ def test_report_of_the_old_sweep_has_the_old_metrics(sweep: Path, tmp_path: Path
     # the stop counts added since count what the old runs recorded; no stuck detector existed then
     assert {p["profile"]: p["stops"] for p in got["profiles"]} == {"shell": {"answer": 2}, "fte": {"answer": 2},
                                                                   "open-find": {"answer": 2}}
+    # the context arms added since: every old run is keep_all (an old profile row names no arm), none edited
+    assert {r["context"] for r in got["runs"]} == {"keep_all"}
+    assert {p["context"] for p in got["profiles"]} == {None}
+    assert {(r["edits"]["edits"], r["edits"]["first_edit_turn"]) for r in got["runs"]} == {(0, None)}
     assert {v for k, v in _items(got) if k in COUNTED - {"stops"}} == {0}
 
 
 ADDED = {"cost_usd", "cost_per_run", "cost_per_correct"}
 """Keys of metrics.json that the report gained after the fixture was written."""
-COUNTED = {"stops", "stuck_noticed", "stuck_went_on", "stuck_notices"}
+COUNTED = {"stops", "stuck_noticed", "stuck_went_on", "stuck_notices", "context", "edits"}
 """Keys of metrics.json that the report gained after the fixture was written, counted from the old runs."""
 
 
