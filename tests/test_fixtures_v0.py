@@ -87,7 +87,7 @@ def test_report_of_the_old_sweep_has_the_old_metrics(sweep: Path, tmp_path: Path
     assert {r["context"] for r in got["runs"]} == {"keep_all"}
     assert {p["context"] for p in got["profiles"]} == {None}
     assert {(r["edits"]["edits"], r["edits"]["first_edit_turn"]) for r in got["runs"]} == {(0, None)}
-    assert {v for k, v in _items(got) if k in COUNTED - {"stops"}} == {0}
+    assert {v for k, v in _items(got) if k in {"stuck_noticed", "stuck_went_on", "stuck_notices"}} == {0}
 
 
 ADDED = {"cost_usd", "cost_per_run", "cost_per_correct"}
