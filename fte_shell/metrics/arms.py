@@ -5,7 +5,6 @@ Definitions: ``docs/metrics.md`` "Context arms"."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import Field
@@ -30,11 +29,8 @@ class ArmSummary(_M):
     turns: float | None
     """Mean model turns per run."""
 
-    stops: dict[str, int] = Field(default_factory=dict)
-    """Runs per stop reason (``answer``, ``max_turns``, ``context_overflow``, ``stuck`` …)."""
-
     overflow: int = 0
-    """Runs that stopped ``context_overflow``."""
+    """Runs that stopped ``context_overflow`` (the counts of every stop reason: ``ProfileSummary.stops``)."""
 
     edited: float | None = None
     """Share of runs with at least one edit."""
@@ -78,7 +74,6 @@ def _mean(xs: Sequence[float]) -> float | None:
 def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
     """The :class:`ArmSummary` of one row's runs."""
     ok = [r for r in runs if not r.infra_failure]
-    stops = Counter(r.stop_reason for r in ok)
     e = [r.edits for r in ok]
     known, late = sum(x.cache_known_prompt_tokens for x in e), sum(x.cache_known_prompt_tokens_after for x in e)
     cached, cached_late = sum(x.cached_prompt_tokens for x in e), sum(x.cached_prompt_tokens_after for x in e)
@@ -88,8 +83,7 @@ def summarize_arm(label: str, runs: Sequence[RunMetrics]) -> ArmSummary:
         context=runs[0].context if runs else "keep_all",
         results=len(ok),
         turns=m([float(r.turns) for r in ok]),
-        stops=dict(sorted(stops.items())),
-        overflow=stops["context_overflow"],
+        overflow=sum(1 for r in ok if r.stop_reason == "context_overflow"),
         edited=m([1.0 if r.edits.edits else 0.0 for r in ok]),
         edits=m([float(r.edits.edits) for r in ok]),
         tokens_cleared=m([float(r.edits.tokens_cleared_max) for r in ok]),

@@ -20,8 +20,8 @@ def arm_summaries(d: ReportData) -> list[ArmSummary]:
     return [summarize_arm(p.label, d.groups[p.label]) for p in d.profiles]
 
 
-def _stops(a: ArmSummary) -> str:
-    return ", ".join(f"{k} {v}" for k, v in a.stops.items()) or "–"
+def _stops(p: ProfileSummary) -> str:
+    return ", ".join(f"{k} {v}" for k, v in p.stops.items()) or "–"
 
 
 def arms_table(ps: Sequence[ProfileSummary], arms: Sequence[ArmSummary]) -> Table:
@@ -29,7 +29,7 @@ def arms_table(ps: Sequence[ProfileSummary], arms: Sequence[ArmSummary]) -> Tabl
     head = ["Arm", "Runs", "Failed (infra)", "Accuracy", "95% CI (Wilson)", "Tokens", "Cached prompt", "Cost",
             "Turns", "Overflow", "Stops", "Edited", "Edits/run", "Most cleared"]
     rows = [[a.label, str(p.runs), str(p.failed), pct(p.accuracy), ci(p.accuracy_ci95), integer(p.tokens),
-             pct(a.cache_share), usd(p.cost_usd), num(a.turns, 1), str(a.overflow), _stops(a), pct(a.edited),
+             pct(a.cache_share), usd(p.cost_usd), num(a.turns, 1), str(a.overflow), _stops(p), pct(a.edited),
              num(a.edits), integer(a.tokens_cleared)] for p, a in zip(ps, arms, strict=True)]
     return head, rows
 
