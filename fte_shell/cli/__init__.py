@@ -8,6 +8,7 @@ import typer
 from . import bench as _bench
 from . import corpus as _corpus
 from . import export as _export
+from . import mcp as _mcp
 from . import run as _run
 from . import sandbox as _sandbox
 from . import snapshot as _snapshot
@@ -27,7 +28,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view, _export):
+for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view, _export, _mcp):
     _mod.register(app)
 
 
