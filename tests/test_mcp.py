@@ -158,3 +158,95 @@ def test_client_sigkilled_leaves_no_box(docker_ready: None, tmp_path: Path) -> N
     finally:
         proc.kill()
         proc.wait()
+
+
+def _banner(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The URL and the token the HTTP server prints when it listens."""
+    url = token = None
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if m := re.search(r"Streamable HTTP at (http://\S+)", line):
+            url = m.group(1)
+        if m := re.match(r"token: (\S+)", line):
+            token = m.group(1)
+            break
+    assert url and token, "the server printed no URL and token"
+    return url, token
+
+
+def test_http_token_origin_handles_and_hostile_arguments(docker_ready: None, web: LoopbackServer, tmp_path: Path) -> None:
+    cfg, out, url = write_config(tmp_path / "cfg.toml", web.host_port), tmp_path / "runs", web.url("/kestrel")
+    proc = subprocess.Popen(mcp_command("--transport", "http", "--port", "0", "--config", str(cfg), "--out", str(out),
+                                        "--max-workspaces", "2"), stderr=subprocess.PIPE, text=True, env=server_env(), cwd=tmp_path)
+    try:
+        endpoint, token = _banner(proc)
+        auth = {"Authorization": f"Bearer {token}"}
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        # the door: no token, a wrong one, a foreign Origin — refused before anything runs
+        assert httpx.post(endpoint, json=listing).status_code == 401
+        assert httpx.post(endpoint, json=listing, headers={"Authorization": "Bearer " + "x" * len(token)}).status_code == 401
+        assert httpx.post(endpoint, json=listing, headers={**auth, "Origin": "http://evil.example"}).status_code == 403
+        huge = httpx.post(endpoint, content=b'{"x": "' + b"a" * (5 << 20) + b'"}',
+                          headers={**auth, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        assert huge.status_code == 413
+        got = anyio.run(_http_session, endpoint, auth, url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    assert code == 130  # stopped by SIGTERM, every box closed first
+    tools = {t.name: t for t in got["tools"]}
+    assert list(tools) == ["open_workspace", "bash", "close_workspace"]
+    assert tools["bash"].input_schema["required"] == ["handle", "command"]
+    assert got["third"].is_error and "2 workspace(s) are open" in got["third"].content[0].text
+    assert re.search(r"^\d+:.*Mara Vell", got["grep"].content[0].text, re.M), got["grep"].content
+    assert got["other_ls"].content[0].text.strip() == "(no documents fetched yet)"  # an empty /work, no pages
+    assert got["mine"].encode() == next((out / got["run1"] / "workspace").glob("*.txt")).read_bytes()
+    assert "no such file" in got["theirs"]
+    assert got["big"].content[0].text.split()[0] == "300001" and not got["big"].is_error  # 300,000 A and a newline
+    assert "contains a NUL character" in got["nul"].content[0].text and "nothing was run" in got["nul"].content[0].text
+    assert got["list_arg"].is_error and "invalid arguments for bash" in got["list_arg"].content[0].text
+    assert got["closed"].is_error and "unknown or closed workspace handle" in got["closed"].content[0].text
+    assert got["bad_handle"].is_error and "unknown or closed workspace handle" in got["bad_handle"].content[0].text
+    assert got["alive"].content[0].text.startswith("still here")
+    results = {run: read_result(out / run) for run in (got["run1"], got["run2"])}
+    assert results[got["run1"]]["stop_reason"] == "abandoned"  # closed by its client
+    assert results[got["run2"]]["stop_reason"] == "interrupted"  # open when the server was stopped
+    assert not boxes_of(got["run1"]) and not boxes_of(got["run2"])
+
+
+async def _http_session(endpoint: str, auth: dict[str, str], url: str) -> dict[str, Any]:
+    got: dict[str, Any] = {}
+    transport = streamable_http_client(endpoint, http_client=create_mcp_http_client(headers=auth))
+    async with Client(transport) as c:
+        got["tools"] = (await c.list_tools()).tools
+        opened: list[Any] = []
+
+        async def open_one() -> None:
+            opened.append(await c.call_tool("open_workspace", {"question": "Who built the Kestrel Bridge?"}))
+
+        async with anyio.create_task_group() as tg:  # two boxes start at once
+            tg.start_soon(open_one)
+            tg.start_soon(open_one)
+        (h1, run1), (h2, run2) = [(r.structured_content["handle"], r.structured_content["run_id"]) for r in opened]
+        got["run1"], got["run2"] = run1, run2
+        got["third"] = await c.call_tool("open_workspace", {})
+        fetched = await c.call_tool("bash", {"handle": h1, "command": f"fetch {url}"})
+        assert not fetched.is_error, fetched.content
+        got["grep"] = await c.call_tool("bash", {"handle": h1, "command": "grep -n 'Mara Vell' /work/*.txt"})
+        got["other_ls"] = await c.call_tool("bash", {"handle": h2, "command": "ls -A /work; list_fetched"})
+        name = fetched.content[0].text.split()[0].removeprefix("/work/")
+        got["mine"] = (await c.read_resource(f"fte-workspace://{h1}/{name}")).contents[0].text
+        try:
+            await c.read_resource(f"fte-workspace://{h2}/{name}")
+            got["theirs"] = "read"
+        except Exception as e:  # noqa: BLE001 - the error the server sent
+            got["theirs"] = str(e)
+        # hostile arguments: huge, binary, the wrong types, a made-up handle
+        got["big"] = await c.call_tool("bash", {"handle": h1, "command": "echo " + "A" * 300_000 + " | wc -c"})
+        got["nul"] = await c.call_tool("bash", {"handle": h1, "command": "printf 'a\x00b\x07\x1b[2J\uffff' | od -c"})
+        got["list_arg"] = await c.call_tool("bash", {"handle": h1, "command": ["rm", "-rf", "/"]})
+        got["bad_handle"] = await c.call_tool("bash", {"handle": {"$ne": None}, "command": "id"})
+        got["alive"] = await c.call_tool("bash", {"handle": h1, "command": "echo still here"})
+        await c.call_tool("close_workspace", {"handle": h1})
+        got["closed"] = await c.call_tool("bash", {"handle": h1, "command": "id"})
+    return got
