@@ -45,8 +45,11 @@ class Door:
         self._want = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":  # lifespan: the app's own
+        if scope["type"] == "lifespan":  # the app's own start and stop
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # a WebSocket: nothing here speaks it
+            await send({"type": "websocket.close", "code": 1008})
             return
         headers = dict(scope.get("headers") or [])
         origin = headers.get(b"origin")

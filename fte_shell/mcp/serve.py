@@ -64,8 +64,7 @@ def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
             raise
 
 
-def serve_http(mcp: McpConfig, config: RunConfig, token: str, say: Say = _say,
-               on_ready: Callable[[str], None] | None = None) -> None:
+def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable[[str], None] | None = None) -> None:
     """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until SIGINT/SIGTERM; every workspace closed at
     the end. ``on_ready(url)`` is called once the socket listens."""
     import uvicorn
