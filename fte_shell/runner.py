@@ -1,7 +1,8 @@
 """``run_question``: open one question's :class:`~fte_shell.episode.Episode` and let the agent drive it —
 the model client made (or shared), the server probed so the start event carries its window, the run
 directory written, everything closed even on exceptions, Ctrl-C or SIGTERM (the process's own
-:func:`~fte_shell.episode.sigterm_as_interrupt`)."""
+:func:`~fte_shell.episode.sigterm_as_interrupt`). ``fork_run``: the same for a fork of a finished run at
+turn K (:mod:`fte_shell.episode.fork`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,37 @@ def run_question(
             config, question, Path(out_dir), world=world, run_id=qid, log=log, server=info, model=model,
             meta={**({"qid": qid} if qid else {}), **(meta or {})}))
         return Agent(config, model).drive(ep)
+
+
+def fork_run(
+    parent_dir: Path,
+    at_turn: int,
+    out_dir: Path,
+    *,
+    config: RunConfig | None = None,
+    overrides: dict[str, Any] | None = None,
+    log: EventListener | None = None,
+    model: ModelClient | None = None,
+    run_id: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> RunResult:
+    """Fork the finished run in ``parent_dir`` at turn ``at_turn`` into ``out_dir`` and let the agent go
+    on live: the parent's first ``at_turn`` turns replayed without a model call against its snapshot,
+    checked against the parent (a difference stops the run: ``fork_mismatch``), then the loop as
+    :func:`run_question` runs it. ``config``: the child's whole configuration, else the parent's with
+    ``overrides`` over it (:func:`fte_shell.episode.fork.child_config`). Raises
+    :class:`~fte_shell.errors.ConfigError` for a parent without a snapshot or without that many turns."""
+    from .episode.fork import Parent, child_config
+
+    parent = Parent.read(parent_dir)
+    cfg = config if config is not None else child_config(parent, overrides)
+    parent.replies(at_turn)  # refused before any model client or box is made
+    with contextlib.ExitStack() as cleanup:
+        if model is None:
+            model = ModelClient(cfg.model)
+            cleanup.callback(model.close)
+        info = model.server_info()
+        cleanup.enter_context(sigterm_as_interrupt())
+        ep = cleanup.enter_context(Episode.fork(parent_dir, at_turn, Path(out_dir), config=cfg, log=log, server=info,
+                                                model=model, run_id=run_id, meta=meta))
+        return Agent(ep.config, model).drive(ep)

@@ -55,6 +55,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("sandbox_unavailable", True, "sandbox", "the sandbox provider could not start or keep the sandbox"),
     Stop("search_unavailable", True, "search", "the search backend failed"),
     Stop("snapshot_miss", True, None, "replay with snapshot.on_miss = fail-run: a page or search not in the snapshot"),
+    Stop("fork_mismatch", True, None, "a fork's replayed prefix differs from its parent's (an observation, a workspace "
+                                      "file, the shell's cwd): not a paired continuation (fte_shell.episode.fork)"),
     Stop("disk_full", True, "disk", "no space left on the device of the run or sweep directory"),
     Stop("interrupted", True, None, "Ctrl-C / SIGTERM"),
     Stop("crashed", True, None, "an unexpected exception in a profile or the loop (a harness bug)"),
@@ -66,7 +68,7 @@ BY_NAME: dict[str, Stop] = {s.name: s for s in STOPS}
 StopReason = Literal[
     "answer", "max_turns", "time_budget", "errors", "context_overflow", "too_many_nudges", "repeated_reply",
     "reply_cut", "token_budget", "endpoint_unavailable", "auth", "bad_request", "model_error", "sandbox_unavailable",
-    "search_unavailable", "snapshot_miss", "disk_full", "interrupted", "abandoned", "crashed", "failed",
+    "search_unavailable", "snapshot_miss", "fork_mismatch", "disk_full", "interrupted", "abandoned", "crashed", "failed",
 ]
 """Every name of :data:`STOPS` (checked against the table on import)."""
 

@@ -55,9 +55,10 @@ RG = "rg -i -c needle ."
 MB = "head -c 1000000 /dev/zero | tr '\\0' x | fold -w 99"
 
 
-def p95(xs: list[float]) -> float:
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` (the nearest rank of the sorted values; NaN when empty)."""
     s = sorted(xs)
-    return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))] if s else float("nan")
 
 
 def med(xs: list[float]) -> float:
@@ -302,7 +303,7 @@ def main() -> int:
     print("medians in ms (p95)           " + "".join(f"{c:>20}" for c in cols))
     for key, label in (("trivial", "trivial command"), ("rg", "rg -i over 10 MB"), ("mb", "1 MB output, uncapped"),
                        ("start", "start -> first command")):
-        cells = "".join(f"{med(res[c][key]) * 1000:11.2f} ({p95(res[c][key]) * 1000:6.1f})" if res[c][key] else
+        cells = "".join(f"{med(res[c][key]) * 1000:11.2f} ({pct(res[c][key], 0.95) * 1000:6.1f})" if res[c][key] else
                         f"{'-':>20}" for c in cols)
         print(f"  {label:28}{cells}")
     if memory:

@@ -6,6 +6,7 @@ the request extends the last one."""
 from __future__ import annotations
 
 import itertools
+import math
 import json
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ class ClearOldObservations:
         return Sent(sent, ContextEdit(cleared, "old observations cleared")) if cleared else Sent(view.messages)
 
 
-def test_an_edit_is_sent_recorded_and_estimated_whole(tmp_path: Path) -> None:
+def test_an_edit_is_sent_recorded_and_estimated_whole_on_the_servers_scale(tmp_path: Path) -> None:
     policy = ClearOldObservations()
     result, requests = run(tmp_path, context=policy)
     assert result.stop_reason == "answer"
@@ -92,14 +93,18 @@ def test_an_edit_is_sent_recorded_and_estimated_whole(tmp_path: Path) -> None:
     assert first["messages_before"] == first["messages_after"] == len(third)
     n = len(requests[1]["messages"])  # the kept conversation extends turn 2's request: calibrated on its count
     assert first["tokens_before"] == tokens_for(requests[1]["messages"]) + estimate_tokens(third[n:])
-    assert first["tokens_after"] == estimate_tokens(third, requests[2]["tools"])  # the edited one: whole
+    prev = requests[1]  # the edited one: whole, scaled by the server's count of the last request against its estimate
+    scale = tokens_for(prev["messages"]) / estimate_tokens(prev["messages"], prev["tools"])
+    assert first["tokens_after"] == math.ceil(estimate_tokens(third, requests[2]["tools"]) * scale)
+    assert first["tokens_after"] < first["tokens_before"]  # clearing measures smaller, on the same scale
     whole = 0
     for prev, req in itertools.pairwise(requests):  # max_tokens = window - estimate - margin
         n = len(prev["messages"])
         if req["messages"][:n] == prev["messages"]:  # extends the last request: calibrated on its count
             est = tokens_for(prev["messages"]) + estimate_tokens(req["messages"][n:])
-        else:  # an edit changed what was sent before: the whole request
-            est, whole = estimate_tokens(req["messages"], req["tools"]), whole + 1
+        else:  # an edit changed what was sent before: the whole request, scaled like the last one was counted
+            scale = tokens_for(prev["messages"]) / estimate_tokens(prev["messages"], prev["tools"])
+            est, whole = math.ceil(estimate_tokens(req["messages"], req["tools"]) * scale), whole + 1
         assert req["max_tokens"] == min(16384, WINDOW - est - 256)
     assert whole >= 2  # the edits at turns 3 and 4 changed earlier messages
 
@@ -110,10 +115,13 @@ def test_the_estimate_calibrates_only_on_an_extension_of_the_last_request() -> N
     new = [{"role": "assistant", "content": "a" * 30}, {"role": "tool", "tool_call_id": "c", "content": "o" * 60}]
     # extension: the server's count for the last request plus the appended messages
     assert estimate_request([*last, *new], tools, last, 1000) == 1000 + estimate_tokens(new)
-    # not an extension (an earlier message changed, or one dropped): the whole request
+    # not an extension (an earlier message changed, or one dropped): the whole request, on the server's scale
+    # (the server counted 1000 where the same estimate said estimate_tokens(last, tools))
     edited = [{"role": "system", "content": "s" * 300}, {"role": "user", "content": "Q"}, *new]
-    assert estimate_request(edited, tools, last, 1000) == estimate_tokens(edited, tools)
-    assert estimate_request([last[0], *new], tools, last, 1000) == estimate_tokens([last[0], *new], tools)
+    scale = 1000 / estimate_tokens(last, tools)
+    assert estimate_request(edited, tools, last, 1000) == math.ceil(estimate_tokens(edited, tools) * scale)
+    dropped = [last[0], *new]
+    assert estimate_request(dropped, tools, last, 1000) == math.ceil(estimate_tokens(dropped, tools) * scale)
     # no count reported, or a first request: the whole request
     assert estimate_request([*last, *new], tools, last, None) == estimate_tokens([*last, *new], tools)
     assert estimate_request(last, tools, [], None) == estimate_tokens(last, tools)

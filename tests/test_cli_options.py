@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 
 from fte_shell.cli import app
 from fte_shell.cli.options import FLAGS, SWEEP_FLAGS, ConfigFlag, config_flags, flags_for, overrides_of
-from fte_shell.config import RunConfig, load_config
+from fte_shell.config import ContextConfig, RunConfig, load_config
 
 ROOT: Any = get_command(app)  # typer's own (vendored) click group
 TABLE_PARAMS = {f.param for f in FLAGS}
 # what each command needs before its flags parse: the positional argument and required options
 PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"],
-          "doctor": [], "mcp": []}
+          "doctor": [], "mcp": [], "fork": ["runs/q1", "--at-turn", "2", "--out", "forked"]}
 COMMANDS = list(PREFIX)
 
 
@@ -44,8 +44,8 @@ def test_run_and_bench_share_the_same_config_flags() -> None:
     run, bench = table_opts("run"), table_opts("bench")
     dataset_opts = {"--gaia-text-only", "--no-gaia-text-only", "--frames-closed", "--no-frames-closed"}
     assert dataset_opts <= bench and not dataset_opts & run  # the [benchmark] options are bench's only
-    # bench sweeps its own --profiles; it also judges; a sweep's budget is bench's alone
-    assert run - {"--profile", "-p"} == bench - dataset_opts - {"--judge-preset", "--max-cost", "--max-tokens-total"}
+    # bench sweeps its own --profiles (and context strategies); it also judges; a sweep's budget is bench's alone
+    assert run - {"--profile", "-p", "--context"} == bench - dataset_opts - {"--judge-preset", "--max-cost", "--max-tokens-total"}
     assert {"--max-cost", "--max-tokens-total"} <= bench
     for flag in ("--rpm", "--tpm", "--max-run-tokens"):
         assert flag in run and flag in bench, flag
@@ -79,6 +79,8 @@ def test_every_row_names_a_documented_field() -> None:
 def _sample(f: ConfigFlag, tmp: Path) -> tuple[list[str], Any]:
     """Arguments giving ``f`` a value that is not the default, and the value the config should then hold."""
     vt = f.value_type
+    if f.spelling is not None:  # --context SPEC
+        return [f.flag, "keep_recent:3"], ContextConfig(strategy="keep_recent", keep=3)
     if vt is bool:
         return [f.flag], True
     if f.choices:
@@ -250,3 +252,20 @@ def test_the_help_speaks_of_the_box_not_of_docker_only() -> None:
     assert named, "the top-level help names the providers"
     for where, text in named:  # the provider-neutral commands speak of the box; Docker only beside the others
         assert "podman" in text or "bubblewrap" in text or "bwrap" in text, f"{where}: {text}"
+
+
+def test_context_spec_sets_only_the_keys_it_names(tmp_path: Path) -> None:
+    """``--context keep_recent:3`` sets the strategy and its count; the table's other keys stay as the
+    config file has them; a bad spec is a usage error naming the spellings."""
+    toml = tmp_path / "c.toml"
+    toml.write_text("[agent.context]\ntrigger = 0.5\nstrategy = \"discard_all\"\n")
+    ctx = command("run").make_context("run", ["q", "--context", "keep_recent:3"])
+    overrides = overrides_of(flags_for("run"), ctx.params)
+    assert overrides == {"agent": {"context": {"strategy": "keep_recent", "keep": 3}}}
+    cfg = load_config(toml, overrides, environ={})
+    assert cfg.agent.context == ContextConfig(strategy="keep_recent", keep=3, trigger=0.5)
+    assert load_config(toml, {}, environ={}).agent.context.label == "discard_all"
+    for bad, said in (("keep_recent", "keep_recent takes a count"), ("nope:1", "unknown context strategy 'nope'"),
+                      ("discard_fraction:2", "discard_fraction takes a share")):
+        r = CliRunner().invoke(app, ["run", "q", "--context", bad], env={"COLUMNS": "300"})
+        assert r.exit_code == 2 and said in " ".join(r.output.split()), (bad, r.output)

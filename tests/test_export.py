@@ -245,7 +245,7 @@ def test_json_format_and_single_file(sweeps: dict[str, Path], tmp_path: Path) ->
     assert r.exit_code == 0, r.output
     assert len(read_eval_log(str(tmp_path / "one.eval")).samples or []) == 1
     r = runner.invoke(app, ["export", "inspect", str(sweeps["hotpot"]), "--out", str(tmp_path / "two.eval")])
-    assert r.exit_code == 2 and "2 (dataset, profile, model) cells" in r.output
+    assert r.exit_code == 2 and "2 (dataset, arm, model) cells" in r.output
     assert not (tmp_path / "two.eval").exists()
 
 

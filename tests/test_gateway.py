@@ -297,6 +297,30 @@ def test_events_and_lifecycle(tmp_path: Path, server: LoopbackServer, corpus: Lo
     assert (tmp_path / "file.sock").read_text() == "x"
 
 
+def test_line_server_stops_without_polling(tmp_path: Path) -> None:
+    """stop() ends run() through its wake-up pipe, even a stop that came before run() began (a close right
+    after start); the server keeps no thread that wakes on a timer, and its pipe is closed with it."""
+    served: list[bytes] = []
+    srv = gateway_wire.LineServer(str(tmp_path / "w.sock"), lambda conn: served.append(conn.recv(16)))
+    try:
+        srv.stop()
+        srv.run()  # returns at once: the byte stop() wrote is waiting
+        t = threading.Thread(target=srv.run)
+        t.start()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:  # still serving between stops
+            c.connect(str(tmp_path / "w.sock"))
+            c.sendall(b"hi\n")
+        srv.stop()
+        t.join(timeout=30)
+        assert not t.is_alive()
+    finally:
+        srv.server_close()
+    wake = (srv._wake_r, srv._wake_w)
+    for fd in wake:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
 def test_page_budget_is_one_line_per_url(tmp_path: Path, server: LoopbackServer) -> None:
     ws = Workspace(tmp_path / "work")
     svc = FetchService(ws, FetchPolicy(allow_private=[server.host_port], max_fetches=1))

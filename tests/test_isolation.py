@@ -163,8 +163,10 @@ def test_the_socket_serves_only_this_question(provider_case: ProviderCase, serve
         assert run(b, "list_fetched")[0].strip() == "(no documents fetched yet)"
         out, code = run(b, f"cat {a_file}")
         assert code != 0 and "No such file" in out
-        # B sees only its own socket; A's host directories do not exist in B
-        assert run(b, "python3 -c 'import os; print(*os.listdir(\"/run/fte\"))'")[0].split() == ["gw.sock"]
+        # B sees only its own socket (and its own shell's command FIFOs); A's host directories do not exist in B
+        seen = set(run(b, "python3 -c 'import os; print(*os.listdir(\"/run/fte\"))'")[0].split())
+        assert "gw.sock" in seen and seen == {p.name for p in b.gateway_dir.iterdir()}
+        assert not seen & {p.name for p in a.gateway_dir.iterdir() if p.name != "gw.sock"}
         out, code = run(b, f"ls {a.gateway_dir} {a.workspace}")
         assert code != 0
         # B's socket reaches B's workspace only, whatever B asks for

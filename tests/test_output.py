@@ -22,6 +22,16 @@ def test_clean_text_decodes_invalid_utf8_with_replacement() -> None:
     assert clean_text(b"caf\xc3\xa9 \xff\xfe ok") == "café \ufffd\ufffd ok"
 
 
+def test_clean_text_short_way_and_long_way_agree() -> None:
+    # valid UTF-8 without ESC or 0xC2 (the short way): C0 controls and DEL go, \t and \n stay
+    assert clean_text(b"a\r\nb\rc\x00d\x7fe\tf\n\xe4\xb8\xad") == "a\nbcde\tf\n\u4e2d"
+    assert clean_text(bytearray(b"plain\n")) == "plain\n"
+    # invalid UTF-8 split by a control byte: decoded first (3 replacement characters), never joined
+    assert clean_text(b"\xe4\x01\xb8\xad") == "\ufffd\ufffd\ufffd"
+    # a C1 control (0xC2 0x85) goes, a Latin-1 sign (0xC2 0xB0) stays
+    assert clean_text(b"\xc2\x85x\xc2\xb0\r\n") == "x\u00b0\n"
+
+
 def test_clean_text_keeps_non_ascii() -> None:
     s = "héllo wörld ✓ 日本語 🙂"
     assert clean_text(s.encode()) == s

@@ -125,7 +125,7 @@ def test_shell_and_structured_agree(docker_ready: None, tmp_path: Path, corpus: 
             # the shell's own behaviour: exit status, read-only /work, scratch /tmp
             fail = bash(shell, "ls /nonexistent")
             assert not fail.error and fail.meta["exit_code"] == 2 and fail.output.endswith("[exit code 2]")
-            assert set(fail.meta) == {"exit_code", "timed_out", "truncated", "restarted", "duration_s", "fetches", "searches"}
+            assert set(fail.meta) == {"exit_code", "timed_out", "truncated", "restarted", "duration_s", "cwd", "fetches", "searches"}
             assert fail.meta["fetches"] == [] and fail.meta["searches"] == []
             ro = bash(shell, "touch /work/forged.txt")
             assert ro.meta["exit_code"] != 0 and "Read-only file system" in ro.output

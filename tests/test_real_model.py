@@ -20,6 +20,7 @@ answered; greedy, both did, in each run seen).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -38,7 +39,7 @@ MAX_TURNS = 4
 MAX_TOKENS = 192
 
 
-def _server(engine: str, tmp: Path) -> Iterator[Any]:
+def _server(engine: str, tmp: Path, n_ctx: int = 8192) -> Iterator[Any]:
     from fte_shell.standins import localmodel
 
     problem = None
@@ -52,7 +53,7 @@ def _server(engine: str, tmp: Path) -> Iterator[Any]:
         if IN_CI:
             pytest.fail(problem)
         pytest.skip(problem)
-    with localmodel.serve(engine, n_ctx=8192, log_dir=tmp) as srv:  # type: ignore[arg-type]
+    with localmodel.serve(engine, n_ctx=n_ctx, log_dir=tmp) as srv:  # type: ignore[arg-type]
         yield srv
 
 
@@ -163,3 +164,47 @@ def test_bench_executes_a_call_and_answers_on_each_local_engine(engine: str, tmp
     assert {p["profile"] for p in metrics["profiles"]} == {"shell", "fte"}
     assert all(p["runs"] == 1 and p["failed"] == 0 for p in metrics["profiles"]), metrics["profiles"]
     assert not [w for w in metrics["warnings"] if "none of its" in w], metrics["warnings"]  # every profile called tools
+
+
+SMALL_CTX = 3072
+"""The small window of the context-strategy runs (the server's ``n_ctx``): a turn or two of search results
+fill it (the system prompt and the tools take about 1,400 tokens)."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("engine", ["xllamacpp", "llama-cpp-python"])
+def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(engine: str, tmp_path: Path) -> None:
+    """Each engine with ``n_ctx`` 3072, the fte profile and long search results (up to 20 a call): under
+    ``keep_all`` the run stops ``context_overflow`` within its 3 turns (on turn 2 with both engines); under ``discard_all`` the same run
+    goes on past that turn, and every prompt the server counted (``usage.prompt_tokens``), with the reply
+    it was allowed, is inside the window."""
+    from fte_shell.search.pydoc_corpus import build_pydoc_corpus
+
+    corpus = build_pydoc_corpus(tmp_path / "pydoc")
+    with contextlib.contextmanager(_server)(engine, tmp_path, n_ctx=SMALL_CTX) as srv:
+        cfg = _config(tmp_path, srv, salvage=True)
+        window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
+        toml = cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace(f"max_turns = {MAX_TURNS}",
+                                                                                 "max_turns = 3")
+        cfg.write_text(toml + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
+        runs = {}
+        for spec in ("keep_all", "discard_all"):
+            out = tmp_path / spec
+            r = runner.invoke(app, ["run", "Which function in the json module serializes an object to a JSON "
+                                    "formatted str?", "--profile", "fte", "--config", str(cfg), "--context", spec,
+                                    "--out", str(out), "--quiet"])
+            assert r.exit_code == 0, r.output
+            runs[spec] = (json.loads((out / "result.json").read_text()), _events(out))
+    (kept, kept_events), (cut, cut_events) = runs["keep_all"], runs["discard_all"]
+    assert kept["stop_reason"] == "context_overflow", kept
+    overflow_turn = kept["turns"]
+    assert [e["turn"] for e in kept_events if e["type"] == "model_call"] == list(range(1, overflow_turn))
+    assert cut["stop_reason"] != "context_overflow" and cut["turns"] >= overflow_turn, cut
+    assert cut["context"] == "discard_all"
+    edits = [e for e in cut_events if e["type"] == "context_edit"]
+    assert edits and edits[0]["turn"] <= overflow_turn and edits[0]["messages_after"] == 2, edits
+    calls = [e for e in cut_events if e["type"] == "model_call"]
+    assert [e["turn"] for e in calls][-1] >= overflow_turn  # the server answered past the turn keep_all stopped at
+    for e in calls:
+        assert e["usage"]["prompt_tokens"] + e["request"]["max_tokens"] <= SMALL_CTX, e["usage"]

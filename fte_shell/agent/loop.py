@@ -25,6 +25,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..episode import Episode, RunResult, add_usage
+from ..episode.fork import ForkPrefix
 from ..errors import ModelError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
@@ -40,7 +41,7 @@ from ..record.events import (
     TextToolCallEvent,
 )
 from ..stops import StopReason
-from .context import ContextPolicy, ContextView, KeepAll, estimate_request
+from .context import ContextPolicy, ContextView, estimate_request, make_policy
 from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,
@@ -73,8 +74,10 @@ class Agent:
 
     def __init__(self, config: RunConfig, model: Model, *, context: ContextPolicy | None = None):
         self.config, self.model = config, model
-        self.context: ContextPolicy = context if context is not None else KeepAll()
-        """What is sent of the kept conversation (one policy object per run: it may keep state)."""
+        self.given_context = context
+        self.context: ContextPolicy = context if context is not None else make_policy(config)
+        """What is sent of the kept conversation: the ``context`` given, else ``agent.context``'s strategy
+        (:func:`~.context.make_policy`, a new one for each episode driven: it keeps state)."""
         self.messages: list[dict[str, Any]] = []
         """The kept conversation."""
         self.state = LoopState()
@@ -83,6 +86,8 @@ class Agent:
         self.price = price_for(config.model)
         """USD per million tokens of the agent's model (None: unknown, the run records tokens only)."""
         self.ep: Episode | None = None
+        self.replaying = False
+        """True while a fork's recorded replies are applied (their ``model_call`` events say ``replayed``)."""
 
     @property
     def episode(self) -> Episode:
@@ -94,11 +99,15 @@ class Agent:
         """Run the loop on ``ep`` to a stop reason, finish it (end event, ``result.json``) and return the
         result. An exception (KeyboardInterrupt included) is recorded and re-raised after ``result.json``."""
         self.ep, self.state = ep, LoopState()
+        if self.given_context is None:
+            self.context = make_policy(self.config)
         self.info = ep.server if ep.server is not None else self.model.server_info()  # outside the time budget
         budget = self.config.agent.time_budget_s
         self.deadline = time.monotonic() + budget if budget is not None else None
         self.messages = [{"role": "system", "content": ep.system_prompt}, {"role": "user", "content": ep.question}]
         try:
+            if ep.prefix is not None:
+                self.replay(ep.prefix)
             while True:
                 self.turn()
         except Stop as e:
@@ -106,6 +115,26 @@ class Agent:
         except BaseException as e:  # recorded, then re-raised
             ep.finish_on(e)
             raise
+
+    def replay(self, prefix: ForkPrefix) -> None:
+        """A fork's first turns: each reply its parent recorded applied as if the model had just sent it (no
+        model call, no context policy; the tool calls run again), then the state checked against the
+        parent's — a difference stops the run (``fork_mismatch``) before any live call. A reply that ended
+        the parent's run ends this one the same way, after the check."""
+        ep, ended = self.episode, None
+        self.replaying = True
+        try:
+            for c in prefix.replies:
+                ep.begin_turn()
+                self.apply(c)
+        except Stop as e:
+            ended = e
+        finally:
+            self.replaying = False
+        if (problem := prefix.check(ep)) is not None:
+            raise Stop("fork_mismatch", error=problem)
+        if ended is not None:
+            raise ended
 
     def over_budget(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -139,13 +168,15 @@ class Agent:
         s, ep = self.state, self.episode
         turn = ep.tally.turns
         kept_est = estimate_request(self.messages, tools, s.last_sent, s.last_prompt)
-        sent = self.context.prepare(ContextView(self.messages, tools, turn, self.info, kept_est, ep, self.model))
+        sent = self.context.prepare(ContextView(self.messages, tools, turn, self.info, kept_est, ep, self.model,
+                                                s.last_sent, s.last_prompt))
         est = kept_est if sent.messages is self.messages else estimate_request(sent.messages, tools, s.last_sent,
                                                                                 s.last_prompt)
         if sent.edit is not None:
             ep.record(ContextEditEvent(turn=turn, strategy=self.context.name, messages_before=len(self.messages),
                                        messages_after=len(sent.messages), tokens_before=kept_est, tokens_after=est,
-                                       cleared=sent.edit.cleared, note=sent.edit.note))
+                                       cleared=sent.edit.cleared, note=sent.edit.note, escalated=sent.edit.escalated,
+                                       usage=sent.edit.usage))
         max_tokens = fit_max_tokens(self.info, self.config.model, est, final=final)
         choice = tool_choice(self.config.agent.first_tool_choice, turn, tools, ep.profile.name)
         c = self.model.complete(sent.messages, tools or None, deadline=self.deadline, tool_choice=choice,
@@ -229,7 +260,7 @@ class Agent:
             cost = usage_cost(c.usage_details or c.usage, self.price)
             tally.cost_usd += cost
             fields["cost_usd"] = cost
-        ep.record(ModelCallEvent(**fields))
+        ep.record(ModelCallEvent(**fields, **({"replayed": True} if self.replaying else {})))
         self.messages.append(msg)
 
     def nudge(self, kind: str, text: str) -> None:

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
 
 
 def bench_cmd(
-    dataset: Annotated[str, typer.Argument(help=DATASET_HELP)],
+    dataset: Annotated[str | None, typer.Argument(help=DATASET_HELP + " Not with --fork-from (the parent's).")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([model], [agent], [sandbox], [search], [snapshot]).")] = None,
     scripted: Annotated[bool, typer.Option("--scripted", help="No model: drive every run with the deterministic research policy on a loopback server.")] = False,
     judge: Annotated[bool, typer.Option("--judge/--no-judge", help="Grade the runs when the sweep ends, without a model: --judge-preset if model-free, else the dataset's rule, else exact match + F1.")] = True,
@@ -64,15 +64,18 @@ def bench_cmd(
     overrides: dict[str, Any],
 ) -> None:
     """Run every question of DATASET with every profile (and --runs repetitions), each into its own run
-    directory `OUT/runs/<profile>/<qid>/r<k>/`. Rerunning the same command resumes: finished runs are
-    skipped, partial ones redone. Search results and fetched pages are shared by all profiles."""
+    directory `OUT/runs/<profile>/<qid>/r<k>/` (with --context, an arm per profile and context strategy:
+    `OUT/runs/<profile>@<strategy>/…` for strategies other than keep_all). Rerunning the same command
+    resumes: finished runs are skipped, partial ones redone. Search results and fetched pages are shared by
+    all profiles. With --fork-from SWEEP --at-turn K: every run of SWEEP forked at turn K (its first K turns
+    replayed without the model), then continued with the flags given — a paired "same prefix, different X"
+    study."""
     from ..config import load_config
     from ..model import resolve_endpoint
-    from ..sweep import BenchConfig
 
     try:
-        bench = BenchConfig(dataset=dataset, **sweep)
-    except ValueError as e:
+        bench = _bench_config(dataset, sweep)
+    except (ValueError, FteError) as e:
         raise _fail(e) from None
     with _scripted_endpoint(scripted) as scripted_url:
         flags = overrides
@@ -80,7 +83,7 @@ def bench_cmd(
             flags = {**overrides, "model": {**overrides.get("model", {}), "base_url": scripted_url,
                                             "model": "scripted", "api_key": "none"}}
         try:
-            cfg = load_config(config, flags)
+            cfg = load_config(config, flags) if bench.fork_from is None else _fork_config(bench, config, flags)
             resolve_endpoint(cfg.model)
             _model_free_preset(cfg.judge.preset) if judge else None
         except FteError as e:
@@ -106,6 +109,28 @@ def bench_cmd(
         raise typer.Exit(4)
     if stats.pending:
         raise typer.Exit(1)
+
+
+def _bench_config(dataset: str | None, sweep: dict[str, Any]) -> Any:
+    """The sweep's options: DATASET's, or with ``--fork-from`` the parent sweep's (fte_shell.sweep.fork)."""
+    from ..errors import ConfigError
+    from ..sweep import BenchConfig
+
+    if sweep.get("fork_from") is None:
+        if dataset is None:
+            raise ConfigError("give the DATASET to run (or --fork-from SWEEP --at-turn K to fork a sweep's runs)")
+        return BenchConfig(dataset=dataset, **sweep)
+    if dataset is not None:
+        raise ConfigError(f"--fork-from takes the parent sweep's questions: leave out the DATASET ({dataset})")
+    from ..sweep.fork import fork_bench
+
+    return fork_bench(sweep)
+
+
+def _fork_config(bench: Any, config: Path | None, flags: dict[str, Any]) -> Any:
+    from ..sweep.fork import fork_config
+
+    return fork_config(bench, config, flags)
 
 
 def _print_stats(stats: Any, cfg: Any, out: Path) -> None:
@@ -219,6 +244,16 @@ def report_cmd(
     for row in rows:
         t.add_row(*[row[i] for i in keep])
     _out.print(t)
+    if r.arms:
+        from ..report.arms import arms_table
+
+        head, rows = arms_table(r.profiles, r.arms)
+        keep = [head.index(c) for c in ("Arm", "Accuracy", "95% CI (Wilson)", "Tokens", "Cached prompt", "Cost",
+                                        "Turns", "Overflow", "Edited")]
+        t = Table(*[head[i] for i in keep], title="Context arms (report.md: stops, edits, behaviour at the edits)")
+        for row in rows:
+            t.add_row(*[row[i] for i in keep])
+        _out.print(t)
     for w in r.warnings:
         _err.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
     _out.print(f"report: {r.html}  {r.markdown}  {r.metrics}  {r.per_question}")

@@ -73,7 +73,7 @@ def export_inspect_cmd(
 def export_atif_cmd(
     paths: Paths,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the trajectories "
-                                      "(<profile>/<qid>/r<k>.json).")],
+                                      "(<arm>/<qid>/r<k>.json).")],
     progress: Show = True,
 ) -> None:
     """One ATIF (v1.8) trajectory per run, built and validated with the atif package's models: a step per

@@ -39,13 +39,13 @@ from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from ..benchmarks.presets import BUILTIN
-from ..config import RunConfig
+from ..config import ContextConfig, RunConfig
 from .renamed import Renamed
 
-RUNS = frozenset({"run", "bench"})
+RUNS = frozenset({"run", "bench", "fork"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "shell", "demo", "judge", "doctor", "mcp"})
+COMMANDS = frozenset({"run", "bench", "fork", "shell", "demo", "judge", "doctor", "mcp"})
 
 WORLD = RUNS | {"shell", "mcp"}
 """The commands that build a world (search, corpus, snapshot) and boxes."""
@@ -69,6 +69,13 @@ class ConfigFlag:
 
     renamed: tuple[Renamed, ...] = ()
     """Old spellings still accepted for one release."""
+
+    spelling: Callable[[str], dict[str, Any]] | None = None
+    """A table set by one text (``--context keep_recent:5``): the text → the table's keys it sets (a
+    ValueError says what is wrong). None: the flag is the field's value itself."""
+
+    metavar: str | None = None
+    """What ``--help`` shows for the value of a :attr:`spelling` flag."""
 
     @property
     def flag(self) -> str:
@@ -113,6 +120,12 @@ class ConfigFlag:
         so a bad value is a usage error naming the flag and the config path."""
         if value is None:
             return None
+        if self.spelling is not None:
+            try:
+                self.spelling(value)
+            except ValueError as e:
+                raise typer.BadParameter(f"{self.path}: {e}") from None
+            return value
         try:
             TypeAdapter(Annotated[self.field.annotation, self.field]).validate_python(value)
         except ValidationError as e:
@@ -134,21 +147,30 @@ class ConfigFlag:
         default = self.field.get_default(call_default_factory=True)
         if default is None:
             return None
+        if isinstance(default, BaseModel):  # a table set by its spelling: the default's own
+            return str(getattr(default, "label", default))
         return str(default).lower() if isinstance(default, bool) else str(default)
 
     def option(self) -> Any:
         """The ``Annotated[type | None, typer.Option(...)]`` of the command parameter: choices and secrets
         are read as text (the choices shown, checked by :meth:`check`)."""
-        vt = str if self.choices or self.value_type is SecretStr else self.value_type
+        vt = str if self.choices or self.value_type is SecretStr or self.spelling else self.value_type
         decls = self.decls
         if vt is bool and self.negatable:
             decls = (f"{self.flag}/--no-{self.flag.removeprefix('--')}", *decls[1:])
+        metavar = "|".join(self.choices) if self.choices else self.metavar
         opt = typer.Option(*decls, help=self.help, rich_help_panel=self.keys[0].capitalize(), show_default=False,
-                           metavar="|".join(self.choices) if self.choices else None, callback=self.check)
+                           metavar=metavar, callback=self.check)
         return Annotated[vt | None, opt]  # type: ignore[valid-type]
 
 
 _SENTENCE = re.compile(r"(?<=\.)\s+(?=[A-Z])")
+
+
+def context_spelling(spec: str) -> dict[str, Any]:
+    """``--context SPEC`` (``keep_recent:5``, ``discard_all`` …: :meth:`ContextConfig.parse`) as the keys of
+    ``[agent.context]`` it sets; the table's other keys (``trigger`` …) stay as the config file has them."""
+    return ContextConfig.parse(spec).model_dump(exclude_unset=True)
 
 FLAGS: tuple[ConfigFlag, ...] = (
     # [model]
@@ -171,6 +193,8 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("agent.current_date", ("--date",)),
     ConfigFlag("agent.first_tool_choice", ("--first-tool-choice",)),
     ConfigFlag("agent.max_total_tokens", ("--max-run-tokens",)),
+    ConfigFlag("agent.context", ("--context",), commands=frozenset({"run"}), spelling=context_spelling,
+               metavar="SPEC"),
     # [budget]: what a whole sweep may spend
     ConfigFlag("budget.max_cost", ("--max-cost",), commands=frozenset({"bench"})),
     ConfigFlag("budget.max_tokens_total", ("--max-tokens-total",), commands=frozenset({"bench"})),
@@ -185,7 +209,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     # [snapshot]
     ConfigFlag("snapshot.dir", ("--snapshot",), commands=WORLD),
     ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=WORLD),
-    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=WORLD),
+    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=(WORLD - {"fork"})),  # a fork: the parent's
     # [judge]: grading (judge; bench's model-free pass at the end)
     ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
         # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
@@ -247,6 +271,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("out", ("--out", "-o")),
     SweepFlag("profiles", ("--profiles", "-p"), note=" Comma-separated."),
     SweepFlag("runs", ("--runs", "-k")),
+    SweepFlag("contexts", ("--context",), note=" Comma-separated, e.g. keep_all,keep_recent:5,discard_all."),
     SweepFlag("concurrency", ("--concurrency", "-j")),
     SweepFlag("split", ("--split",)),
     SweepFlag("limit", ("--limit",)),
@@ -256,12 +281,14 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("endpoint_wait_s", ("--endpoint-wait",)),
     SweepFlag("allow_config_change", ("--allow-config-change",)),
     SweepFlag("retries", ("--retries",)),
+    SweepFlag("fork_from", ("--fork-from",), note=" DATASET, --profiles and --runs are then the parent's."),
+    SweepFlag("at_turn", ("--at-turn",)),
 )
 """``bench``'s own options: the fields of the sweep's BenchConfig it takes, in ``--help`` order."""
 
 
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo``, ``judge``, ``doctor`` or ``mcp``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``fork``, ``shell``, ``demo``, ``judge``, ``doctor`` or ``mcp``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)
@@ -292,7 +319,7 @@ def overrides_of(flags: Iterable[ConfigFlag], values: dict[str, Any]) -> dict[st
         node = out
         for t in tables:
             node = node.setdefault(t, {})
-        node[key] = str(v) if isinstance(v, Path) else v
+        node[key] = f.spelling(v) if f.spelling is not None else str(v) if isinstance(v, Path) else v
     return out
 
 

@@ -136,6 +136,11 @@ class EventPrinter:
             what = "executing" if ev.get("executed") else "not executed (model.parse_text_tool_calls is off)"
             names = ", ".join(str(x.get("name")) for x in ev.get("calls") or [])
             c.print(f"  [yellow]tool call(s) written as text in the {ev.get('source')}: {escape(names)} — {what}[/yellow]")
+        elif kind == "context_edit":
+            what = f"{ev.get('note')}; " if ev.get("note") else ""
+            c.print(f"  [magenta]context {escape(str(ev.get('strategy')))}: {escape(what)}{ev.get('messages_before')} → "
+                    f"{ev.get('messages_after')} messages, about {ev.get('tokens_before', 0):,} → "
+                    f"{ev.get('tokens_after', 0):,} tokens[/magenta]")
         elif kind == "final_answer_request":
             c.print("  [yellow]context window full: asked the model for its final answer[/yellow]")
         elif kind == "error":
@@ -183,6 +188,8 @@ def _print_result(result: Any, run_dir: Path) -> None:
     calls = ", ".join(f"{k} {v}" for k, v in sorted(result.tool_calls.items())) or "none"
     reader = result.summary_usage.get("total_tokens", 0)
     reader_note = f" · reader model tokens {reader:,} (apart)" if reader else ""
+    if result.context != "keep_all":
+        reader_note += f" · context {result.context}"
     _out.print(
         f"[dim]{result.turns} turn(s) · tool calls: {calls} · tokens {u.get('total_tokens', 0):,} "
         f"({u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out){reader_note} · "

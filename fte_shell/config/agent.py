@@ -46,7 +46,9 @@ class AgentConfig(StrictModel):
     answer; if that fails too, ``context_overflow``)."""
 
     context: ContextConfig = Field(default_factory=ContextConfig)
-    """What is sent of the conversation as it grows (``[agent.context]``; ``--context keep_recent:5``)."""
+    """The context strategy, what is sent of the conversation as it grows: ``keep_all``, ``keep_recent:K``,
+    ``discard_fraction:F``, ``discard_all``, ``summary`` or ``workspace_reset`` (``[agent.context]``;
+    docs/run.md "Context strategies")."""
 
     first_tool_choice: str | None = None
     """Force a tool call on the FIRST turn only: a tool name, ``first`` (the profile's first tool), or

@@ -1,4 +1,5 @@
-"""``[agent.context]``: what the loop sends of the kept conversation when it grows (context management).
+"""``[agent.context]``: what the loop sends of the kept conversation when it grows (context management;
+the strategies: :mod:`fte_shell.agent.context`, docs/run.md "Context strategies").
 
 The spelling on the command line (``--context``) is :meth:`ContextConfig.parse`'s: ``keep_all``,
 ``keep_recent:5``, ``discard_fraction:0.75``, ``discard_all``, ``summary``, ``workspace_reset``;
@@ -36,7 +37,9 @@ class ContextConfig(StrictModel):
     """``discard_fraction``: the share of tool-call/result pairs dropped, oldest first (DeepSeek-V3.2's 0.75)."""
 
     trigger: float = Field(default=0.8, gt=0, le=1)
-    """Edit when the estimated prompt passes this fraction of the context window (DeepSeek-V3.2's 0.8)."""
+    """Edit when the estimated prompt passes this fraction of the context window (DeepSeek-V3.2's 0.8).
+    Every strategy but ``keep_all`` also edits, and if need be drops the oldest steps, whenever the prompt
+    would not fit the window: it never sends one over it."""
 
     trigger_tokens: int | None = Field(default=None, gt=0)
     """Edit when the estimated prompt passes this many tokens instead (overrides ``trigger``; also the

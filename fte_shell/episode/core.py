@@ -47,7 +47,11 @@ from .result import TOOL_USAGE_META, RunResult, Tally, add_usage, write_end, wri
 from .signals import sigterm_as_interrupt_if_unowned
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..model import Model
+    from ..sandbox import Sandbox
+    from .fork import ForkPrefix
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -98,6 +102,10 @@ class Episode:
         self.tally = Tally(cost_usd=0.0 if price is not None else None)
         self.result: RunResult | None = None
         """Set by :meth:`finish`."""
+        self.prefix: ForkPrefix | None = None
+        """A fork's turns to replay before its driver goes live (:meth:`fork`; the agent's loop applies them)."""
+        self.forked_from: dict[str, Any] | None = None
+        """A fork's parent, turn and check (``result.json``'s ``forked_from``)."""
         self._lock = threading.Lock()
         self._calls = 0
         self._owned: contextlib.ExitStack | None = None
@@ -108,14 +116,16 @@ class Episode:
     @classmethod
     def open(cls, config: RunConfig, question: str, out_dir: Path, *, world: World | None = None,
              run_id: str | None = None, meta: dict[str, Any] | None = None, log: EventListener | None = None,
-             server: ServerInfo | None = None, model: Model | None = None) -> Episode:
+             server: ServerInfo | None = None, model: Model | None = None,
+             sandbox_source: Callable[[RunWorld, str], Sandbox] | None = None) -> Episode:
         """Open ``question``'s episode with ``config.agent.profile``, its run directory ``out_dir``.
 
         ``world`` (a sweep shares one) defaults to :meth:`World.from_config` of ``config``, then made and
         closed by the episode; ``log`` gets every trajectory event as it is written; ``run_id`` defaults to
         timestamp + slug; ``meta`` goes into ``result.json``'s ``meta`` over the world's; ``server`` (the
         model server's info) goes into the start event; ``model`` is the client a profile may use
-        (visit-summary's reader). In the main thread, SIGTERM becomes an interrupt while the episode is
+        (visit-summary's reader); ``sandbox_source`` gives the shell profile a box started ahead (a
+        pool's; the episode closes it). In the main thread, SIGTERM becomes an interrupt while the episode is
         open if nothing else handles it (:func:`~fte_shell.episode.signals.sigterm_as_interrupt_if_unowned`).
         A profile that fails to start is recorded (an ``error`` event, turn 0) and its exception raised."""
         check_question(question, config)
@@ -127,7 +137,7 @@ class Episode:
             stack.enter_context(sigterm_as_interrupt_if_unowned())  # kept through the closes below
             rec = stack.enter_context(RunWriter(Path(out_dir), listener=run_world.listener))
             ctx = QuestionContext(config=config, workspace_dir=rec.workspace_dir, world=run_world, run_id=run_id,
-                                  model=model)
+                                  model=model, sandbox_source=sandbox_source)
             try:
                 profile = make_profile(config.agent.profile, ctx)
             except Exception as e:
@@ -138,6 +148,19 @@ class Episode:
                      server=server, world=run_world)
             ep._owned = stack.pop_all()
         return ep
+
+    @classmethod
+    def fork(cls, parent_dir: Path, at_turn: int, out_dir: Path, **kw: Any) -> Episode:
+        """Open a fork of the finished run in ``parent_dir`` at turn ``at_turn``, its run directory
+        ``out_dir`` (the parent's is only read): the parent's question, profile and configuration (a
+        whole ``config=``, or ``overrides=`` over the parent's), its world the parent's snapshot. Its
+        :attr:`prefix` holds the parent's replies of turns 1..K for a driver to replay before going live
+        (``Agent(config, model).drive(ep)`` does; its ``config`` is ``ep.config``). Other keywords as
+        :meth:`open`. Raises :class:`~fte_shell.errors.ConfigError` for a parent without a snapshot (the
+        message says how to record one) or without K replayable turns. :mod:`fte_shell.episode.fork`."""
+        from .fork import open_fork
+
+        return open_fork(cls, Path(parent_dir), at_turn, Path(out_dir), **kw)
 
     @classmethod
     async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
@@ -244,12 +267,18 @@ class Episode:
 
     def _count_tool_usage(self, res: ToolResult) -> None:
         """A tool's own model tokens (``meta.summary_usage``) into the tally, and their cost when known."""
-        if (spent := res.meta.get(TOOL_USAGE_META)) is None:
-            return
+        if (spent := res.meta.get(TOOL_USAGE_META)) is not None:
+            self.count_side_usage(spent, self.reader_price)
+
+    def count_side_usage(self, spent: Any, price: Any, billed: dict[str, Any] | None = None) -> None:
+        """Tokens of a model called besides the agent's turns (visit-summary's reader, the ``summary``
+        context strategy's writer) into ``summary_usage``, and their cost at ``price`` (a
+        :func:`~fte_shell.model.prices.price_for`; None: unknown) when the run's cost is known; ``billed``:
+        the call's whole usage (cached tokens) when there is more than ``spent``'s counts."""
         with self._lock:
             add_usage(self.tally.summary_usage, spent)
-            if self.reader_price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
-                self.tally.cost_usd += usage_cost(spent, self.reader_price)
+            if price is not None and self.tally.cost_usd is not None and isinstance(spent, dict):
+                self.tally.cost_usd += usage_cost(billed or spent, price)
 
     # --- ending -----------------------------------------------------------------------------------------
     def finish(self, answer: str | None = None, *, stop_reason: StopReason | str = "answer",
@@ -266,8 +295,9 @@ class Episode:
         if error is not None:
             self.recorder.write(ErrorEvent(turn=self.tally.turns, message=error))
         result = self.tally.result(self.question, stop_reason, answer, profile=self.profile.name,  # type: ignore[arg-type]
-                                   model=self.config.model.model, wall_s=round(time.monotonic() - self._t0, 3),
-                                   run_id=self.run_id, run_dir=self.recorder.run_dir)
+                                   model=self.config.model.model, context=self.config.agent.context.label,
+                                   wall_s=round(time.monotonic() - self._t0, 3),
+                                   run_id=self.run_id, run_dir=self.recorder.run_dir, forked_from=self.forked_from)
         self.result = result
         write_end(self.recorder, result, started_at=self.started_at, meta=self.meta, config=self.config)
         return result

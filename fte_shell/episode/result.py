@@ -56,6 +56,11 @@ class RunResult(BaseModel):
     profile: str = ""
     """Profile name."""
 
+    context: str = "keep_all"
+    """The context strategy's label (``agent.context``: ``keep_recent:5``, ``discard_all`` …). In
+    ``result.json`` only when not ``keep_all`` (a run without the key, e.g. one written before it existed,
+    kept everything)."""
+
     model: str | None = None
     """Model name."""
 
@@ -75,9 +80,10 @@ class RunResult(BaseModel):
     (the sum of the ``model_call`` events)."""
 
     summary_usage: dict[str, int] = Field(default_factory=dict)
-    """Tokens spent by models that tools call on their own (visit-summary's reader model), summed from the
-    tool calls' ``meta.summary_usage``; same keys as :attr:`usage`, NOT included in it (so ``usage``
-    stays comparable across profiles). All zero for the other profiles."""
+    """Tokens spent by models called besides the agent's turns: visit-summary's reader model (summed from
+    the tool calls' ``meta.summary_usage``) and the ``summary`` context strategy's writer (the
+    ``context_edit`` events' ``usage``); same keys as :attr:`usage`, NOT included in it (so ``usage``
+    stays comparable across profiles and strategies). All zero otherwise."""
 
     cost_usd: float | None = None
     """What the run's model calls cost in USD (docs/run.md "Cost"): the sum of the ``model_call`` events'
@@ -93,6 +99,11 @@ class RunResult(BaseModel):
 
     run_dir: Path | None = None
     """The run directory, when there is one (not in ``result.json``)."""
+
+    forked_from: dict[str, Any] | None = None
+    """A fork's parent (:mod:`fte_shell.episode.fork`): ``run`` (its run id), ``run_dir``, ``turn`` (the
+    turns replayed without a model call), ``equal`` (the replayed state matched the parent's) and
+    ``checks`` (what was compared). In ``result.json`` only for a fork."""
 
 
 def _zero_usage() -> dict[str, int]:
@@ -141,11 +152,14 @@ def write_start(rec: RunWriter, question: str, profile: str, config: RunConfig, 
 
 def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[str, Any], config: RunConfig) -> None:
     """Record the ``end`` event and write ``result.json`` (``answer_unclosed``, ``answer_unescaped`` only when
-    true)."""
+    true; ``forked_from`` only for a fork; ``context`` only when not ``keep_all``)."""
     flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
+    if result.context != "keep_all":
+        flags.append("context")
+    unset = {"forked_from"} if result.forked_from is None else set()
     rec.write(EndEvent(stop_reason=result.stop_reason, answer=result.answer, turns=result.turns, wall_s=result.wall_s,
-                       **dict.fromkeys(flags, True),
+                       **dict.fromkeys((f for f in flags if f != "context"), True),
                        **({"cost_usd": result.cost_usd} if result.cost_usd is not None else {})))
-    hidden = {"run_dir", "answer_unclosed", "answer_unescaped"} - set(flags)
+    hidden = ({"run_dir", "answer_unclosed", "answer_unescaped", "context"} - set(flags)) | unset
     rec.write_result({**result.model_dump(mode="json", exclude=hidden), "started_at": started_at, "meta": meta,
                       "config_digest": config_digest(config)})  # fte_shell/digest.py: which config this run used

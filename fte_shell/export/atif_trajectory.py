@@ -4,7 +4,8 @@ with and validated by the ``atif`` package's pydantic models (imported lazily: t
 One trajectory per run: a system step (the system prompt), a user step (the question), then one agent
 step per model call (message, reasoning, the tool calls and their observations keyed by call id, the
 call's token metrics) and a user step for every turn the loop added (a nudge, the final-answer request);
-a ``warning`` or ``error`` event becomes a system step at its place. What ATIF has no field for is kept
+a ``warning``, ``error`` or ``context_edit`` event becomes a system step at its place (an edit's says what
+the context strategy sent instead of the whole conversation). What ATIF has no field for is kept
 in the ``extra`` of the step, the tool call, the result or the trajectory."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record.events import (
+    ContextEditEvent,
     ErrorEvent,
     FinalAnswerRequestEvent,
     ModelCallEvent,
@@ -117,12 +119,13 @@ def trajectory(run: Run) -> Any:
                                       "extra": {"event": ev.type, "turn": ev.turn, "t": ev.t,
                                              **({"kind": ev.kind} if isinstance(ev, NudgeEvent) else {})}}))
     for ev in conv.others:
-        if isinstance(ev, WarningEvent | ErrorEvent):
-            placed.append((ev.t, 1, {"source": "system", "message": ev.message, "timestamp": _iso(run, ev.t),
+        if isinstance(ev, WarningEvent | ErrorEvent | ContextEditEvent):
+            text = edit_note(ev) if isinstance(ev, ContextEditEvent) else ev.message
+            placed.append((ev.t, 1, {"source": "system", "message": text, "timestamp": _iso(run, ev.t),
                                          "extra": {"event": plain(ev)}}))
     for _t, _o, kw in sorted(placed, key=lambda x: (x[0], x[1])):
         add(**kw)
-    kept = [plain(ev) for ev in conv.others if not isinstance(ev, WarningEvent | ErrorEvent)]
+    kept = [plain(ev) for ev in conv.others if not isinstance(ev, WarningEvent | ErrorEvent | ContextEditEvent)]
     usage = res.get("usage") or {}
     cached = sum(s.metrics.cached_tokens or 0 for s in steps if s.metrics is not None)
     has_cached = any(s.metrics is not None and s.metrics.cached_tokens is not None for s in steps)
@@ -136,7 +139,8 @@ def trajectory(run: Run) -> Any:
     start = plain(st) if st is not None else {}
     agent = Agent(name=AGENT, version=__version__, model_name=run.model,
                   tool_definitions=(st.tools if st is not None else None) or None,
-                  extra={k: v for k, v in {"profile": run.profile, "config": start.get("config"),
+                  extra={k: v for k, v in {"profile": run.profile, "context": run.context,
+                                           "config": start.get("config"),
                                            "server": start.get("server"),
                                            "reasoning_passback": start.get("reasoning_passback"),
                                            "schema_version": start.get("schema_version"),
@@ -152,6 +156,14 @@ def trajectory(run: Run) -> Any:
                       final_metrics=final, extra=extra)
 
 
+def edit_note(ev: ContextEditEvent) -> str:
+    """A context edit in one line: the strategy, messages and estimated tokens before → after, the calls cleared."""
+    cleared = f"; cleared {len(ev.cleared)} tool call(s): {', '.join(ev.cleared)}" if ev.cleared else ""
+    return (f"context edit ({ev.strategy}) before turn {ev.turn}: {ev.messages_before} → {ev.messages_after} "
+            f"messages, ~{ev.tokens_before:,} → ~{ev.tokens_after:,} tokens{cleared}"
+            + (f". {ev.note}" if ev.note else ""))
+
+
 def dumps(traj: Any) -> str:
     """A trajectory as its JSON file's text (atif's own serialisation, unset fields left out)."""
     return str(traj.model_dump_json(exclude_none=True, indent=2)) + "\n"
@@ -165,8 +177,9 @@ def loads(text: str) -> Any:
 
 
 def file_name(run: Run, several: bool) -> Path:
-    """``<profile>/<qid>/r<k>.json`` (under the source's name when several sources are exported)."""
-    rel = Path(safe_name(run.profile)) / safe_name(run.qid) / f"r{run.rep}.json"
+    """``<arm>/<qid>/r<k>.json`` (the arm: the profile, or ``profile-strategy`` for a context strategy
+    other than keep_all; under the source's name when several sources are exported)."""
+    rel = Path(safe_name(run.arm)) / safe_name(run.qid) / f"r{run.rep}.json"
     return Path(safe_name(run.source.name)) / rel if several else rel
 
 

@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..metrics.edits import context_label
 from ..record.audit import AuditMark, audit_home, latest_marks, run_key
 from ..record.events import (
     EndEvent,
@@ -35,7 +36,7 @@ from ..record.events import (
     ToolCallEvent,
     event_dict,
 )
-from ..record.rundir import is_run_dir, read_events, read_judgement, read_result
+from ..record.rundir import arm_name, is_run_dir, read_events, read_judgement, read_result
 from ..record.sweepdir import SweepDir, SweepManifest
 from ..stops import is_infra_failure
 
@@ -85,6 +86,17 @@ class Run:
     def end(self) -> EndEvent | None:
         return next((e for e in reversed(self.events) if isinstance(e, EndEvent)), None)
 
+    @cached_property
+    def context(self) -> str:
+        """The run's context strategy as spelled on the command line (``keep_recent:5``; ``keep_all`` for
+        runs before ``[agent.context]``)."""
+        return context_label(self.events)
+
+    @property
+    def arm(self) -> str:
+        """The run's arm: the profile, or ``profile@strategy`` (:func:`fte_shell.record.rundir.arm_name`)."""
+        return arm_name(self.profile, self.context)
+
     @property
     def stop_reason(self) -> str | None:
         r = (self.result or {}).get("stop_reason")
@@ -106,7 +118,7 @@ class Run:
     @property
     def run_id(self) -> str:
         return str((self.result or {}).get("run_id") or (self.start.run_id if self.start else None)
-                   or f"{self.qid}-{self.profile}-r{self.rep}")
+                   or f"{self.qid}-{self.arm}-r{self.rep}")
 
     @cached_property
     def origin(self) -> tuple[_dt.datetime, float]:
@@ -122,9 +134,10 @@ class Run:
 
     @property
     def cell(self) -> tuple[str, str, str]:
-        """(dataset spec, profile, model): one Inspect eval log each."""
+        """(dataset spec, arm, model): one Inspect eval log each (the arm: the profile, or
+        ``profile@strategy`` for a context strategy other than keep_all)."""
         spec = str((self.manifest.bench.get("dataset") if self.manifest is not None else None) or self.task)
-        return spec, self.profile, self.model
+        return spec, self.arm, self.model
 
 
 def _time(iso: str) -> _dt.datetime:

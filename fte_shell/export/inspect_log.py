@@ -1,7 +1,7 @@
-"""Sweeps as Inspect AI eval logs (docs/export.md, "Inspect AI"): one ``EvalLog`` per (dataset, profile,
-model) cell — the task is the dataset, the solver the profile, each question a sample, repetitions
-epochs — written with inspect-ai's ``write_eval_log`` (``.eval`` or ``.json``). inspect-ai is imported
-lazily (the ``inspect`` extra)."""
+"""Sweeps as Inspect AI eval logs (docs/export.md, "Inspect AI"): one ``EvalLog`` per (dataset, arm,
+model) cell — the task is the dataset, the solver the profile (its arguments name the context strategy;
+an arm is a profile × strategy), each question a sample, repetitions epochs — written with inspect-ai's
+``write_eval_log`` (``.eval`` or ``.json``). inspect-ai is imported lazily (the ``inspect`` extra)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def require_inspect() -> None:
 
 
 def cells(runs: Iterable[Run]) -> dict[tuple[str, str, str], list[Run]]:
-    """Runs grouped by (dataset spec, profile, model), each cell's runs by question then repetition."""
+    """Runs grouped by (dataset spec, arm, model), each cell's runs by question then repetition."""
     out: dict[tuple[str, str, str], list[Run]] = {}
     for r in runs:
         out.setdefault(r.cell, []).append(r)
@@ -65,8 +65,11 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalPlanStep, EvalSpec, EvalStats
     from inspect_ai.model import GenerateConfig
 
-    spec, profile, model = key
+    spec, arm, model = key
     first = runs[0]
+    profile = first.profile
+    solver_args = {"profile": profile, "context": first.context, "context_config": _context_config(first),
+                   "config_digest": (first.result or {}).get("config_digest")}
     samples = []
     for r in runs:
         samples.append(sample(r))
@@ -86,15 +89,15 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
         for m, u in s.model_usage.items():
             usage[m] = usage[m] + u if m in usage else u
     ds = first.dataset
-    eval_id = stable_id("eval", spec, profile, model, first.source)
+    eval_id = stable_id("eval", spec, arm, model, first.source)
     status = "cancelled" if manifest is not None and manifest.status == "interrupted" else "success"
     return EvalLog(
         status=status,
         eval=EvalSpec(
             eval_id=eval_id, run_id=stable_id("run", first.source), created=started, task=first.task,
-            task_id=stable_id("task", spec, profile, model), task_version=0, task_args={k: v for k, v in ds.items() if v is not None},
+            task_id=stable_id("task", spec, arm, model), task_version=0, task_args={k: v for k, v in ds.items() if v is not None},
             task_attribs={"dataset": spec}, solver=profile,
-            solver_args={"profile": profile, "config_digest": (first.result or {}).get("config_digest")},
+            solver_args=solver_args,
             dataset=EvalDataset(name=first.task, location=str(ds.get("source") or spec), samples=len(qids),
                                 sample_ids=qids, shuffled=False),
             model=model, model_generate_config=gen, model_base_url=mcfg.get("base_url"),
@@ -104,7 +107,9 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
                                     "manifest": {k: v for k, v in (manifest.dump() if manifest else {}).items()
                                                  if k != "config"},
                                     "config": cfg, "note": NOTE}}),
-        plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={"profile": profile})], config=gen),
+        plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={"profile": profile,
+                                                                                 "context": first.context})],
+                      config=gen),
         results=_results(samples),
         stats=EvalStats(started_at=started, completed_at=completed, model_usage=usage,
                         role_usage={"agent": sum((usage_of((r.result or {}).get("usage")) for r in runs[1:]),
@@ -113,13 +118,20 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
     )
 
 
+def _context_config(run: Run) -> dict[str, Any] | None:
+    """The run's ``[agent.context]`` as recorded (its start event), None for runs written before it."""
+    ctx = ((run.start.config if run.start else {}).get("agent") or {}).get("context")
+    return ctx if isinstance(ctx, dict) else None
+
+
 def log_name(key: tuple[str, str, str], taken: set[str], fmt: str) -> str:
-    """``<dataset>_<profile>_<model>.<fmt>`` (a short hash of the dataset spec added on a clash)."""
-    spec, profile, model = key
+    """``<dataset>_<arm>_<model>.<fmt>`` (a short hash of the dataset spec added on a clash; the arm
+    ``fte@keep_recent-5`` is written ``fte-keep_recent-5``)."""
+    spec, arm, model = key
     kind = spec.split(":", 1)[0]
-    name = safe_name(kind, profile, model)
+    name = safe_name(kind, arm, model)
     if name in taken:
-        name = safe_name(kind, stable_id(spec, n=8), profile, model)
+        name = safe_name(kind, stable_id(spec, n=8), arm, model)
     taken.add(name)
     return f"{name}.{fmt}"
 
@@ -132,7 +144,7 @@ def plan(runs: list[Run], out: Path, fmt: str | None = None) -> list[tuple[tuple
     suffix = out.suffix.lstrip(".")
     if suffix in FORMATS:
         if len(groups) != 1:
-            raise ExportError(f"{len(groups)} (dataset, profile, model) cells make {len(groups)} eval logs: "
+            raise ExportError(f"{len(groups)} (dataset, arm, model) cells make {len(groups)} eval logs: "
                               f"give --out a directory, not the file {out}")
         return [(next(iter(groups)), out, suffix)]
     fmt = fmt or "eval"

@@ -133,7 +133,8 @@ def _tool_event(run: Run, ev: ToolCallEvent, n: int) -> Any:
 
 def events(run: Run, conv: Conversation, msgs: list[Any]) -> list[Any]:
     """One ``ModelEvent`` per model call, one ``ToolEvent`` per tool call, an ``InfoEvent`` for every other
-    recorded event (retries, nudges, warnings, errors, the end), in the record's order. A model event's input
+    recorded event (retries, nudges, warnings, errors, the context edits, the end), in the record's order:
+    its ``source`` is ``fte-shell:<event type>`` (``fte-shell:context_edit``), its ``data`` the event. A model event's input
     is the conversation before the call, given as Inspect's pooled form (``input_refs`` into the sample's
     ``events_data`` messages, which are the conversation itself): the log grows with the conversation, not
     with its square."""
@@ -230,7 +231,8 @@ def sample(run: Run) -> Any:
     wall = res.get("wall_s")
     started = start_t[0].isoformat()
     completed = at(run, end.t).isoformat() if end is not None else started
-    kept = {"run_id": run.run_id, "run_dir": str(run.run_dir), "profile": run.profile, "rep": run.rep,
+    kept = {"run_id": run.run_id, "run_dir": str(run.run_dir), "profile": run.profile, "context": run.context,
+            "rep": run.rep,
             "stop_reason": run.stop_reason, "answer": res.get("answer"), "turns": res.get("turns"),
             "tool_calls": res.get("tool_calls"), "usage": res.get("usage"), "summary_usage": res.get("summary_usage"),
             "result": {k: v for k, v in res.items() if k not in ("question", "answer")},

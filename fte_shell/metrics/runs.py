@@ -22,6 +22,7 @@ from ..record.rundir import (
 )
 from ..stops import NO_RESULT, RunStatus, is_infra_failure
 from .actions import _M, CATEGORY, Action, actions_from_events, materialized_pages, revisited_docs
+from .edits import EditMetrics, context_label, edit_metrics
 
 
 class RunMetrics(_M):
@@ -41,6 +42,9 @@ class RunMetrics(_M):
 
     rep: int = 0
     """Repetition index (``r<k>``)."""
+
+    context: str = "keep_all"
+    """The run's context strategy, as spelled on the command line (``keep_recent:5``; its arm in a sweep)."""
 
     stop_reason: str
     """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete``
@@ -160,6 +164,9 @@ class RunMetrics(_M):
     ops: list[str] = Field(default_factory=list)
     """The action sequence (ops), for n-grams."""
 
+    edits: EditMetrics = Field(default_factory=EditMetrics)
+    """What the context strategy did: edits, cached prompt tokens, behaviour before/after the first edit."""
+
 
 def run_status(m: RunMetrics) -> RunStatus:
     """``failed`` (an infrastructure failure or no result: not a result at all,
@@ -232,6 +239,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         model=(result or {}).get("model") or start.model,
         qid=qid or run_dir.name,
         rep=rep,
+        context=context_label(events),
         stop_reason=stop,
         infra_failure=result is None or is_infra_failure(stop),
         config_digest=digest if isinstance(digest, str) and digest else None,
@@ -270,6 +278,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         seen_sources=list(dict.fromkeys(r for a in actions for r in a.search_refs)),
         revisited_sources=_sources_of(actions, rev),
         ops=[a.op for a in actions],
+        edits=edit_metrics(events, actions),
     )
 
 

@@ -30,6 +30,10 @@ class ProfileSummary(_M):
     config_digest: str | None = None
     """The runs' ``config_digest`` when the report had to split a profile's runs by digest, else None."""
 
+    context: str | None = None
+    """The runs' context strategy (``keep_recent:5``) when the runs compare several (a row per arm, profile ×
+    strategy), else None."""
+
     label: str = ""
     """Unique row label: the profile, ``profile · model`` with several models, ``… · cfg XXXXXXXX`` when
     runs of the same profile and model used different configs."""
@@ -294,10 +298,17 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
     )
 
 
-def group_key(run: RunMetrics, several_models: bool, split_digest: bool) -> str:
-    """The row a run belongs to: its profile; ``profile · model`` when the runs used several models;
-    ``… · cfg XXXXXXXX`` (8 hex of the digest) when split by config digest."""
-    label = f"{run.profile} · {run.model}" if several_models and run.model else run.profile
+def has_arms(runs: Sequence[RunMetrics]) -> bool:
+    """Whether the runs compare context strategies (some run's is not ``keep_all``): rows are then arms."""
+    return any(r.context != "keep_all" for r in runs)
+
+
+def group_key(run: RunMetrics, several_models: bool, split_digest: bool, arms: bool = False) -> str:
+    """The row a run belongs to: its profile; ``profile · strategy`` when the runs compare context
+    strategies (``arms``); ``… · model`` when the runs used several models; ``… · cfg XXXXXXXX`` (8 hex
+    of the digest) when split by config digest."""
+    label = f"{run.profile} · {run.context}" if arms else run.profile
+    label = f"{label} · {run.model}" if several_models and run.model else label
     if split_digest:
         label += f" · cfg {run.config_digest[:8]}" if run.config_digest else " · cfg ?"
     return label
@@ -309,26 +320,30 @@ def group_label(run: RunMetrics, several_models: bool) -> str:
 
 
 def group_runs(runs: Sequence[RunMetrics]) -> dict[str, list[RunMetrics]]:
-    """Runs per row label, in order of first appearance: by profile; by profile and model when the runs
-    used more than one model (sweeps of several backbones); and by config digest when runs of one
-    profile and model carry different ``config_digest`` values (runs without one form their own row)."""
-    several = len({r.model for r in runs if r.model}) > 1
+    """Runs per row label, in order of first appearance: by profile; by profile and context strategy when
+    the runs compare strategies (:func:`has_arms`); by model too when the runs used more than one model
+    (sweeps of several backbones); and by config digest when runs of one row carry different
+    ``config_digest`` values (runs without one form their own row)."""
+    several, arms = len({r.model for r in runs if r.model}) > 1, has_arms(runs)
     digests: dict[str, set[str | None]] = {}
     for r in runs:
-        digests.setdefault(group_key(r, several, False), set()).add(r.config_digest)
+        digests.setdefault(group_key(r, several, False, arms), set()).add(r.config_digest)
     out: dict[str, list[RunMetrics]] = {}
     for r in runs:
-        base = group_key(r, several, False)
-        out.setdefault(group_key(r, several, len(digests[base]) > 1), []).append(r)
+        base = group_key(r, several, False, arms)
+        out.setdefault(group_key(r, several, len(digests[base]) > 1, arms), []).append(r)
     return out
 
 
 def summarize(runs: Sequence[RunMetrics]) -> list[ProfileSummary]:
     """One :class:`ProfileSummary` per row of :func:`group_runs`, in order of first appearance."""
     out = []
+    arms = has_arms(runs)
     for label, rs in group_runs(runs).items():
         s = summarize_profile(label, rs)
         if " · cfg " in label:
             s.config_digest = rs[0].config_digest
+        if arms:
+            s.context = rs[0].context
         out.append(s)
     return out

@@ -79,6 +79,13 @@ def billed_tokens(usage: dict[str, Any]) -> tuple[int, int, int]:
     return prompt - cached, cached, output
 
 
+def reports_cached(usage: dict[str, Any]) -> bool:
+    """Whether one call's usage object says how many prompt tokens the server's cache served (any of the
+    fields :func:`billed_tokens` reads, 0 included); a server that never says leaves the share unknown."""
+    return any(isinstance(usage.get(k), dict) and "cached_tokens" in usage[k]
+               for k in ("prompt_tokens_details", "input_tokens_details")) or "prompt_cache_hit_tokens" in usage
+
+
 def usage_cost(usage: dict[str, Any], price: ModelPrice) -> float:
     """USD of one call's usage at ``price``: uncached input × ``input`` + cached input × ``cached_input``
     (``input`` when unset) + output × ``output``, per million tokens (see :func:`billed_tokens`)."""

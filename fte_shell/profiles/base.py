@@ -35,6 +35,7 @@ from ..world import RunWorld
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
     from ..fetch import FetchService
     from ..model import Model
+    from ..sandbox import Sandbox
 
 _IMPLEMENTATIONS: dict[str, str] = {
     "shell": "shell:ShellProfile",
@@ -104,6 +105,10 @@ class QuestionContext:
     model: Model | None = None
     """The agent's model client; visit-summary uses it when ``agent.summary_model`` is None."""
 
+    sandbox_source: Callable[[RunWorld, str], Sandbox] | None = None
+    """Where the shell profile gets its box, given the run's world and run id (a pool's ready box:
+    ``fte_shell.rl``); the profile closes it. None: the profile starts its own."""
+
 
 @runtime_checkable
 class Profile(Protocol):
@@ -125,6 +130,16 @@ class Profile(Protocol):
 
     def close(self) -> None:
         """Release what the profile holds (container, pools). Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ScratchFiles(Protocol):
+    """A profile whose model can write files of its own beside the workspace (the shell profile's /tmp):
+    the ``workspace_reset`` context strategy lists them for the model."""
+
+    def scratch_files(self) -> list[str]:
+        """One line per file the model wrote (its path and size), oldest first; [] when none."""
         ...
 
 

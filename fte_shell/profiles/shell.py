@@ -8,8 +8,8 @@ are helper commands inside the container that reach the host gateway; the worksp
 The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
 and any timeout, restart or truncation note. A non-zero exit status is a normal observation
 (``error=False``); ``meta`` carries ``exit_code``, ``timed_out``, ``truncated``, ``restarted``,
-``duration_s``, and the ``fetches`` and ``searches`` the command made through the gateway (its per-command
-log, drained after each command).
+``duration_s``, ``cwd`` (the working directory after the command), and the ``fetches`` and ``searches``
+the command made through the gateway (its per-command log, drained after each command).
 """
 
 from __future__ import annotations
@@ -45,6 +45,22 @@ def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, 
     return {"fetches": fetches, "searches": searches}
 
 
+def exported(listing: str) -> dict[str, str]:
+    """``{name: value}`` of ``export -p``'s ``declare -x NAME="VALUE"`` lines (a name without a value maps
+    to ``""``; other lines, e.g. an ``xtrace`` the agent switched on, are skipped)."""
+    out: dict[str, str] = {}
+    for line in listing.splitlines():
+        if not line.startswith("declare -x "):
+            continue
+        name, eq, value = line[len("declare -x "):].partition("=")
+        out[name] = value[1:-1] if eq and value.startswith('"') and value.endswith('"') else value
+    return out
+
+
+SCRATCH_DIR = "/tmp"
+"""Where the model writes files of its own in the box (a private tmpfs: ``sandbox/hardening.py``)."""
+
+
 class BashArgs(ToolArgs):
     """Arguments of ``bash``."""
 
@@ -69,6 +85,8 @@ class ShellProfile(ToolProfile):
         from ..sandbox import Sandbox
 
         ctx = self.ctx
+        if ctx.sandbox_source is not None:  # a box started ahead (its workspace is its own)
+            return ctx.sandbox_source(ctx.world, ctx.run_id)
         cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
         return Sandbox(cfg, world=ctx.world, run_id=ctx.run_id or None)
 
@@ -103,6 +121,7 @@ class ShellProfile(ToolProfile):
             "truncated": obs.truncated,
             "restarted": obs.restarted,
             "duration_s": obs.duration_s,
+            "cwd": obs.cwd,
         }
         if gateway is not None and gateway.served != before:  # the command used fetch/search/list_fetched
             meta.update(gateway_facts(gateway.drain_events(), self.ctx.world.search.name if self.ctx.world.search else None))
@@ -110,6 +129,29 @@ class ShellProfile(ToolProfile):
         elif gateway is not None:
             meta.update(fetches=[], searches=[])
         return ToolResult(output=obs.render(), meta=meta)
+
+    def shell_state(self) -> dict[str, Any]:
+        """The session's working directory and exported environment (``{"cwd", "env": {name: value}}``),
+        read by a probe of builtins that is not a tool call (nothing is recorded; every command starts with
+        the same ``$?`` and ``$_``, so the agent's next command cannot tell). A fork reads it after its
+        replayed turns (:mod:`fte_shell.episode.fork`)."""
+        if self.sandbox is None:
+            raise ToolError("the sandbox is closed")
+        obs = self.sandbox.run("\\builtin export -p")
+        return {"cwd": obs.cwd, "env": exported(obs.output)}
+
+    def scratch_files(self) -> list[str]:
+        """The files under /tmp in the box (the model's own notes and downloads; /tmp is the box's private
+        scratch space, empty when it starts), as ``path (N bytes)``, oldest first; [] when the box cannot
+        be asked (:class:`~fte_shell.profiles.base.ScratchFiles`)."""
+        if self.sandbox is None:
+            return []
+        try:
+            code, out = self.sandbox.box.exec(["find", SCRATCH_DIR, "-xdev", "-type", "f", "-printf", "%T@\t%s\t%p\n"])
+        except Exception:  # noqa: BLE001 - a listing for the model, not worth failing the run over
+            return []
+        rows = sorted(line.split("\t", 2) for line in out.splitlines() if line.count("\t") == 2)
+        return [f"{path} ({int(size):,} bytes)" for _, size, path in rows if size.isdigit()] if code == 0 else []
 
     def close(self) -> None:
         sandbox, self.sandbox = self.sandbox, None

@@ -136,6 +136,9 @@ class ModelCallEvent(_Event):
     cost_usd: float | None = None
     """What this call cost in USD at the run's price (``fte_shell.model.prices.usage_cost``); absent
     when the price is unknown."""
+    replayed: bool | None = None
+    """True: no model was called — a fork re-applied its parent's recorded reply (``fte_shell.episode.fork``;
+    its usage and cost are the parent's). Absent for a real call."""
 
 
 class RetryEvent(_Event):
@@ -280,13 +283,15 @@ class EndEvent(_Event):
 
 
 class ContextEditEvent(_Event):
-    """The loop's context policy sent the model less than the kept conversation (``fte_shell.agent.context``)."""
+    """The loop's context policy changed what it sends of the kept conversation (``fte_shell.agent.context``;
+    docs/run.md "Context strategies"): one event per request whose earlier messages differ from the last
+    request's because of the policy."""
 
     type: Literal["context_edit"] = "context_edit"
     turn: int = 0
     """Turn number (the request the edit was made for)."""
     strategy: str = ""
-    """The policy's name."""
+    """The policy's label (``keep_recent:5``, ``discard_all`` …)."""
     messages_before: int = 0
     """Messages of the kept conversation."""
     messages_after: int = 0
@@ -296,9 +301,34 @@ class ContextEditEvent(_Event):
     tokens_after: int = 0
     """Estimated prompt tokens of what was sent."""
     cleared: list[str] = Field(default_factory=list)
-    """Ids of the tool calls whose results were cleared or dropped."""
+    """Ids of the tool calls whose results were cleared or dropped by this edit (not by earlier ones)."""
     note: str | None = None
     """What the policy says it did, if anything."""
+    escalated: bool = False
+    """The strategy's own edit still left the prompt over the window, so the oldest steps were dropped too."""
+    usage: dict[str, int] | None = None
+    """Token usage of the model call the edit made (``summary``), counted in ``result.json``'s
+    ``summary_usage``, apart from the agent's ``usage``."""
+
+
+class ForkEvent(_Event):
+    """A fork replayed its parent's first turns and checked its state against the parent's
+    (``fte_shell.episode.fork``): written after the replayed turns, before the first live model call."""
+
+    type: Literal["fork"] = "fork"
+    turn: int = 0
+    """The last replayed turn (the fork's turn K)."""
+    parent: str = ""
+    """The parent's run directory."""
+    parent_run: str | None = None
+    """The parent's run id."""
+    equal: bool = True
+    """Every check held: the run goes on live; False stops it with ``fork_mismatch``."""
+    checks: dict[str, Any] = Field(default_factory=dict)
+    """What was compared and how it came out: ``replies``, ``observations``, ``workspace`` (files, sha256),
+    ``shell`` (cwd, the exported environment's sha256) — see docs/run.md "Fork a run"."""
+    mismatches: list[str] = Field(default_factory=list)
+    """One line per difference (empty when ``equal``)."""
 
 
 class OtherEvent(_Event):
@@ -309,14 +339,14 @@ class OtherEvent(_Event):
 
 KnownEvent = Annotated[
     StartEvent | WarningEvent | ModelCallEvent | RetryEvent | TextToolCallEvent | ToolCallEvent | NudgeEvent
-    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent,
+    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent | ForkEvent,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent
 EVENT_TYPES: dict[str, type[_Event]] = {
     m.model_fields["type"].default: m
     for m in (StartEvent, WarningEvent, ModelCallEvent, RetryEvent, TextToolCallEvent, ToolCallEvent,
-              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent)
+              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent, ForkEvent)
 }
 """The known event types and their models."""
 

@@ -198,9 +198,25 @@ def workspace_files(run_dir: Path) -> dict[str, int]:
     return out
 
 
+ARM_SEP = "@"
+"""Between the profile and the context strategy in an arm's name (``fte@keep_recent-5``)."""
+
+
+def arm_name(profile: str, context: str = "keep_all") -> str:
+    """The name of a sweep's arm (profile × context strategy) and of its directory under ``runs/``: the
+    profile alone for ``keep_all`` (every sweep before the context axis), else ``profile@strategy`` with
+    the strategy's command-line spelling, ``:`` written ``-`` (``fte@keep_recent-5``, ``shell@discard_all``)."""
+    return profile if context == "keep_all" else f"{profile}{ARM_SEP}{context.replace(':', '-')}"
+
+
+def arm_profile(name: str) -> str:
+    """The profile of an arm's name (:func:`arm_name`)."""
+    return name.partition(ARM_SEP)[0]
+
+
 def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
-    """Run directories under ``root``: a sweep (``runs/<profile>/<qid>/r<k>/``), or one run directory.
-    Returns (dir, profile, qid, rep)."""
+    """Run directories under ``root``: a sweep (``runs/<arm>/<qid>/r<k>/``, the arm a profile or
+    ``profile@strategy``: :func:`arm_name`), or one run directory. Returns (dir, profile, qid, rep)."""
     root = Path(root)
     if is_run_dir(root):
         return [(root, None, None, 0)]
@@ -209,7 +225,7 @@ def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
     for d in sorted(base.glob("*/*/r*")):
         m = re.fullmatch(r"r(\d+)", d.name)
         if m and d.is_dir():
-            out.append((d, d.parent.parent.name, d.parent.name, int(m.group(1))))
+            out.append((d, arm_profile(d.parent.parent.name), d.parent.name, int(m.group(1))))
     return out
 
 

@@ -7,7 +7,8 @@
                         masked), digests, status, counts, sandboxes
       questions.jsonl   the selected questions with their gold answers (the judge and the report read them)
       failures.jsonl    one line per attempt that ended for an infrastructure reason (not a result)
-      runs/<profile>/<qid>/r<k>/   one run directory each (:mod:`.rundir`)
+      runs/<arm>/<qid>/r<k>/   one run directory each (:mod:`.rundir`); the arm is the profile, or
+                        ``profile@strategy`` for a context strategy other than keep_all (``fte@discard_all``)
       shared/           caches shared by the sweep's runs (pages, searches, corpus index, snapshot)
 """
 
@@ -28,7 +29,7 @@ from .jsonio import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from .rundir import find_runs
+from .rundir import arm_name, find_runs
 
 MANIFEST = "sweep.json"
 QUESTIONS = "questions.jsonl"
@@ -91,7 +92,11 @@ class SweepManifest(_Record):
     config_digest: str | None = None
     """Digest of the sweep's configuration without the profile (docs/bench.md "Config digest")."""
     run_config_digests: dict[str, str] = Field(default_factory=dict)
-    """``{profile: config_digest}``: what each profile's runs carry in ``result.json``."""
+    """``{arm: config_digest}``: what each arm's runs carry in ``result.json``; the arm is the profile, or
+    ``profile@strategy`` for a context strategy other than keep_all (:func:`fte_shell.record.rundir.arm_name`)."""
+    contexts: list[str] = Field(default_factory=list)
+    """The context strategies compared (their labels, ``keep_all``, ``keep_recent:5``…; ``bench --context``),
+    each run with every profile; absent in manifests written before the context axis (keep_all alone)."""
     config_canonical: dict[str, Any] | None = None
     """What ``config_digest`` covers (None in manifests written before it was kept)."""
     config_changes: list[ConfigChange] = Field(default_factory=list)
@@ -140,9 +145,10 @@ class SweepDir:
     def runs_dir(self) -> Path:
         return self.root / RUNS
 
-    def run_dir(self, profile: str, qid: str, rep: int) -> Path:
-        """``OUT/runs/<profile>/<qid>/r<rep>``."""
-        return self.runs_dir / profile / qid / f"r{rep}"
+    def run_dir(self, profile: str, qid: str, rep: int, context: str = "keep_all") -> Path:
+        """``OUT/runs/<arm>/<qid>/r<rep>``: the arm is the profile, or ``profile@strategy`` for a context
+        strategy (its label) other than keep_all (:func:`fte_shell.record.rundir.arm_name`)."""
+        return self.runs_dir / arm_name(profile, context) / qid / f"r{rep}"
 
     def runs(self) -> list[tuple[Path, str | None, str | None, int]]:
         """Every run directory: (dir, profile, qid, rep)."""

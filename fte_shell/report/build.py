@@ -3,7 +3,8 @@
 directories.
 
 The report is a list of sections (:func:`sections`, general builders in :mod:`.sections`): main
-results with Wilson intervals and a model column, the judges (which graded each row, accuracy under each,
+results with Wilson intervals and a model column, the context arms (when runs compare context
+strategies), the judges (which graded each row, accuracy under each,
 Cohen's κ between them), the benchmarks' own scores (WideSearch), repetitions
 (K > 1), paired comparisons (paired bootstrap, exact McNemar), behaviour, the paper's analysis tables (3,
 7, 8, 9, 10), the benchmarks' analyses (BrowseComp-Plus evidence recall, when the sweep's questions carry
@@ -15,6 +16,7 @@ counted apart and left out of every score and mean.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime as _dt
 import html
@@ -28,10 +30,13 @@ from pydantic import BaseModel, ConfigDict
 
 from ..benchmarks.registry import report_sections
 from ..benchmarks.sections import ReportData, Section, SectionBuilder, Table
-from ..errors import ConfigError
+from ..errors import ConfigError, FteError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
+from ..metrics.arms import ArmSummary
+from ..metrics.summary import has_arms
 from ..metrics.stats import paired, per_question, repetitions
 from ..record.sweepdir import SweepDir
+from .arms import arm_summaries, arms_section
 from .audit import audit_section
 from .judges import judges_section
 from .plots import make_plots
@@ -74,16 +79,33 @@ class Report(BaseModel):
     profiles: list[ProfileSummary]
     """The per-profile summaries shown."""
 
+    arms: list[ArmSummary]
+    """The context numbers of each row when the runs compare context strategies (else empty)."""
+
     warnings: list[str]
     """Warnings shown at the top of the report."""
 
 
-def ordered(profiles: Sequence[ProfileSummary], order: Sequence[str] | None = None) -> list[ProfileSummary]:
+def ordered(profiles: Sequence[ProfileSummary], order: Sequence[str] | None = None,
+            contexts: Sequence[str] = ()) -> list[ProfileSummary]:
     """Rows by model (first appearance), then by the profile's place in ``order`` (default
-    :data:`PROFILE_ORDER`; unknown profiles after, by name), then by label."""
+    :data:`PROFILE_ORDER`; unknown profiles after, by name), then by the context strategy's place in
+    ``contexts`` (the sweeps' ``--context`` order; keep_all first, others after, by name), then by label."""
     rank = {p: i for i, p in enumerate(order or PROFILE_ORDER)}
+    arm = {c: i for i, c in enumerate(dict.fromkeys([*contexts, "keep_all"]))}
     models = list(dict.fromkeys(p.model for p in profiles))
-    return sorted(profiles, key=lambda s: (models.index(s.model), rank.get(s.profile, len(rank)), s.profile, s.label))
+    return sorted(profiles, key=lambda s: (models.index(s.model), rank.get(s.profile, len(rank)), s.profile,
+                                           arm.get(s.context or "keep_all", len(arm)), s.label))
+
+
+def _contexts(roots: Sequence[Path]) -> list[str]:
+    """The context strategies of the sweeps under ``roots``, in their ``--context`` order."""
+    out: list[str] = []
+    for root in roots:
+        with contextlib.suppress(FteError):
+            m = SweepDir(Path(root)).manifest()
+            out += m.contexts if m is not None else []
+    return list(dict.fromkeys(out))
 
 
 def md_table(t: Table) -> str:
@@ -113,7 +135,7 @@ def sections() -> list[SectionBuilder]:
     benchmarks' analyses (``analysis``), the per-question table. A benchmark adds
     its sections through :meth:`fte_shell.benchmarks.base.Benchmark.report_sections`."""
     placed = list(report_sections())
-    return [main_section, judges_section, *[x.build for x in placed if x.where == "results"], audit_section,
+    return [main_section, arms_section, judges_section, *[x.build for x in placed if x.where == "results"], audit_section,
             repetitions_section, paired_section, behaviour_section, analysis_section,
             *[x.build for x in placed if x.where == "analysis"],
             per_question_section]
@@ -171,7 +193,7 @@ def build_data(roots: Sequence[Path], order: Sequence[str] | None = None, out: P
     if not runs:
         raise ConfigError(f"no run directories under {', '.join(str(r) for r in roots)}")
     groups = group_runs(runs)
-    ps = ordered(summarize(runs), order)
+    ps = ordered(summarize(runs), order, _contexts(roots))
     groups = {p.label: groups[p.label] for p in ps}
     pairs = [x for a, b in itertools.combinations(ps, 2) if (x := paired(a.label, groups[a.label], b.label,
                                                                            groups[b.label])).n]
@@ -243,4 +265,4 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     html_path = out / "report.html"
     html_path.write_text("".join(parts), encoding="utf-8")
     return Report(out=out, markdown=md_path, html=html_path, metrics=metrics_path, per_question=pq_path, plots=plots,
-                  profiles=ps, warnings=d.warnings)
+                  profiles=ps, arms=arm_summaries(d) if has_arms(d.runs) else [], warnings=d.warnings)

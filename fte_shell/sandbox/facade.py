@@ -34,6 +34,7 @@ from ..errors import SandboxError
 from .base import GATEWAY_SOCKET, BoxSpec, get_provider, install_cleanup
 from .output import Observation
 from .ownership import OWNER_FILE, name_part, write_owner_file
+from .reaper import watch_owner
 from .session import ShellSession
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,6 +89,7 @@ class Sandbox:
             if not _defer_gateway:  # (a pooled sandbox gets its gateway when it is handed out)
                 self._start_gateway()
             install_cleanup()
+            watch_owner(self.config.provider)  # removes the box even if this process is SIGKILLed
             self._box = self.provider.start(BoxSpec(self.config, self.workspace, self.gateway_dir, self.run_id))
             self._session = ShellSession(self._box, self.config)
             self._session.start()
@@ -195,6 +197,7 @@ class Sandbox:
                 self._spent_s += time.monotonic() - t0
         if note and obs.timed_out:
             obs.note = (obs.note + "; " if obs.note else "") + note
+        obs.cwd = self._session.cwd if self._session is not None else None
         return obs
 
     async def arun(self, command: str, timeout: float | None = None) -> Observation:

@@ -192,9 +192,7 @@ class Gateway:
         os.chmod(path, 0o666)
         self._pool = ThreadPoolExecutor(max_workers=FETCH_WORKERS, thread_name_prefix="fte-gw-fetch")
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="fte-gateway", daemon=True
-        )
+        self._thread = threading.Thread(target=server.run, name="fte-gateway", daemon=True)
         self._thread.start()
         return self
 
@@ -202,11 +200,12 @@ class Gateway:
         """Stop serving and remove the socket file. Idempotent."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if server is not None:
+            server.server_close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

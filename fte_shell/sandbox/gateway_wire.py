@@ -4,7 +4,10 @@ within :data:`REQUEST_TIMEOUT_S`; a client that went away is not an error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import selectors
 import socket
 import socketserver
 import time
@@ -61,7 +64,9 @@ def send_response(conn: socket.socket, response: dict[str, Any]) -> None:
 
 
 class LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """A threaded unix-socket server handing each connection to ``serve(conn)``."""
+    """A threaded unix-socket server handing each connection to ``serve(conn)``. :meth:`run` serves
+    until :meth:`stop`, which ends it at once: no polling (``serve_forever`` wakes every poll interval
+    and its ``shutdown`` waits for the next wake, up to the whole interval, in every box's close)."""
 
     daemon_threads = True
     block_on_close = False
@@ -69,7 +74,35 @@ class LineServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: str, serve: Callable[[socket.socket], None]):
         self.serve = serve
-        super().__init__(path, _Handler, bind_and_activate=True)
+        self._wake_r, self._wake_w = os.pipe()
+        try:
+            super().__init__(path, _Handler, bind_and_activate=True)
+        except BaseException:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            raise
+
+    def run(self) -> None:
+        """Accept connections (each served in a thread of its own) until :meth:`stop`."""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                ready = {key.fileobj for key, _ in sel.select()}
+                if self._wake_r in ready:
+                    return
+                self._handle_request_noblock()
+
+    def stop(self) -> None:
+        """End :meth:`run` (now, or as soon as it starts)."""
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class _Handler(socketserver.BaseRequestHandler):

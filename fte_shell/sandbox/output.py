@@ -33,12 +33,28 @@ _ANSI = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def clean_text(data: bytes | str) -> str:
+_C0 = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
+"""The bytes of the C0 controls :data:`_CONTROL` removes, and DEL."""
+_C0_EACH = [bytes([c]) for c in _C0]
+
+
+def clean_text(data: bytes | bytearray | str) -> str:
     """Decode UTF-8 with replacement, strip ANSI escape sequences and control characters except \\n, \\t.
 
     Carriage returns: ``\\r\\n`` becomes ``\\n``; a lone ``\\r`` is removed.
+
+    Valid UTF-8 without ESC and without the lead byte 0xC2 of the C1 controls (most output) takes a
+    short way with the same result: its C0 controls deleted as bytes, then decoded (a regular expression
+    over the text takes 10-40 ms per MB here; this under 1 ms when there are none).
     """
-    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    if not isinstance(data, str) and b"\x1b" not in data and b"\xc2" not in data:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # a control byte may split an invalid sequence: the long way
+            pass
+        else:  # (one memchr per control byte: no copy of a long output that has none)
+            return data.translate(None, _C0).decode("utf-8") if any(c in data for c in _C0_EACH) else text
+    text = data.decode("utf-8", errors="replace") if not isinstance(data, str) else data
     if "\x1b" in text or "\x9b" in text:
         text = _ANSI.sub("", text)
     text = text.replace("\r\n", "\n")
@@ -153,6 +169,8 @@ class Observation:
     """The timeout that applied (for the note)."""
     note: str = ""
     """Extra information for the agent (e.g. the output buffer filled up, the budget is spent)."""
+    cwd: str | None = None
+    """The shell's working directory after the command (None: the command did not run)."""
 
     def render(self) -> str:
         """The text the model sees: the output, then one note per unusual event."""

@@ -2,24 +2,24 @@
 
 One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
 attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the
-terminal runs raw with echo off. Per command the host sends, in one write, the command text verbatim in
-a here-document with a random delimiter (base64 when it holds control characters), ``eval``'d in the
-shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and stdout+stderr
-to a file on the box's private size-capped tmpfs; then ``__fte_post`` prints ``BEGIN <nonce>``, the
-output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``. The nonce is fresh per
-command and never visible to it. On timeout the host writes a fresh token to the gateway directory and
-signals the box's warden (``sandbox/lib/warden.sh``), which kills the command's processes and reports
-``SWEPT``; a shell that dies is restarted in the last working directory, one that does not answer is
-killed and restarted. The whole protocol and its guarantees: docs/sandbox.md, "The session".
+terminal runs raw with echo off. Per command the host sends, in one write, one line
+(:func:`~.shell_script.command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
+the shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and
+stdout+stderr to a file on the box's private size-capped tmpfs; then ``__fte_post`` writes ``BEGIN
+<nonce>``, the output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``
+(:mod:`.shell_script`). The nonce is fresh per command and never visible to it. On timeout the host
+writes a fresh token to the gateway directory and signals the box's warden (``sandbox/lib/warden.sh``),
+which kills the command's processes and reports ``SWEPT``; a shell that dies is restarted in the last
+working directory, one that does not answer is killed and restarted. The whole protocol and its
+guarantees: docs/sandbox.md, "The session".
 
-The shell functions of :data:`_INIT` are installed in every (re)started shell. Aliases the agent defines
-later cannot change them (aliases expand when a function is defined); absolute paths bypass the agent's
-PATH and functions.
+The shell functions of :data:`~.shell_script._INIT` are installed in every (re)started shell. Aliases
+the agent defines later cannot change them (aliases expand when a function is defined); absolute paths
+bypass the agent's PATH and functions.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import secrets
 import time
@@ -30,8 +30,10 @@ import pexpect
 from ..config import SandboxConfig
 from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
+from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import write_sweep_request
+from .shell_script import command_payload, init_script
 
 __all__ = ["ShellSession"]
 
@@ -48,74 +50,6 @@ RESYNC_GRACE_S = 20.0
 RESEND_S = 2.0
 """The report is sent again this often while the shell has not answered (an interrupt that reached
 the shell late may have discarded the line)."""
-
-
-_INIT = r"""
-/usr/bin/stty raw -echo 2>/dev/null
-PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
-shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
-__fte_tty=$(/usr/bin/tty)
-__fte_pre() {
-  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
-  \builtin printf '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up" >|@STATE@
-}
-__fte_post() {
-  \builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-  __fte_sz=-1
-  \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
-  if [[ -s $2 ]]; then
-    if LC_ALL=C IFS= \builtin read -r -d '' -N "$(( $3 + 1 ))" __fte_d <"$2"; then
-      __fte_sz=$(/usr/bin/wc -c <"$2")
-      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
-      /usr/bin/rm -f -- "$2"
-    else
-      \builtin printf '%s' "$__fte_d"; \builtin : >|"$2"
-    fi
-    __fte_d=
-  fi
-  \builtin printf '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
-  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
-}
-\builtin printf '%s %s\nidle 0\n' "$$" "$__fte_tty" >|@STATE@
-__fte_f=; __fte_st=0
-\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
-\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
-"""
-
-
-def _quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
-def _plain(text: str) -> bool:
-    """Text that can cross the raw terminal verbatim (no control bytes except tab and newline)."""
-    return not any((c < " " and c not in "\t\n") or c == "\x7f" for c in text)
-
-
-def init_script(state: str, cwd: str, nonce: str) -> str:
-    """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid``."""
-    return _INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
-
-
-def command_payload(command: str, out_file: str, post: str) -> str:
-    """One command, loaded verbatim (base64 when it holds control characters) into a variable by a
-    here-document with a random delimiter, ``eval``'d with stdin from /dev/null and its output to
-    ``out_file``, then the end-of-command report ``post``."""
-    delim = f"__FTE_D_{secrets.token_hex(8)}"
-    body = command if command.endswith("\n") else command + "\n"
-    if _plain(command):
-        load = f"__fte_c=; IFS= \\builtin read -r -d '' __fte_c <<'{delim}' || \\builtin :\n{body}{delim}\n"
-    else:
-        enc = base64.encodebytes(command.encode("utf-8", "surrogateescape")).decode()
-        load = f"__fte_c=; __fte_c=$(/usr/bin/base64 -d <<'{delim}'\n{enc}{delim}\n)\n"
-    return (
-        load
-        + f'\\__fte_pre; \\builtin eval "$__fte_c" </dev/null >|{out_file} 2>&1; '
-        + "{ __fte_st=$? __fte_f=$-; \\builtin set +x; } 2>/dev/null; "
-        + post
-    )
-
-
 class ShellSession:
     """A persistent bash session in one box (not thread-safe: one command at a time)."""
 
@@ -129,6 +63,8 @@ class ShellSession:
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
+        self._no_channel = False
+        """The box's shell could not use the command channel: the terminal carries everything."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -171,10 +107,27 @@ class ShellSession:
                 j = buf.find(b"\n", i + len(marker)) if i >= 0 else -1
                 if j >= 0:
                     self.shell_pid = int(buf[i + len(marker) : j])
+                    self._open_channel(child, nonce, deadline)
                     return None
         except (pexpect.EOF, OSError):
             self._kill_child()
             return bytes(buf[-500:]).decode("utf-8", "replace").strip()
+
+    def _open_channel(self, tty: ShellStream, nonce: str, deadline: float) -> None:
+        """Commands and reports past the engine's relay (:mod:`.channel`) where the box allows it; a
+        shell that did not answer on it is replaced by one over its terminal alone."""
+        owner = channel_owner(self.cfg.user) if getattr(self.box, "direct_channel", False) else None
+        if owner is None or self._no_channel:
+            return
+        try:
+            chan = open_channel(tty, self.box.gateway_dir, owner, nonce, min(deadline, time.monotonic() + 10))
+        except TimeoutError:
+            self._no_channel = True
+            raise OSError("the shell did not answer on its command channel") from None
+        if chan is None:
+            self._no_channel = True
+        else:
+            self._child = chan
 
     def close(self) -> None:
         self._kill_child()

@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible server on loopback, for tests and the demo.
 
-``ScriptedServer(script)`` answers ``POST /v1/chat/completions`` with the script's turns in order;
+``ScriptedServer(script)`` answers ``POST /v1/chat/completions`` with the script's turns in order (as
+server-sent events when the request asks ``stream: true``);
 ``ScriptedServer(policy=fn)`` asks ``fn(request_json)`` for each turn (a policy sees the whole
 conversation). A turn is plain text, or a :class:`ScriptTurn` (text and/or tool calls, or an injected
 failure: an HTTP status such as 500 or 429 with ``Retry-After``, a delay before answering). Every request
@@ -291,9 +292,32 @@ class ScriptedServer:
                 with server._lock:
                     server.responses.append(payload)
                 try:
-                    self._send(200, payload)
+                    if body.get("stream"):
+                        self._send_stream(payload, bool((body.get("stream_options") or {}).get("include_usage")))
+                    else:
+                        self._send(200, payload)
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
                     return
+
+            def _send_stream(self, payload: dict[str, Any], usage: bool) -> None:
+                """The response as server-sent events (``stream: true``): one chunk with the whole message
+                (tool calls indexed), one with the finish reason, the usage when asked, then ``[DONE]``."""
+                choice = payload["choices"][0]
+                delta = dict(choice["message"])
+                if delta.get("tool_calls"):
+                    delta["tool_calls"] = [{"index": i, **tc} for i, tc in enumerate(delta["tool_calls"])]
+                head = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+                chunks = [head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          head | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
+                if usage:
+                    chunks.append(head | {"choices": [], "usage": payload["usage"]})
+                data = b"".join(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n" for c in chunks)
+                data += b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         return Handler
 

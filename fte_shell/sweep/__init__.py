@@ -1,5 +1,6 @@
-"""Resumable benchmark sweeps: every (question, profile, repetition) is its own run directory
-``OUT/runs/<profile>/<qid>/r<k>/`` written by :func:`fte_shell.runner.run_question`.
+"""Resumable benchmark sweeps: every (question, profile, context arm, repetition) is its own run directory
+``OUT/runs/<arm>/<qid>/r<k>/`` (the arm: the profile, or ``profile@strategy`` for a context strategy other
+than keep_all) written by :func:`fte_shell.runner.run_question`.
 
 Layout of ``OUT`` (docs/bench.md)::
 
@@ -7,7 +8,7 @@ Layout of ``OUT`` (docs/bench.md)::
                       status, counts
     questions.jsonl   the selected questions with their gold answers (the judge reads them)
     failures.jsonl    one line per attempt that ended for an infrastructure reason (not a result)
-    runs/<profile>/<qid>/r<k>/   trajectory.jsonl, result.json, workspace/, judgement.json
+    runs/<arm>/<qid>/r<k>/       trajectory.jsonl, result.json, workspace/, judgement.json
     shared/search-cache/         search results, shared by every profile (identical result lists)
     shared/page-cache/           converted pages, shared by every profile (identical page text)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..benchmarks.base import Question
-from ..config import RunConfig
+from ..config import ContextConfig, RunConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model import ModelClient
@@ -40,8 +40,23 @@ class BenchConfig(BaseModel):
     profiles: list[str] = Field(default_factory=lambda: ["shell", "fte"])
     """Profiles to compare, each on every question."""
 
+    contexts: list[str] = Field(default_factory=list)
+    """Context strategies to compare, each with every profile on every question (``keep_all``,
+    ``keep_recent:5``, ``discard_fraction:0.75``, ``discard_all``, ``summary``, ``workspace_reset``); the
+    other ``[agent.context]`` settings (trigger …) are shared by all. Empty = the configuration's own
+    ``[agent.context]`` alone."""
+
     runs: int = 1
     """Repetitions per (question, profile)."""
+
+    @field_validator("contexts")
+    @classmethod
+    def _known_contexts(cls, v: list[str]) -> list[str]:
+        labels = [ContextConfig.parse(spec).label for spec in v]  # a ValueError names a bad spelling
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        if twice:
+            raise ValueError(f"--context names {', '.join(twice)} more than once")
+        return labels
 
     concurrency: int = 4
     """Runs in flight at once (threads; each shell run holds one box)."""
@@ -70,6 +85,15 @@ class BenchConfig(BaseModel):
     """Times one run that ended because infrastructure was unavailable is redone in the same invocation,
     once that infrastructure answers again (after that it waits for the next resume)."""
 
+    fork_from: Path | None = None
+    """A sweep directory whose every run this sweep forks at ``at_turn`` (its questions, profiles and
+    repetitions; each run's first turns replayed without the model against the parent's snapshot, then
+    continued live): a paired "same prefix, different X" study. docs/bench.md."""
+
+    at_turn: int | None = None
+    """With ``fork_from``: the turns of each parent run replayed before its fork goes live (a parent run
+    that ended earlier is replayed to its end)."""
+
     allow_config_change: bool = False
     """Resume a sweep although the behaviour-relevant configuration changed (model, sampling, agent or
     profile settings); the change is recorded in ``sweep.json``'s ``config_changes``. Refused otherwise."""
@@ -90,7 +114,10 @@ class Task(BaseModel):
     """Repetition index."""
 
     run_dir: Path
-    """``OUT/runs/<profile>/<qid>/r<rep>``."""
+    """``OUT/runs/<arm>/<qid>/r<rep>`` (the arm: the profile, or ``profile@strategy``)."""
+
+    context: ContextConfig | None = None
+    """The run's ``[agent.context]`` (its arm's strategy); None = the sweep configuration's own."""
 
 
 class SweepStats(BaseModel):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..record.rundir import last_error, read_result
+from ..record.rundir import arm_name, last_error, read_result
 from ..stops import is_infra_failure, stop_of_exception
 from .config import RunFn, Task
 from .failures import describe_exception
@@ -109,6 +109,8 @@ class Attempt:
     def __call__(self, t: Task) -> Outcome | None:
         cfg = self.shared.config.model_copy(deep=True)
         cfg.agent.profile = t.profile
+        if t.context is not None:
+            cfg.agent.context = t.context
         if t.run_dir.exists():  # an earlier attempt of this invocation, redone after an outage
             shutil.rmtree(t.run_dir, ignore_errors=True)
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,8 @@ class Attempt:
         return self.run_fn(
             t.question.question, cfg, t.run_dir,
             world=s.world,
-            qid=f"{t.question.id}-{t.profile}-r{t.rep}", model=self.model,
+            qid=f"{t.question.id}-{arm_name(t.profile, t.context.label if t.context else 'keep_all')}-r{t.rep}",
+            model=self.model,
             meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
         )
 

@@ -1,5 +1,6 @@
-"""``run_sweep``: run (or resume) a sweep — every (question, profile, repetition) into its own run
-directory ``OUT/runs/<profile>/<qid>/r<k>/`` — in three steps:
+"""``run_sweep``: run (or resume) a sweep — every (question, profile, context arm, repetition) into its own
+run directory ``OUT/runs/<arm>/<qid>/r<k>/`` (the arm: the profile, or ``profile@strategy`` for a context
+strategy other than keep_all) — in three steps:
 
 1. **plan** (:mod:`.state`): the runs, the configuration checked against the sweep's, ``questions.jsonl``,
    the infrastructure probed (:mod:`.outage`);
@@ -38,7 +39,7 @@ from .ledger import Ledger, OnEvent
 from .outage import Outages, default_probes
 from .pace import Budget, Gates, Throttle, run_spend
 from .shared import prepare_shared, sweep_config
-from .state import check_compatible, check_config, plan, write_questions
+from .state import check_compatible, check_config, context_arms, plan, run_digests, write_questions
 
 GRACE_S = 10.0
 """Seconds an interrupted sweep waits for its in-flight runs before deleting them and returning."""
@@ -56,10 +57,18 @@ def run_sweep(
     """Run (or resume) the sweep. ``on_event(kind, task, stats)`` is called with ``start``/``done``/
     ``failed`` for progress display; ``log`` gets one-line messages (outages, retries, set-up).
     ``remote`` carries out each run elsewhere (e.g. on a Ray cluster, one worker thread per slot); else
-    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`). Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
+    ``run_fn`` runs it here (default :func:`fte_shell.runner.run_question`; for a fork sweep,
+    ``bench.fork_from``, :class:`.fork.ForkRuns`). Returns the counts: ``stats.interrupted`` after SIGINT/SIGTERM,
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
     _validate(bench)
+    if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
+        if remote is not None:
+            raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
+        if run_fn is None:
+            from .fork import ForkRuns
+
+            run_fn = ForkRuns(bench)
     say = log or (lambda _m: None)
     dataset = load_dataset(bench.dataset, split=bench.split, limit=bench.limit, sample=bench.sample, seed=bench.seed,
                            options=config.benchmark, log=say)
@@ -79,14 +88,16 @@ def run_sweep(
     try:
         # 1. plan
         filled = sweep_config(bench, dataset, config, log)
-        history, changed = check_config(out, filled, bench.allow_config_change)
+        arms = context_arms(bench, filled)
+        history, changed = check_config(out, filled, bench.allow_config_change,
+                                        run_digests(filled, bench.profiles, arms))
         if changed:
             say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
         stop = threading.Event()
         base_url, api_key, _name = resolve_endpoint(config.model)
         outages = Outages(default_probes(filled, base_url, api_key),
                           wait_s=bench.endpoint_wait_s, backoff_s=bench.probe_backoff_s, log=say, stop=stop)
-        books = Ledger(bench, dataset, filled, plan(bench, dataset.questions), history=history, t0=t0,
+        books = Ledger(bench, dataset, filled, plan(bench, dataset.questions, arms), history=history, t0=t0,
                        outages=outages, on_event=on_event, log=say)
         write_questions(out, dataset.questions)
         try:

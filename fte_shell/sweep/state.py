@@ -1,6 +1,6 @@
-"""A sweep directory's bookkeeping: the plan of runs, each run's state, the manifest ``sweep.json``,
-``questions.jsonl``, and the checks that a resume runs the same sweep (same dataset, same
-behaviour-relevant configuration)."""
+"""A sweep directory's bookkeeping: the plan of runs (every question × profile × context arm ×
+repetition), each run's state, the manifest ``sweep.json``, ``questions.jsonl``, and the checks that a
+resume runs the same sweep (same dataset, same behaviour-relevant configuration)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmarks.base import Dataset, Question
-from ..config import RunConfig
-from ..digest import canonical_config, config_changes, digest_of
+from ..config import ContextConfig, RunConfig
+from ..digest import canonical_config, config_changes, config_digest, digest_of
 from ..errors import ConfigError
-from ..record.rundir import read_result
+from ..record.rundir import ARM_SEP, arm_name, read_result
 from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
 from ..stops import RunState, SweepStatus, is_infra_failure
 from .config import BenchConfig, SweepStats, Task
@@ -23,15 +23,34 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def plan(bench: BenchConfig, questions: list[Question]) -> list[Task]:
-    """All runs, repetition-major then question then profile (a question's profiles run close in time,
-    so the shared caches are warm)."""
+def context_arms(bench: BenchConfig, cfg: RunConfig) -> list[ContextConfig]:
+    """The sweep's context strategies: each ``--context`` spelling (:attr:`BenchConfig.contexts`) with
+    the rest of the configuration's ``[agent.context]`` (trigger, trigger_tokens, keep_recent_every_turn;
+    its summary_model for ``summary``), or that ``[agent.context]`` alone when none was given."""
+    base = cfg.agent.context
+    if not bench.contexts:
+        return [base]
+    out = []
+    for spec in bench.contexts:
+        data = {**base.model_dump(), **ContextConfig.parse(spec).model_dump(exclude_unset=True)}
+        if data["strategy"] != "summary":
+            data["summary_model"] = None  # the summary arm's writer
+        out.append(ContextConfig.model_validate(data))
+    return out
+
+
+def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
+    """All runs, repetition-major then question then profile then context arm (a question's runs happen
+    close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default: one arm, the
+    configuration's own ``[agent.context]``, in the keep_all directories)."""
     sweep = SweepDir(Path(bench.out))
+    arms: list[ContextConfig | None] = list(contexts) if contexts else [None]
     return [
-        Task(question=q, profile=p, rep=k, run_dir=sweep.run_dir(p, q.id, k))
+        Task(question=q, profile=p, rep=k, context=c, run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all"))
         for k in range(bench.runs)
         for q in questions
         for p in bench.profiles
+        for c in arms
     ]
 
 
@@ -50,26 +69,40 @@ def read_manifest(out: Path) -> SweepManifest | None:
 
 
 def sweep_canonical(cfg: RunConfig | dict[str, Any]) -> dict[str, Any]:
-    """The canonical config of a whole sweep: the runs' one without ``agent.profile`` (which varies)."""
+    """The canonical config of a whole sweep: the runs' one without ``agent.profile`` and
+    ``agent.context`` (which vary by arm; each arm's is covered by its run digest, :func:`run_digests`)."""
     data = canonical_config(cfg)
     if isinstance(data.get("agent"), dict):
         data["agent"].pop("profile", None)
+        data["agent"].pop("context", None)
     return data
 
 
-def run_digests(cfg: RunConfig, profiles: list[str]) -> dict[str, str]:
-    """``{profile: config_digest}`` of the runs of each profile (what their ``result.json`` carries)."""
+def run_digests(cfg: RunConfig, profiles: list[str], contexts: list[ContextConfig] | None = None) -> dict[str, str]:
+    """``{arm: config_digest}`` of the runs of each arm (:func:`fte_shell.record.rundir.arm_name`: the
+    profile, or ``profile@strategy``): what their ``result.json`` carries. ``contexts``: :func:`context_arms`
+    (default: the configuration's own)."""
     out = {}
-    for p in profiles:
-        c = sweep_canonical(cfg)
-        c.setdefault("agent", {})["profile"] = p
-        out[p] = digest_of(c)
+    for c in contexts or [cfg.agent.context]:
+        for p in profiles:
+            run = cfg.model_copy(deep=True)
+            run.agent.profile, run.agent.context = p, c
+            out[arm_name(p, c.label)] = config_digest(run)
     return out
 
 
-def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[ConfigChange], list[str]]:
+def _arm_changes(old: SweepManifest, digests: dict[str, str]) -> list[str]:
+    """The context arms (other than keep_all) whose run digest changed while the shared configuration
+    did not: their ``[agent.context]`` settings (trigger …) changed."""
+    return [f"{arm}: the run config digest {old.run_config_digests[arm][:12]} -> {d[:12]} ([agent.context] "
+            f"settings changed)" for arm, d in sorted(digests.items())
+            if ARM_SEP in arm and old.run_config_digests.get(arm, d) != d]
+
+
+def check_config(out: Path, cfg: RunConfig, allow_change: bool,
+                 digests: dict[str, str] | None = None) -> tuple[list[ConfigChange], list[str]]:
     """Refuse to resume a sweep whose behaviour-relevant configuration changed (the message names every
-    changed key), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
+    changed key, or the context arm whose ``digests`` entry changed), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
     change appended when there is one) and this change's lines (empty: no change)."""
     old = read_manifest(out)
     if old is None:
@@ -81,7 +114,7 @@ def check_config(out: Path, cfg: RunConfig, allow_change: bool) -> tuple[list[Co
             return history, []
         before = sweep_canonical(old.config)
     after = sweep_canonical(cfg)
-    changes = config_changes(before, after)
+    changes = config_changes(before, after) or _arm_changes(old, digests or {})
     if not changes:
         return history, []
     if not allow_change:
@@ -107,6 +140,7 @@ def write_manifest(
 ) -> None:
     """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
     canonical = sweep_canonical(cfg)
+    arms = context_arms(bench, cfg)
     manifest = SweepManifest(
         dataset=ManifestDataset.model_validate(dataset.model_dump(mode="json", exclude={"questions"})),
         questions=len(dataset.questions),
@@ -115,7 +149,8 @@ def write_manifest(
         runs=bench.runs,
         config=cfg.model_dump(mode="json"),
         config_digest=digest_of(canonical),
-        run_config_digests=run_digests(cfg, bench.profiles),
+        run_config_digests=run_digests(cfg, bench.profiles, arms),
+        contexts=[c.label for c in arms],
         config_canonical=canonical,
         config_changes=config_changes or [],
         started_at=started,

@@ -106,12 +106,14 @@ class Catalog:
         rel = run.dir.relative_to(run.root).as_posix() if run.dir != run.root else "."
         return {
             "key": run.key, "root": self.roots.index(run.root), "path": rel, "qid": qid,
-            "question": question, "profile": m.profile, "model": m.model, "rep": m.rep,
+            "question": question, "profile": m.profile, "context": m.context, "edits": m.edits.edits,
+            "arm": m.profile if m.context == "keep_all" else f"{m.profile} · {m.context}",
+            "model": m.model, "rep": m.rep,
             "status": run_status(m), "correct": m.correct, "f1": m.f1,
             "stop": m.stop_reason, "answer": result.get("answer"), "turns": m.turns,
             "tokens": m.total_tokens, "wall_s": round(m.wall_s, 2), "search": m.n_search,
             "select": m.n_select, "extract": m.n_extract, "revisit": m.revisit_rate,
-            "docs": m.materialized,
+            "docs": m.materialized, "fork_of": _fork_of(result),
         }
 
     def cached_row(self, run: Run) -> dict[str, Any]:
@@ -209,8 +211,22 @@ class Catalog:
         return {
             "row": row | self._hand(run), "result": result, "judgement": judgement, "correct": correct, "f1": f1,
             "gold": self.gold(run, qid), "events": slim, "workspace": workspace,
-            "audit": [m.model_dump() for m in self.marks(run)],
+            "audit": [m.model_dump() for m in self.marks(run)], "forks": self.forks(run, row["fork_of"]),
         }
+
+    def forks(self, run: Run, fork_of: dict[str, Any] | None) -> dict[str, Any]:
+        """The run's parent when it is a fork (``key`` None when the parent is not among the viewed runs)
+        and its forks among the viewed runs (``fte-shell fork``, ``bench --fork-from``)."""
+        here = str(run.dir.resolve())
+        parent = None
+        if fork_of is not None:
+            p = next((r for r in self.runs if str(r.dir.resolve()) == fork_of["run_dir"]), None)
+            parent = {**fork_of, "key": p.key if p is not None else None}
+        children = [{"key": r.key, "turn": f["turn"], "equal": f["equal"],
+                     "path": row["path"] if row["path"] != "." else str(r.dir)}
+                    for r in self.runs if r is not run and (f := (row := self.cached_row(r))["fork_of"]) is not None
+                    and f["run_dir"] == here]
+        return {"parent": parent, "children": children}
 
     def document(self, run: Run, n: int) -> dict[str, Any]:
         """The text of the run's ``n``-th workspace document (as listed by :meth:`documents`)."""
@@ -222,6 +238,14 @@ class Catalog:
 
     def siblings(self, qid: str | None) -> Iterable[Run]:
         return (r for r in self.runs if r.qid == qid)
+
+
+def _fork_of(result: dict[str, Any]) -> dict[str, Any] | None:
+    """``{run_dir, turn, equal}`` of a fork's ``result.json`` ``forked_from`` (None: not a fork)."""
+    f = result.get("forked_from")
+    if not isinstance(f, dict) or not f.get("run_dir"):
+        return None
+    return {"run_dir": str(f["run_dir"]), "turn": f.get("turn"), "equal": f.get("equal")}
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

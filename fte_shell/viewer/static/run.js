@@ -1,19 +1,25 @@
-// The run view: question, gold answer and verdict; then every turn (reasoning collapsed, assistant text,
-// each tool call with its arguments and observation, nudges and errors, tokens and latency); the answer.
+// The run view: question, gold answer and verdict; then every turn (the context edit made before its model
+// call, if any; reasoning collapsed, assistant text, each tool call with its arguments and observation —
+// flagged when a later edit cleared it —, nudges and errors, tokens and latency); the answer.
 "use strict";
 
 function turnsOf(events) {
   const turns = new Map();
-  const get = (n) => { if (!turns.has(n)) turns.set(n, { n, model: null, calls: [], notes: [] }); return turns.get(n); };
+  const get = (n) => { if (!turns.has(n)) turns.set(n, { n, model: null, calls: [], notes: [], edits: [] }); return turns.get(n); };
   let start = null, end = null;
+  const clearedAt = new Map(); // tool call id -> the turn of the first edit that cleared it
   for (const e of events) {
     if (e.type === "start") start = e;
     else if (e.type === "end") end = e;
     else if (e.type === "model_call") get(e.turn || 0).model = e;
     else if (e.type === "tool_call") get(e.turn || 0).calls.push(e);
     else if (e.type === "nudge" || e.type === "error") get(e.turn || 0).notes.push(e);
+    else if (e.type === "context_edit") {
+      get(e.turn || 0).edits.push(e);
+      for (const id of e.cleared || []) if (!clearedAt.has(id)) clearedAt.set(id, e.turn || 0);
+    }
   }
-  return { start, end, turns: [...turns.values()].sort((a, b) => a.n - b.n) };
+  return { start, end, clearedAt, turns: [...turns.values()].sort((a, b) => a.n - b.n) };
 }
 
 function argsText(call) {
@@ -23,8 +29,14 @@ function argsText(call) {
   return call.raw_arguments || "";
 }
 
-function callFlags(call) {
+function turnLink(key, n, text, cls) { return el("a", { href: "#/run/" + key + "/turn/" + n, class: cls }, text); }
+
+function callFlags(call, ctx) {
   const m = call.meta || {}, f = [];
+  if (ctx && ctx.clearedAt.has(call.id)) {
+    const t = ctx.clearedAt.get(call.id);
+    f.push(["cleared", turnLink(ctx.key, t, "cleared at turn " + t, "clearedlink")]);
+  }
   if (call.error) f.push(["error", "error"]);
   if (m.exit_code !== undefined && m.exit_code !== null && m.exit_code !== 0) f.push(["warn", "exit " + m.exit_code]);
   if (m.timed_out) f.push(["error", "timed out"]);
@@ -46,16 +58,27 @@ function docLinks(run, callIndex) {
   return out.length ? el("div", { class: "doclinks" }, "workspace: ", out) : null;
 }
 
-function renderCall(run, call, index) {
+function renderCall(run, call, index, ctx) {
   return el("div", { class: "call" + (call.error ? " err" : ""), dataset: { call: index } },
     el("div", { class: "callhead" }, el("span", { class: "tool" }, call.name || "?"),
-      el("span", { class: "muted small" }, " " + fmt(call.duration_s, 2) + " s "), callFlags(call)),
+      el("span", { class: "muted small" }, " " + fmt(call.duration_s, 2) + " s "), callFlags(call, ctx)),
     el("pre", { class: "args" }, argsText(call)),
     textBlock(call.observation, { label: "observation", cls: "obs" }),
     docLinks(run, index));
 }
 
-function renderTurn(run, t, callBase) {
+// A context edit: what the strategy sent instead of the whole conversation, and the calls it cleared
+// (each a link to its turn).
+function renderEdit(e, ctx) {
+  const cleared = (e.cleared || []).map((id) => ctx.callTurn.has(id)
+    ? turnLink(ctx.key, ctx.callTurn.get(id), id + " (turn " + ctx.callTurn.get(id) + ")", "cleared") : el("span", { class: "cleared" }, id));
+  return el("div", { class: "note context_edit" }, el("b", {}, "context edit (" + (e.strategy || "?") + "): "),
+    fmt(e.messages_before) + " → " + fmt(e.messages_after) + " messages, ~" + fmt(e.tokens_before) + " → ~" + fmt(e.tokens_after) + " tokens",
+    cleared.length ? el("div", { class: "small" }, cleared.length + " tool call(s) cleared: ", cleared.flatMap((c, i) => (i ? [", ", c] : [c]))) : null,
+    e.note ? el("div", { class: "small muted" }, String(e.note)) : null);
+}
+
+function renderTurn(run, t, callBase, ctx) {
   const m = t.model || {};
   const u = m.usage || {};
   const msg = m.message || {};
@@ -63,12 +86,12 @@ function renderTurn(run, t, callBase) {
     el("span", { class: "muted small" }, " · " + fmt(u.prompt_tokens) + " prompt + " + fmt(u.completion_tokens) +
       " completion tokens · " + fmt(m.latency_s, 2) + " s" + (m.finish_reason ? " · " + m.finish_reason : "") +
       (m.attempts > 1 ? " · " + m.attempts + " attempts" : "")));
-  const parts = [head];
+  const parts = [head, ...t.edits.map((e) => renderEdit(e, ctx))];
   if (m.reasoning) parts.push(textBlock(m.reasoning, { label: "reasoning", collapsed: true, cls: "reasoning" }));
   if (msg.content) parts.push(textBlock(msg.content, { label: "assistant", cls: "assistant" }));
-  t.calls.forEach((c, i) => parts.push(renderCall(run, c, callBase + i)));
+  t.calls.forEach((c, i) => parts.push(renderCall(run, c, callBase + i, ctx)));
   for (const n of t.notes) parts.push(el("div", { class: "note " + n.type }, el("b", {}, n.type + ": "), String(n.message || "")));
-  return el("section", { class: "turn", id: "turn-" + t.n }, parts);
+  return el("section", { class: "turn" + (t.edits.length ? " edited" : ""), id: "turn-" + t.n }, parts);
 }
 
 // The hand check: the latest mark of the run (who, when, note), and — when served with the session
@@ -117,25 +140,40 @@ function verdict(run) {
 }
 
 function metricsLine(r) {
-  return el("p", { class: "metrics" }, r.profile + " · " + (r.model || "?") + " · r" + r.rep + " · " + fmt(r.turns) + " turns · " +
+  return el("p", { class: "metrics" }, r.arm + " · " + (r.model || "?") + " · r" + r.rep + " · " + fmt(r.turns) + " turns · " +
+    (r.edits ? r.edits + " context edit(s) · " : "") +
     fmt(r.tokens) + " tokens · " + fmt(r.wall_s) + " s · #search " + r.search + " · #select " + r.select + " · #extract " +
     r.extract + " · revisit " + pct(r.revisit) + " · " + r.docs + " documents");
+}
+
+// A fork (fte-shell fork, bench --fork-from): its parent, the turns replayed from it and whether the
+// replayed state matched; a parent: its forks among the runs viewed.
+function forkLine(run) {
+  const f = run.forks || {}, p = f.parent, kids = f.children || [];
+  if (!p && !kids.length) return null;
+  const link = (key, text) => (key === null || key === undefined ? el("span", {}, text) : el("a", { href: "#/run/" + key }, text));
+  return el("p", { class: "forks", id: "forks" },
+    p ? ["forked from ", link(p.key, p.run_dir), " at turn " + p.turn + ": turns 1–" + p.turn +
+      " replayed without the model, " + (p.equal === true ? "state equal to the parent's" : p.equal === false ? "state DIFFERS from the parent's" : "not checked")] : null,
+    p && kids.length ? " · " : null,
+    kids.length ? ["forks: ", kids.map((c) => [link(c.key, c.path + " (turn " + c.turn + (c.equal === false ? ", differs" : "") + ")"), " "])] : null);
 }
 
 function siblingsPicker(index, key, qid) {
   const sib = index.runs.filter((r) => r.qid === qid && r.key !== key);
   if (!sib.length) return null;
   return el("span", { class: "compare" }, " compare with: ",
-    sib.map((r) => el("a", { href: "#/compare/" + key + "/" + r.key, class: "sib" }, r.profile + " r" + r.rep)));
+    sib.map((r) => el("a", { href: "#/compare/" + key + "/" + r.key, class: "sib" }, r.arm + " r" + r.rep)));
 }
 
 FTE.views.run = async function (index, key, opts) {
   const run = await load("run/" + key);
   const r = run.row;
-  const { start, end, turns } = turnsOf(run.events);
+  const { start, end, turns, clearedAt } = turnsOf(run.events);
+  const callTurn = new Map(turns.flatMap((t) => t.calls.map((c) => [c.id, t.n])));
   crumbs(el("a", { href: "#/run/" + key }, short(r.question || r.path, 60)));
   let base = 0;
-  const sections = turns.map((t) => { const s = renderTurn(run, t, base); base += t.calls.length; return s; });
+  const sections = turns.map((t) => { const s = renderTurn(run, t, base, { clearedAt, callTurn, key }); base += t.calls.length; return s; });
   const step = (k, label) => (k >= 0 && k < index.runs.length ? el("a", { href: "#/run/" + k, class: "step" }, label) : null);
   const nav = el("p", { class: "nav" }, step(key - 1, "← previous run"), step(key + 1, "next run →"), " ",
     el("a", { href: "#/run/" + key + "/ws", id: "ws-link" }, "workspace (" + run.workspace.length + " documents)"),
@@ -144,7 +182,7 @@ FTE.views.run = async function (index, key, opts) {
   const endBox = end ? el("section", { class: "turn end" }, el("b", {}, "End: " + end.stop_reason), " after " + end.turns + " turns, " +
     fmt(end.wall_s) + " s", el("pre", { class: "text final" }, end.answer === null || end.answer === undefined ? "(no answer)" : String(end.answer)))
     : el("section", { class: "turn end" }, el("b", {}, "No end event"), " (the run did not finish: " + r.stop + ")");
-  show("run", el("h2", {}, "Run ", el("span", { class: "muted" }, r.path)), verdict(run), metricsLine(r), nav,
+  show("run", el("h2", {}, "Run ", el("span", { class: "muted" }, r.path)), verdict(run), metricsLine(r), forkLine(run), nav,
     start && start.system_prompt ? textBlock(start.system_prompt, { label: "system prompt", collapsed: true }) : null,
     el("div", { id: "turns" }, sections), endBox);
   if (opts.turn !== null && opts.turn !== undefined) {

@@ -1,12 +1,12 @@
-// The sweep view: a question × profile matrix (correct / wrong / failed) and every run in one table,
-// filter and sort on any column.
+// The sweep view: a question × arm matrix (correct / wrong / failed; an arm is a profile, or a profile ·
+// context strategy when the sweep compares strategies) and every run in one table, filter and sort on any column.
 "use strict";
 
 const COLUMNS = [
   ["question", "question", "s"], ["profile", "profile", "s"], ["model", "model", "s"], ["rep", "rep", "n"],
   ["status", "verdict", "s"], ["stop", "stop reason", "s"], ["turns", "turns", "n"], ["tokens", "tokens", "n"],
   ["wall_s", "wall s", "n"], ["search", "#search", "n"], ["select", "#select", "n"], ["extract", "#extract", "n"],
-  ["revisit", "revisit", "n"], ["hand", "hand check", "s"],
+  ["revisit", "revisit", "n"], ["context", "context", "s"], ["edits", "edits", "n"], ["hand", "hand check", "s"],
 ];
 const SWEEP = { sort: null, dir: 1, filters: {}, limit: 200 };
 
@@ -25,16 +25,16 @@ function matches(row, filters) {
 }
 
 function matrix(index) {
-  const profiles = [...new Set(index.runs.map((r) => r.profile))].sort();
+  const profiles = [...new Set(index.runs.map((r) => r.arm))].sort();
   const byQ = new Map();
   for (const r of index.runs) {
     const q = r.qid || r.path;
     if (!byQ.has(q)) byQ.set(q, { question: r.question, cells: {} });
-    (byQ.get(q).cells[r.profile] = byQ.get(q).cells[r.profile] || []).push(r);
+    (byQ.get(q).cells[r.arm] = byQ.get(q).cells[r.arm] || []).push(r);
   }
   const totals = {};
   for (const r of index.runs) {
-    const t = (totals[r.profile] = totals[r.profile] || { correct: 0, wrong: 0, failed: 0, unjudged: 0 });
+    const t = (totals[r.arm] = totals[r.arm] || { correct: 0, wrong: 0, failed: 0, unjudged: 0 });
     t[r.status] += 1;
   }
   const head = el("tr", {}, el("th", {}, "question"),
@@ -98,7 +98,7 @@ FTE.views.sweep = function (index) {
   const holder = el("div", { id: "table" });
   runsTable(index, holder);
   show("sweep",
-    el("h2", {}, "Question × profile"),
+    el("h2", {}, index.runs.some((r) => r.context && r.context !== "keep_all") ? "Question × arm (profile · context strategy)" : "Question × profile"),
     el("p", { class: "muted small" }, "✓ correct · ✗ wrong (or no answer) · ! failed: an infrastructure failure, not a result · ? not judged. A square opens the run."),
     el("div", { class: "scroll" }, matrix(index)),
     el("h2", {}, "Runs"), holder);

@@ -22,6 +22,8 @@ class DockerBox(BoxFields):
 
     user: str
     image: str
+    direct_channel: bool = False
+    """runc passes the gateway directory's FIFOs through; gVisor's gofer does not."""
 
     def spawn(self, argv: list[str], *, timeout: float) -> TtyExec:
         with daemon_errors("starting a shell in the sandbox"):
@@ -62,7 +64,7 @@ class DockerProvider(ImageProvider):
         with daemon_errors("starting the sandbox container"):
             h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
         return DockerBox(h.id, h.name, spec.run_id, spec.workspace, spec.gateway_dir, spec.config.user,
-                         spec.config.image)
+                         spec.config.image, direct_channel=spec.config.runtime == "runc")
 
     @property
     def backend(self) -> str:

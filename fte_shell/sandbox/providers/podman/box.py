@@ -101,6 +101,11 @@ class PodmanBox(BoxFields):
     image: str
     runtime: str
 
+    @property
+    def direct_channel(self) -> bool:
+        """Always runc here (runsc is refused), which passes the gateway directory's FIFOs through."""
+        return self.runtime == "runc"
+
     def spawn(self, argv: list[str], *, timeout: float) -> CliSpawn:
         try:
             # cwd: the box's own temporary directory (conmon writes an empty file "oom" into its working

@@ -4,22 +4,25 @@ of a request.
 Each turn the loop asks its policy what to send: the policy gets a :class:`ContextView` (the kept
 conversation, the tools, the turn, the server's window, the estimated prompt tokens of sending it all, the
 episode and the model) and returns a :class:`Sent` (the messages to send, and a :class:`ContextEdit`
-when it sent less than the kept conversation: the loop records it as a ``context_edit`` event). A policy
-never changes the kept conversation or its messages (it returns new lists and new message dicts); it may
-keep state across turns (one policy object per run). This version has one policy, :class:`KeepAll`
-(``keep_all``: everything, every turn — requests identical to the loop's before the seam existed).
+when it changed what it sends: the loop records it as a ``context_edit`` event). A policy never changes
+the kept conversation or its messages (it returns new lists and new message dicts); it may keep state
+across turns (one policy object per run). :class:`KeepAll` (``keep_all``: everything, every turn —
+requests identical to the loop's before the seam existed) is here; the other strategies are in
+:mod:`.clearing` and :mod:`.reset`.
 """
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import Model, ServerInfo
-from .replies import estimate_tokens
+from ...model import Model, ServerInfo
+from ..replies import estimate_tokens
 
 if TYPE_CHECKING:
-    from ..episode import Episode
+    from ...episode import Episode
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,14 @@ class ContextView:
     """The episode (its workspace, its tools)."""
     model: Model
     """The agent's model client (e.g. for a summary through ``ModelClient.ask``)."""
+    last_sent: list[dict[str, Any]] = field(default_factory=list)
+    """The messages of the last successful request (what :meth:`measure` calibrates on)."""
+    last_prompt: int | None = None
+    """The server's ``prompt_tokens`` of that request (None: not reported, or no request yet)."""
+
+    def measure(self, messages: list[dict[str, Any]]) -> int:
+        """Estimated prompt tokens of sending ``messages`` with :attr:`tools` (:func:`estimate_request`)."""
+        return estimate_request(messages, self.tools, self.last_sent, self.last_prompt)
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,10 @@ class ContextEdit:
     """Ids of the tool calls whose results were cleared or dropped."""
     note: str | None = None
     """What the policy did, in a few words."""
+    escalated: bool = False
+    """The strategy's own edit left the prompt over the window, so more was dropped (oldest steps first)."""
+    usage: dict[str, int] | None = None
+    """Token usage of a model call the edit made (``summary``'s), counted apart from the agent's."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,7 @@ class ContextPolicy(Protocol):
     """What the loop sends of the kept conversation."""
 
     name: str
-    """The strategy's name (recorded with each edit)."""
+    """The strategy's label (``keep_recent:5``; recorded with each edit)."""
 
     def prepare(self, view: ContextView) -> Sent:
         """The messages to send for the request ``view`` describes."""
@@ -84,10 +99,16 @@ def estimate_request(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
                      last_prompt: int | None) -> int:
     """Estimated prompt tokens of a request: the server's ``prompt_tokens`` of the last request plus an
     estimate of what was appended since, when ``messages`` starts with exactly the messages of the last
-    request; otherwise (an edited conversation, no usage reported, the first request) an estimate of the
-    whole request, tool schemas included (:func:`~fte_shell.agent.replies.estimate_tokens`)."""
+    request; otherwise (an edited conversation) an estimate of the whole request, tool schemas included
+    (:func:`~fte_shell.agent.replies.estimate_tokens`), scaled by how the server counted the last request
+    against the same estimate of it — so the kept conversation and an edit of it are measured alike (an
+    unscaled estimate of an edit can exceed the calibrated size of what it was cut from); unscaled when
+    there is no last request or its usage was not reported."""
     n = len(last_sent)
     if last_prompt is not None and n <= len(messages) and messages[:n] == last_sent:
         return last_prompt + estimate_tokens(messages[n:])
-    return estimate_tokens(messages, tools or None)
+    whole = estimate_tokens(messages, tools or None)
+    if last_prompt is not None and last_sent and (base := estimate_tokens(last_sent, tools or None)) > 0:
+        return math.ceil(whole * last_prompt / base)
+    return whole
 

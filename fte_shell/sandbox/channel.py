@@ -1,0 +1,156 @@
+"""The shell's command channel past the engine's relay: two named pipes in the box's gateway directory.
+
+A Docker or podman shell's terminal reaches this process through relays: containerd-shim and dockerd
+(or conmon and the ``podman exec`` client), Go programs that each wake up, copy and sleep for every
+chunk, twice per command (the command in, the report out), costing more CPU than the shell's own work
+(``perf/sandbox_throughput.py``). Once the shell is ready, :func:`open_channel` moves its stdin and
+stdout to two FIFOs this process made in the gateway directory (mounted read-only at
+:data:`~.base.GATEWAY_MOUNT`; a FIFO opens for writing there all the same): commands and reports
+then go between this process and the shell directly, through the kernel. The terminal stays the
+shell's controlling terminal and stderr: the warden's ``SWEPT`` line and anything written to
+``/dev/tty`` still come over it, and its end is still the shell's end.
+
+Only where the host's file reaches the box's shell as the same FIFO (``runc``; not gVisor's gofer) and
+this process may give the FIFOs to the box's uid alone (root): other local users must not write
+commands into a box. Anywhere else, or when the shell cannot open them, the terminal carries it all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import time
+from pathlib import Path
+from typing import Any
+
+import pexpect
+
+from .base import GATEWAY_MOUNT, ShellStream
+
+
+class ChannelStream:
+    """A :class:`~.base.ShellStream` that writes to the shell's stdin FIFO and reads its stdout FIFO
+    and its terminal (merged, the FIFO first); it has ended when the terminal has."""
+
+    def __init__(self, tty: ShellStream, rfd: int, wfd: int, paths: list[Path]):
+        self.tty = tty
+        self.child_fd = rfd
+        self.pid = getattr(tty, "pid", None)  # a client process's (podman exec), for whoever counts them
+        self._rfd: int | None = rfd
+        self._wfd: int | None = wfd
+        self._paths = paths
+        self._poll = select.poll()
+        self._poll.register(rfd, select.POLLIN)
+        self._poll.register(tty.child_fd, select.POLLIN | select.POLLPRI)  # type: ignore[attr-defined]
+
+    def send(self, s: bytes | str) -> int:
+        data = memoryview(s.encode() if isinstance(s, str) else s)
+        done = 0
+        while done < len(data):
+            if self._wfd is None:
+                raise OSError("the shell's command channel is closed")
+            try:
+                done += os.write(self._wfd, data[done:])
+            except BlockingIOError:  # the shell has not read the last 64 KiB yet
+                if not self.tty.isalive():
+                    raise OSError("the shell ended") from None
+                select.select([], [self._wfd], [], 1.0)
+        return done
+
+    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:
+        if getattr(self.tty, "_pending", b""):  # bytes the terminal stream already holds
+            return self.tty.read_nonblocking(size, 0)
+        ms = None if timeout is None or timeout < 0 else max(0, int(timeout * 1000))
+        events = dict(self._poll.poll(ms))
+        if not events:
+            raise pexpect.TIMEOUT("Timeout exceeded.")
+        if self._rfd is not None and self._rfd in events:
+            try:
+                data = os.read(self._rfd, size)
+            except BlockingIOError:
+                data = None
+            if data:
+                return data
+            if data == b"":  # every writer closed: the shell ended (its terminal says so next)
+                self._poll.unregister(self._rfd)
+                self._rfd = None
+        if len(events) > 1 or self._rfd not in events:
+            return self.tty.read_nonblocking(size, 0)
+        raise pexpect.TIMEOUT("nothing yet")
+
+    def isalive(self) -> bool:
+        return self.tty.isalive()
+
+    def close(self, force: bool = True) -> None:
+        for fd in (self._rfd, self._wfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._rfd = self._wfd = None
+        for p in self._paths:
+            p.unlink(missing_ok=True)
+        self.tty.close(force=force)
+
+
+def channel_owner(user: str) -> tuple[int, int] | None:
+    """The uid and gid the FIFOs are given to (the box's ``user``, numeric) when this process may."""
+    uid, _, gid = user.partition(":")
+    if os.geteuid() != 0 or not uid.isdigit() or not (gid or uid).isdigit():
+        return None
+    return int(uid), int(gid or uid)
+
+
+def open_channel(tty: ShellStream, gateway_dir: Path, owner: tuple[int, int], nonce: str,
+                 deadline: float) -> ChannelStream | None:
+    """Move a ready shell's stdin and stdout to two new FIFOs in ``gateway_dir``: the channel, or None
+    when the shell said it could not open them (it then goes on over its terminal). Raises
+    ``pexpect.EOF``/``OSError`` when the shell ended, TimeoutError when it did not answer (its stdin may
+    be a FIFO nobody writes to: the caller must replace it)."""
+    paths = [gateway_dir / f"sh-{nonce}.in", gateway_dir / f"sh-{nonce}.out"]
+    rfd = -1
+    try:
+        for p in paths:
+            os.mkfifo(p, 0o600)
+            os.chown(p, *owner)
+        rfd = os.open(paths[1], os.O_RDONLY | os.O_NONBLOCK)
+        box_in, box_out = (f"{GATEWAY_MOUNT}/{p.name}" for p in paths)
+        ok, no = (f"\\builtin printf '\\n__FTE_{w}_%s\\n' {nonce}" for w in ("CHAN", "NOCHAN"))
+        # plain exec (a fresh shell: nothing of the agent's yet): `builtin exec 1>f` would undo it after
+        tty.send(f"exec 1>{box_out} && {{ exec 0<>{box_in} && {ok} || {{ exec 1>&2; {no}; }}; }} || {no}\n".encode())
+        got = _await_answer(tty, rfd, nonce, deadline)
+        if got:
+            return ChannelStream(tty, rfd, os.open(paths[0], os.O_WRONLY | os.O_NONBLOCK), paths)
+    except BaseException:
+        _discard(rfd, paths)
+        raise
+    _discard(rfd, paths)
+    return None
+
+
+def _await_answer(tty: ShellStream, rfd: int, nonce: str, deadline: float) -> bool:
+    """True when CHAN came through the FIFO, False when NOCHAN came over the terminal."""
+    ok, no = (f"\n__FTE_{w}_{nonce}\n".encode() for w in ("CHAN", "NOCHAN"))
+    fifo, term = bytearray(), bytearray()
+    while ok not in fifo:
+        if no in term:
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the shell did not answer on its command channel")
+        ready, _, _ = select.select([rfd, tty.child_fd], [], [], min(left, 1.0))  # type: ignore[attr-defined]
+        if rfd in ready:
+            with contextlib.suppress(BlockingIOError):
+                fifo += os.read(rfd, 4096)
+        if tty.child_fd in ready or getattr(tty, "_pending", b""):  # type: ignore[attr-defined]
+            with contextlib.suppress(pexpect.TIMEOUT):
+                term += tty.read_nonblocking(4096, 0)
+    return True
+
+
+def _discard(rfd: int, paths: list[Path]) -> None:
+    if rfd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(rfd)
+    for p in paths:
+        p.unlink(missing_ok=True)

@@ -1,0 +1,94 @@
+"""What the persistent shell runs: the functions installed in every (re)started shell (:data:`_INIT`,
+:func:`init_script`) and the one line the host sends per command (:func:`command_payload`); the host
+side that sends and reads them is :mod:`.session`.
+
+Per command the shell writes, in this order, its state file (``run``), the command's output to a file
+on the box's private tmpfs, its state file (``idle``), and one end-of-command report to its terminal:
+``BEGIN <nonce>``, the output (head and tail beyond the cap), ``END <nonce> <status> <size> <cwd>``.
+A short output is written inside the report's single write; a long one by ``cat`` (or ``head`` and
+``tail``) in large blocks: every write to the terminal costs a wake-up of each relay between it and
+the host (Docker's containerd-shim and dockerd, podman's conmon and exec client) and of the reader.
+"""
+
+from __future__ import annotations
+
+INLINE_BYTES = 900
+"""An output of up to this many characters (of the shell's locale: bytes for ASCII) goes back inside
+the one write of the end-of-command report (bash's stdout on a terminal is line-buffered with a 1 KiB
+buffer: a report that fits is one write, so one wake-up of every relay and of the reader); a longer one
+is written by ``cat`` in large blocks (bash's own printf would write it line by line). (No ``LC_ALL=C``
+around the ``read``: setting it reloads the locale, about 50 µs twice per command.)"""
+
+
+_INIT = r"""
+/usr/bin/stty raw -echo 2>/dev/null
+PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
+shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
+__fte_tty=$(/usr/bin/tty)
+__fte_pre() {
+  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
+  \builtin printf -v __fte_r '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up"
+  \builtin printf '%s' "$__fte_r" >|@STATE@
+}
+__fte_post() {
+  \builtin printf -v __fte_r '%s %s\nidle 0\n' "$$" "$__fte_tty"
+  \builtin printf '%s' "$__fte_r" >|@STATE@
+  __fte_sz=-1 __fte_d=
+  if [[ -s $2 ]] && \builtin read -r -d '' -N @INLINE1@ __fte_d <"$2"; then
+    __fte_d= __fte_sz=$(/usr/bin/wc -c <"$2")
+    \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
+    if (( __fte_sz > $3 )); then
+      /usr/bin/head -c "$4" -- "$2"; /usr/bin/tail -c "$5" -- "$2"
+    else
+      /usr/bin/cat -- "$2"; __fte_sz=-1
+    fi
+    \builtin : >|"$2"
+    \builtin printf -v __fte_r '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
+  else
+    [[ -s $2 ]] && \builtin : >|"$2"
+    \builtin printf -v __fte_r '\n__FTE_%s_%s\n%s\n__FTE_%s_%s %s -1 %s\n' BEGIN "$1" "$__fte_d" END "$1" \
+      "${__fte_st:-0}" "${PWD//[$'\n\r']/}"
+    __fte_d=
+  fi
+  \builtin printf '%s' "$__fte_r"
+  if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
+}
+\builtin printf -v __fte_r '%s %s\nidle 0\n' "$$" "$__fte_tty"
+\builtin printf '%s' "$__fte_r" >|@STATE@
+__fte_f=; __fte_st=0
+\builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
+\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
+"""
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def init_script(state: str, cwd: str, nonce: str) -> str:
+    """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid``."""
+    return (_INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
+            .replace("@INLINE1@", str(INLINE_BYTES + 1)))
+
+
+_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(256) if not 0x20 <= c < 0x7F}, ord("'"): "\\'", ord("\\"): "\\\\"}
+"""Byte -> its spelling inside bash's ``$'…'`` (what is not printable ASCII as ``\\xHH``)."""
+
+
+def ansi_c_quoted(text: str) -> str:
+    """``text`` as one bash ``$'…'`` word on one printable-ASCII line: bash gives back its exact bytes
+    (UTF-8; lone surrogates as the bytes they escape), whatever control characters it holds."""
+    return "$'" + text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES) + "'"
+
+
+def command_payload(command: str, out_file: str, post: str) -> str:
+    """One line: the command, verbatim as a ``$'…'`` word, into a variable; ``eval``'d with stdin from
+    /dev/null and its output to ``out_file``; then the end-of-command report ``post``. (Nothing the
+    shell reads byte by byte, as it reads a here-document, and no ``/dev/null`` around ``set +x``: with
+    ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
+    body = command if command.endswith("\n") else command + "\n"
+    return (
+        f"__fte_c={ansi_c_quoted(body)}; \\__fte_pre; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
+        + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
+        + post
+    )
