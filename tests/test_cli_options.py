@@ -23,7 +23,7 @@ ROOT: Any = get_command(app)  # typer's own (vendored) click group
 TABLE_PARAMS = {f.param for f in FLAGS}
 # what each command needs before its flags parse: the positional argument and required options
 PREFIX = {"run": ["a question"], "bench": ["hotpotqa", "--out", "sweep"], "shell": [], "demo": [], "judge": ["sweep"],
-          "doctor": [], "fork": ["runs/q1", "--at-turn", "2", "--out", "forked"]}
+          "doctor": [], "mcp": [], "fork": ["runs/q1", "--at-turn", "2", "--out", "forked"]}
 COMMANDS = list(PREFIX)
 
 

@@ -8,6 +8,7 @@ import typer
 from . import bench as _bench
 from . import corpus as _corpus
 from . import export as _export
+from . import mcp as _mcp
 from . import fork as _fork
 from . import run as _run
 from . import sandbox as _sandbox
@@ -28,7 +29,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view, _export, _fork):
+for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view, _export, _fork, _mcp):
     _mod.register(app)
 
 

@@ -45,7 +45,10 @@ from .renamed import Renamed
 RUNS = frozenset({"run", "bench", "fork"})
 """The commands that start agent runs: every model/agent/search/snapshot flag is theirs."""
 
-COMMANDS = frozenset({"run", "bench", "fork", "shell", "demo", "judge", "doctor"})
+COMMANDS = frozenset({"run", "bench", "fork", "shell", "demo", "judge", "doctor", "mcp"})
+
+WORLD = RUNS | {"shell", "mcp"}
+"""The commands that build a world (search, corpus, snapshot) and boxes."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("model.server", ("--server",)),
     ConfigFlag("model.thinking", ("--thinking",)),
     # [agent]; bench sweeps its own --profiles
-    ConfigFlag("agent.profile", ("--profile", "-p"), commands=frozenset({"run", "demo"})),
+    ConfigFlag("agent.profile", ("--profile", "-p"), commands=frozenset({"run", "demo", "mcp"})),
     ConfigFlag("agent.max_turns", ("--max-turns",)),
     ConfigFlag("agent.time_budget_s", ("--time-budget",)),
     ConfigFlag("agent.current_date", ("--date",)),
@@ -196,17 +199,17 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("budget.max_cost", ("--max-cost",), commands=frozenset({"bench"})),
     ConfigFlag("budget.max_tokens_total", ("--max-tokens-total",), commands=frozenset({"bench"})),
     # [search]
-    ConfigFlag("search.backend", ("--search",), commands=RUNS | {"shell"}),
-    ConfigFlag("search.corpus", ("--corpus",), commands=RUNS | {"shell"}),
+    ConfigFlag("search.backend", ("--search",), commands=WORLD),
+    ConfigFlag("search.corpus", ("--corpus",), commands=WORLD),
     # [sandbox]: a run's workspace is its run directory's
-    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=RUNS | {"shell", "demo", "doctor"}),
-    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=RUNS | {"shell", "demo", "doctor"}),
+    ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=WORLD | {"demo", "doctor"}),
+    ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=WORLD | {"demo", "doctor"}),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]
-    ConfigFlag("snapshot.dir", ("--snapshot",), commands=RUNS | {"shell"}),
-    ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=RUNS | {"shell"}),
-    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=(RUNS - {"fork"}) | {"shell"}),  # a fork: the parent's
+    ConfigFlag("snapshot.dir", ("--snapshot",), commands=WORLD),
+    ConfigFlag("snapshot.mode", ("--snapshot-mode",), commands=WORLD),
+    ConfigFlag("snapshot.manifest", ("--snapshot-manifest",), commands=(WORLD - {"fork"})),  # a fork: the parent's
     # [judge]: grading (judge; bench's model-free pass at the end)
     ConfigFlag("judge.preset", ("--judge-preset",), commands=frozenset({"judge", "bench"}), renamed=(
         # judge --method auto|llm|match (until 0.1.0): llm's prompt is now the preset that continues it
@@ -285,7 +288,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
 
 
 def flags_for(command: str) -> tuple[ConfigFlag, ...]:
-    """The rows of ``command`` (``run``, ``bench``, ``shell``, ``demo``, ``judge`` or ``doctor``)."""
+    """The rows of ``command`` (``run``, ``bench``, ``fork``, ``shell``, ``demo``, ``judge``, ``doctor`` or ``mcp``)."""
     if command not in COMMANDS:
         raise ValueError(f"no config flags for command {command!r}")
     return tuple(f for f in FLAGS if command in f.commands)
