@@ -287,9 +287,7 @@ class EndEvent(_Event):
 
 
 class ContextEditEvent(_Event):
-    """The loop's context policy changed what it sends of the kept conversation (``fte_shell.agent.context``;
-    docs/run.md "Context strategies"): one event per request whose earlier messages differ from the last
-    request's because of the policy."""
+    """The context policy changed earlier messages of what is sent (docs/run.md "Context strategies")."""
 
     type: Literal["context_edit"] = "context_edit"
     turn: int = 0
@@ -311,8 +309,7 @@ class ContextEditEvent(_Event):
     escalated: bool = False
     """The strategy's own edit still left the prompt over the window, so the oldest steps were dropped too."""
     usage: dict[str, int] | None = None
-    """Token usage of the model call the edit made (``summary``), counted in ``result.json``'s
-    ``summary_usage``, apart from the agent's ``usage``."""
+    """Usage of the edit's model call (``summary``; in ``result.json``'s ``summary_usage``)."""
 
 
 class ForkEvent(_Event):

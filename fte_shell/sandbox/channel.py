@@ -22,75 +22,11 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Any
 
 import pexpect
 
 from .base import GATEWAY_MOUNT, ShellStream
-
-
-class ChannelStream:
-    """A :class:`~.base.ShellStream` that writes to the shell's stdin FIFO and reads its stdout FIFO
-    and its terminal (merged, the FIFO first); it has ended when the terminal has."""
-
-    def __init__(self, tty: ShellStream, rfd: int, wfd: int, paths: list[Path]):
-        self.tty = tty
-        self.child_fd = rfd
-        self.pid = getattr(tty, "pid", None)  # a client process's (podman exec), for whoever counts them
-        self._rfd: int | None = rfd
-        self._wfd: int | None = wfd
-        self._paths = paths
-        self._poll = select.poll()
-        self._poll.register(rfd, select.POLLIN)
-        self._poll.register(tty.child_fd, select.POLLIN | select.POLLPRI)  # type: ignore[attr-defined]
-
-    def send(self, s: bytes | str) -> int:
-        data = memoryview(s.encode() if isinstance(s, str) else s)
-        done = 0
-        while done < len(data):
-            if self._wfd is None:
-                raise OSError("the shell's command channel is closed")
-            try:
-                done += os.write(self._wfd, data[done:])
-            except BlockingIOError:  # the shell has not read the last 64 KiB yet
-                if not self.tty.isalive():
-                    raise OSError("the shell ended") from None
-                select.select([], [self._wfd], [], 1.0)
-        return done
-
-    def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:
-        if getattr(self.tty, "_pending", b""):  # bytes the terminal stream already holds
-            return self.tty.read_nonblocking(size, 0)
-        ms = None if timeout is None or timeout < 0 else max(0, int(timeout * 1000))
-        events = dict(self._poll.poll(ms))
-        if not events:
-            raise pexpect.TIMEOUT("Timeout exceeded.")
-        if self._rfd is not None and self._rfd in events:
-            try:
-                data = os.read(self._rfd, size)
-            except BlockingIOError:
-                data = None
-            if data:
-                return data
-            if data == b"":  # every writer closed: the shell ended (its terminal says so next)
-                self._poll.unregister(self._rfd)
-                self._rfd = None
-        if len(events) > 1 or self._rfd not in events:
-            return self.tty.read_nonblocking(size, 0)
-        raise pexpect.TIMEOUT("nothing yet")
-
-    def isalive(self) -> bool:
-        return self.tty.isalive()
-
-    def close(self, force: bool = True) -> None:
-        for fd in (self._rfd, self._wfd):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._rfd = self._wfd = None
-        for p in self._paths:
-            p.unlink(missing_ok=True)
-        self.tty.close(force=force)
+from .output import ChannelStream
 
 
 def channel_owner(user: str) -> tuple[int, int] | None:

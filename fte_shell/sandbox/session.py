@@ -3,7 +3,7 @@
 One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
 attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the
 terminal runs raw with echo off. Per command the host sends, in one write, one line
-(:func:`~.shell_script.command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
+(:func:`command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
 the shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and
 stdout+stderr to a file on the box's private size-capped tmpfs; then ``__fte_post`` writes ``BEGIN
 <nonce>``, the output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``
@@ -33,7 +33,7 @@ from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import write_sweep_request
-from .shell_script import command_payload, init_script
+from .shell_script import init_script
 
 __all__ = ["ShellSession"]
 
@@ -338,6 +338,30 @@ class ShellSession:
             with contextlib.suppress(Exception):  # the container may be gone; _restart says so
                 self.box.exec(["kill", "-KILL", str(pid)])
         self._restart()
+
+
+_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(256) if not 0x20 <= c < 0x7F}, ord("'"): "\\'", ord("\\"): "\\\\"}
+"""Byte -> its spelling inside bash's ``$'…'`` (what is not printable ASCII as ``\\xHH``)."""
+
+
+def ansi_c_quoted(text: str) -> str:
+    """``text`` as one bash ``$'…'`` word on one printable-ASCII line: bash gives back its exact bytes
+    (UTF-8; lone surrogates as the bytes they escape), whatever control characters it holds."""
+    return "$'" + text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES) + "'"
+
+
+def command_payload(command: str, out_file: str, post: str) -> str:
+    """One line: the command, verbatim as a ``$'…'`` word, into a variable; ``eval``'d with stdin from
+    /dev/null and its output to ``out_file``; then the end-of-command report ``post``. (Nothing the
+    shell reads byte by byte, as it reads a here-document, and no ``/dev/null`` around ``set +x``: with
+    ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
+    body = command if command.endswith("\n") else command + "\n"
+    return (
+        f"__fte_c={ansi_c_quoted(body)}; \\__fte_pre; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
+        + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
+        + post
+    )
+
 
 
 @dataclass
