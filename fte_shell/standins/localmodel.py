@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -171,11 +172,12 @@ def _command(engine: Engine, gguf: Path, port: int, n_ctx: int, threads: int) ->
                 "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                 "--chat_format", "chatml-function-calling", "--model_alias", "local"]
     return [sys.executable, "-m", "fte_shell.standins.localmodel", "_xllamacpp", str(gguf), str(port), str(n_ctx),
-            str(threads)]
+            str(threads), str(os.getpid())]
 
 
-def _run_xllamacpp(gguf: str, port: int, n_ctx: int, threads: int) -> None:
-    """Run llama.cpp's own server (xllamacpp) in this process until it is killed."""
+def _run_xllamacpp(gguf: str, port: int, n_ctx: int, threads: int, parent: int) -> None:
+    """Run llama.cpp's own server (xllamacpp) in this process until it is killed or ``parent`` (the process
+    that started it) is gone."""
     import xllamacpp  # an optional dependency, installed by ensure_engine
 
     p = xllamacpp.CommonParams()
@@ -190,8 +192,16 @@ def _run_xllamacpp(gguf: str, port: int, n_ctx: int, threads: int) -> None:
     p.model_alias = {"local"}
     server = xllamacpp.Server(p)
     print(f"xllamacpp listening on {server.listening_address}", flush=True)
-    while True:
-        time.sleep(3600)
+    wait_for_parent_exit(parent)
+    os._exit(0)  # skip the interpreter's clean-up: the embedded server's threads never join
+
+
+def wait_for_parent_exit(parent: int, poll_s: float = 1.0) -> None:
+    """Return once ``parent``, the pid of the process that started this one, is no longer its parent (the
+    server we start must not outlive us, even when its starter is SIGKILLed: the kernel then re-parents this
+    process). The pid is passed in, not read at start, so a starter that died before we looked counts too."""
+    while os.getppid() == parent:
+        time.sleep(poll_s)
 
 
 @contextmanager
@@ -235,6 +245,19 @@ def serve(engine: Engine, *, n_ctx: int = 8192, threads: int | None = None, port
                 proc.wait(10)
 
 
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop_on_sigterm() -> None:
+    """``serve`` run as a command: SIGTERM and SIGHUP stop it as Ctrl-C does, through :func:`serve`'s clean-up
+    (by default they would end the process at once and leave the server running under PID 1). A signal the
+    caller ignores (SIGHUP under ``nohup``) stays ignored."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _raise_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m fte_shell.standins.localmodel",
                                  description=__doc__.split("\n\n")[0])
@@ -247,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--n-ctx", type=int, default=8192)
     sub.add_parser("path", help="print the model file's path (assembling it if needed)")
     x = sub.add_parser("_xllamacpp")
-    for a in ("gguf", "port", "n_ctx", "threads"):
+    for a in ("gguf", "port", "n_ctx", "threads", "parent"):
         x.add_argument(a)
     a = ap.parse_args(argv)
     try:
         if a.cmd == "_xllamacpp":
-            _run_xllamacpp(a.gguf, int(a.port), int(a.n_ctx), int(a.threads))
+            _run_xllamacpp(a.gguf, int(a.port), int(a.n_ctx), int(a.threads), int(a.parent))
         elif a.cmd == "setup":
             print(ensure_model())
             for e in ENGINES if a.engine == "all" else (a.engine,):
@@ -260,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.cmd == "path":
             print(ensure_model())
         else:
+            _stop_on_sigterm()
             with serve(a.engine, port=a.port, n_ctx=a.n_ctx) as srv:
                 print(f"{srv.engine} serves {srv.model!r} at {srv.base_url}  (log {srv.log_path}; Ctrl-C stops)")
                 print(f"  fte-shell run \"…\" --base-url {srv.base_url} --model {srv.model}")
