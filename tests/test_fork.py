@@ -281,13 +281,15 @@ def test_a_local_corpus_document_keeps_the_parents_retrieval_time(tmp_path: Path
 def test_fork_command_makes_n_forks(parents: dict[str, Any], tmp_path: Path) -> None:
     with ScriptedServer(["<answer>Lio Brand</answer>"] * 2) as srv:
         r = CliRunner().invoke(app, ["fork", str(parents["root"] / "fte"), "--at-turn", "5", "--out", str(tmp_path / "f"),
-                                     "-n", "2", "--base-url", srv.base_url, "--max-turns", "6", "--quiet"], env=CLEAN_ENV)
+                                     "-n", "2", "--base-url", srv.base_url, "--max-turns", "6", "--context",
+                                     "discard_all", "--quiet"], env=CLEAN_ENV)
         assert r.exit_code == 0, r.output
         assert len(srv.requests) == 2  # one live turn each
     assert r.output.count("at turn 5: its state equals the parent's") == 2
     for c in ("c1", "c2"):
         result = json.loads((tmp_path / "f" / c / "result.json").read_text())
         assert (result["answer"], result["turns"], result["forked_from"]["turn"]) == ("Lio Brand", 6, 5)
+        assert result["context"] == "discard_all"  # the run flag --context, as docs/run.md "Fork a run" says
         assert result["config_digest"] != json.loads((parents["root"] / "fte" / "result.json").read_text())["config_digest"]
 
 

@@ -32,6 +32,17 @@ def test_a_bare_object_with_half_a_fence_is_a_call() -> None:
          "raw": text.removesuffix("```").strip()}]
 
 
+def test_a_bare_object_followed_by_the_result_the_model_invented_is_a_call() -> None:
+    # llama.cpp, turn 2 of a measured HotpotQA run: the call, then a <tool_response> the model made up
+    call = '{\n  "name": "search",\n  "arguments": {\n    "query": "Lucy Saunders wrote many books about",\n    "n": 10\n  }\n}'
+    text = call + "\n<tool_response>\nLucy Saunders wrote many books about craft beer.\n</tool_response>"
+    assert find_text_tool_calls(text, NAMES) == [
+        {"name": "search", "arguments": {"query": "Lucy Saunders wrote many books about", "n": 10},
+         "format": "json", "raw": call}]
+    # prose before the object is still not a call
+    assert find_text_tool_calls("I will search. " + text, NAMES) == []
+
+
 def test_split_think() -> None:
     assert split_think("<think>\nplan <answer>x</answer>\n</think>\n\n<answer>y</answer>") == (
         "plan <answer>x</answer>", "\n\n<answer>y</answer>")

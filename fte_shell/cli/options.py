@@ -193,7 +193,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     ConfigFlag("agent.current_date", ("--date",)),
     ConfigFlag("agent.first_tool_choice", ("--first-tool-choice",)),
     ConfigFlag("agent.max_total_tokens", ("--max-run-tokens",)),
-    ConfigFlag("agent.context", ("--context",), commands=frozenset({"run"}), spelling=context_spelling,
+    ConfigFlag("agent.context", ("--context",), commands=frozenset({"run", "fork"}), spelling=context_spelling,
                metavar="SPEC"),
     # [budget]: what a whole sweep may spend
     ConfigFlag("budget.max_cost", ("--max-cost",), commands=frozenset({"bench"})),

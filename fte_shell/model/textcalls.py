@@ -9,6 +9,9 @@ Formats found (each with where it comes from):
 - a fenced or bare JSON object ``{"name": TOOL, "arguments"|"parameters": {…}}`` — small models on
   llama.cpp whose template the server cannot parse (measured here: Qwen2.5-Coder-1.5B on llama.cpp's server
   writes the object in ``content`` for ``tool_choice`` ``"required"``, no ``tool_calls``);
+- a bare object followed by a result the model invented for it, ``{…}\n<tool_response>…</tool_response>``
+  (the Qwen template's tag for a tool's result; the same model on llama.cpp's server, measured here): the
+  call counts, the invented result is not an observation;
 - an "answer" whose whole text is such an object, ``<answer>{"name": TOOL, …}</answer>`` — the same model on
   llama.cpp's server asked for a named ``tool_choice`` (measured here, xllamacpp).
 
@@ -26,6 +29,8 @@ _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _PARAM = re.compile(r"<parameter=([^>\s]+)>\s*(.*?)\s*(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
 _ANSWER = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL | re.IGNORECASE)
+_INVENTED_RESULT = "<tool_response>"
+"""Where a tool's result starts in the Qwen template: a model that writes it has invented its call's result."""
 _FENCED = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(\{.*?\})\s*```", re.DOTALL)
 
 
@@ -74,7 +79,9 @@ def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[st
         return found
     candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
     # a bare object, also with half a fence left around it (``{…}\n```` measured on llama.cpp with this model)
-    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    # or followed by the result the model invented for it
+    stripped = text.split(_INVENTED_RESULT, 1)[0].strip()
+    stripped = stripped.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     if not candidates and stripped.startswith("{") and stripped.endswith("}"):
         candidates = [(stripped, stripped, "json")]
     if not candidates:  # an answer that is wholly a call object (fenced or bare)
