@@ -94,6 +94,25 @@ def test_vllm_window_from_models_is_respected_and_the_run_stops_with_context_ove
     assert err["error_class"] == "ContextOverflow" and "2,600-token context window (/v1/models max_model_len)" in err["message"]
 
 
+def test_a_reply_capped_below_min_reply_tokens_needs_only_its_cap() -> None:
+    """A 1.5B model on llama.cpp, n_ctx 4096, --max-tokens 192 (measured): a 3,473-token conversation leaves
+    4096 − 3473 − 256 = 367 tokens, room for the whole capped reply, so it is sent; the window guard of
+    the context strategies fits to the same floor."""
+    from fte_shell.agent.replies import fit_max_tokens
+    from fte_shell.config import ModelConfig
+    from fte_shell.model.errors import ContextOverflow
+    from fte_shell.model.window import ServerInfo
+
+    info = ServerInfo(context_window=4096, source="/props n_ctx")
+    capped = ModelConfig(max_tokens=192)
+    assert capped.reply_floor == 192 and ModelConfig().reply_floor == 512
+    assert fit_max_tokens(info, capped, 3473) == 192
+    with pytest.raises(ContextOverflow, match="leaves 140 tokens"):
+        fit_max_tokens(info, capped, 3700)  # 140 < 192
+    with pytest.raises(ContextOverflow, match="leaves 367 tokens"):
+        fit_max_tokens(info, ModelConfig(), 3473)  # the default cap (16384) still needs 512
+
+
 @pytest.mark.parametrize("kind", ["vllm", "openai", "llama.cpp", "responses"])
 def test_a_server_reported_overflow_stops_at_once_with_context_overflow(kind: str, tmp_path: Path, corpus: Path) -> None:
     # the config claims a bigger window than the server has: the server refuses, and that is final

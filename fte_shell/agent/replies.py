@@ -203,13 +203,15 @@ def tool_choice(want: str | None, turn: int, tools: list[dict[str, Any]], profil
 
 def fit_max_tokens(info: ServerInfo | None, mc: ModelConfig, estimate: int, *, final: bool = False) -> int | None:
     """``min(model.max_tokens, window − estimate − margin)``; None when the window is unknown. Raises
-    :class:`ContextOverflow` when less than ``model.min_reply_tokens`` is left (unless ``final``)."""
+    :class:`ContextOverflow` when less than ``model.reply_floor`` (``min_reply_tokens``, or ``max_tokens`` when
+    smaller) is left (unless ``final``)."""
     if info is None or info.context_window is None:
         return None
     room = info.context_window - estimate - mc.context_margin
-    if room < mc.min_reply_tokens and not final:
+    if room < mc.reply_floor and not final:
         raise ContextOverflow(
             f"the conversation (about {estimate:,} tokens) leaves {room:,} tokens of the {info.context_window:,}-token "
-            f"context window ({info.source}) for the reply, below model.min_reply_tokens = {mc.min_reply_tokens}"
+            f"context window ({info.source}) for the reply, below {mc.reply_floor} (model.min_reply_tokens = "
+            f"{mc.min_reply_tokens}, model.max_tokens = {mc.max_tokens})"
         )
     return max(1, min(mc.max_tokens, room))

@@ -98,8 +98,9 @@ class ModelConfig(StrictModel):
     estimate is the last ``usage.prompt_tokens`` plus a third of the new messages' characters)."""
 
     min_reply_tokens: int = Field(default=512, ge=1)
-    """When the window leaves fewer tokens than this for the reply, the run stops with
-    ``context_overflow`` (or asks for a final answer, see ``agent.on_context_overflow``)."""
+    """When the window leaves fewer tokens than this (or than ``max_tokens`` when that is smaller: a reply
+    needs no more room than it may use) for the reply, the run stops with ``context_overflow`` (or asks for
+    a final answer, see ``agent.on_context_overflow``)."""
 
     price: ModelPrice | None = None
     """``[model.price]``: USD per million tokens (``input``, ``cached_input``, ``output``). None = the
@@ -112,3 +113,8 @@ class ModelConfig(StrictModel):
     tpm: int | None = Field(default=None, gt=0)
     """Tokens per minute (prompt + completion) this process may spend at the endpoint; the prompt is
     estimated before a call and corrected by the reported usage after it. None = no limit."""
+
+    @property
+    def reply_floor(self) -> int:
+        """The fewest tokens the window must leave for the reply: ``min(min_reply_tokens, max_tokens)``."""
+        return min(self.min_reply_tokens, self.max_tokens)

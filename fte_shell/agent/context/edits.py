@@ -18,7 +18,7 @@ a nudge or notice is a user message of its own. An editing strategy sends::
   templates that require alternating roles), together with any user message the tail starts with.
 
 The window guard: whenever a strategy other than ``keep_all`` would send more than fits the window
-(``window − model.context_margin − model.min_reply_tokens``, what the loop's ``max_tokens`` fit needs),
+(``window − model.context_margin − model.reply_floor``, what the loop's ``max_tokens`` fit needs),
 it acts even below its trigger; and when its own edit is not enough it **escalates**: the oldest steps
 still sent are dropped, one by one, until the prompt fits (recorded ``escalated``). When even
 ``[system, question + note]`` does not fit, the request is not sent: the loop stops ``context_overflow``.
@@ -129,7 +129,7 @@ class Editing:
         """``(trigger, fit)``: act past ``trigger`` estimated tokens; never send more than ``fit`` (None:
         the window is unknown)."""
         window = view.server.context_window if view.server is not None else None
-        fit = window - self.model_cfg.context_margin - self.model_cfg.min_reply_tokens if window else None
+        fit = window - self.model_cfg.context_margin - self.model_cfg.reply_floor if window else None
         trigger = self.cfg.trigger_tokens or (int(window * self.cfg.trigger) if window else None)
         if fit is not None:
             trigger = min(trigger, fit) if trigger is not None else fit
