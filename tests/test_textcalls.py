@@ -39,8 +39,13 @@ def test_a_bare_object_followed_by_the_result_the_model_invented_is_a_call() -> 
     assert find_text_tool_calls(text, NAMES) == [
         {"name": "search", "arguments": {"query": "Lucy Saunders wrote many books about", "n": 10},
          "format": "json", "raw": call}]
-    # prose before the object is still not a call
+    # or an invented grep output in a fence (the next question of the same sweep)
+    grep = '{\n  "name": "search",\n  "arguments": {\n    "query": "province"\n  }\n}'
+    assert find_text_tool_calls(grep + "\n```\n1: Argentina\n2: Argentina\n```", NAMES) == [
+        {"name": "search", "arguments": {"query": "province"}, "format": "json", "raw": grep}]
+    # prose before the object is still not a call, nor an object naming no tool
     assert find_text_tool_calls("I will search. " + text, NAMES) == []
+    assert find_text_tool_calls('{"name": "Peru", "arguments": {}}\nmore', NAMES) == []
 
 
 def test_split_think() -> None:

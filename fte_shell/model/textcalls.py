@@ -9,9 +9,10 @@ Formats found (each with where it comes from):
 - a fenced or bare JSON object ``{"name": TOOL, "arguments"|"parameters": {…}}`` — small models on
   llama.cpp whose template the server cannot parse (measured here: Qwen2.5-Coder-1.5B on llama.cpp's server
   writes the object in ``content`` for ``tool_choice`` ``"required"``, no ``tool_calls``);
-- a bare object followed by a result the model invented for it, ``{…}\n<tool_response>…</tool_response>``
-  (the Qwen template's tag for a tool's result; the same model on llama.cpp's server, measured here): the
-  call counts, the invented result is not an observation;
+- a reply that starts with such an object and goes on with a result the model invented for it
+  (``{…}`` then ``<tool_response>…</tool_response>``, the Qwen template's tag for a tool's result, or a
+  fenced made-up grep output; the same model on llama.cpp's server, measured here): the call counts,
+  what follows it is not an observation;
 - an "answer" whose whole text is such an object, ``<answer>{"name": TOOL, …}</answer>`` — the same model on
   llama.cpp's server asked for a named ``tool_choice`` (measured here, xllamacpp).
 
@@ -29,8 +30,6 @@ _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _PARAM = re.compile(r"<parameter=([^>\s]+)>\s*(.*?)\s*(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
 _ANSWER = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL | re.IGNORECASE)
-_INVENTED_RESULT = "<tool_response>"
-"""Where a tool's result starts in the Qwen template: a model that writes it has invented its call's result."""
 _FENCED = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(\{.*?\})\s*```", re.DOTALL)
 
 
@@ -50,6 +49,18 @@ def _json_call(text: str) -> tuple[str, dict[str, Any]] | None:
     if not isinstance(args, dict):
         return None
     return obj["name"], args
+
+
+def _leading_object(text: str) -> str | None:
+    """The JSON object ``text`` starts with (after blanks and an opening fence), or None."""
+    start = text.strip().removeprefix("```json").removeprefix("```").lstrip()
+    if not start.startswith("{"):
+        return None
+    try:
+        _, end = json.JSONDecoder().raw_decode(start)
+    except ValueError:
+        return None
+    return start[:end]
 
 
 def _xml_value(raw: str) -> Any:
@@ -78,12 +89,11 @@ def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[st
     if found:
         return found
     candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
-    # a bare object, also with half a fence left around it (``{…}\n```` measured on llama.cpp with this model)
-    # or followed by the result the model invented for it
-    stripped = text.split(_INVENTED_RESULT, 1)[0].strip()
-    stripped = stripped.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    if not candidates and stripped.startswith("{") and stripped.endswith("}"):
-        candidates = [(stripped, stripped, "json")]
+    # a reply that starts with an object (also after half a fence: ``{…}\n```` measured on llama.cpp with
+    # this model); whatever follows the object is what the model wrote in place of the result
+    leading = _leading_object(text)
+    if not candidates and leading is not None:
+        candidates = [(leading, leading, "json")]
     if not candidates:  # an answer that is wholly a call object (fenced or bare)
         for m in _ANSWER.finditer(text):
             inner = m.group(1)
