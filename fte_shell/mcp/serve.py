@@ -24,9 +24,9 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _workspaces(mcp: McpConfig, config: RunConfig, world: World, max_workspaces: int) -> Workspaces:
+def _workspaces(mcp: McpConfig, config: RunConfig, world: World, max_workspaces: int, warm: int = 0) -> Workspaces:
     return Workspaces(config, world, mcp.out, max_workspaces=max_workspaces, idle_ttl_s=mcp.idle_ttl_s,
-                      default_question=mcp.question or NO_QUESTION)
+                      default_question=mcp.question or NO_QUESTION, warm=warm)
 
 
 def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
@@ -75,7 +75,7 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
 
     with sigterm_as_interrupt(), World.from_config(config) as world:
         tools, addendum = probe_tools(config, world)  # the tools every workspace offers; fails fast without a box
-        spaces = _workspaces(mcp, config, world, mcp.max_workspaces)
+        spaces = _workspaces(mcp, config, world, mcp.max_workspaces, mcp.warm)
         try:
             sock = _bind(mcp.host, mcp.port)
             port = sock.getsockname()[1]
