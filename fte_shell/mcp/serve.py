@@ -15,6 +15,7 @@ from ..config import RunConfig
 from ..episode import sigterm_as_interrupt
 from ..world import World
 from .config import LOOPBACK, NO_QUESTION, McpConfig
+from .pipes import event_loop_stdio
 from .workspaces import Workspaces, probe_tools
 
 Say = Callable[[str], None]
@@ -46,7 +47,8 @@ def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
             say(f"fte-shell mcp: profile {ep.profile.name}, serving on stdio; run directory {ep.run_dir}")
 
             async def main() -> None:
-                async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+                async with event_loop_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write), \
+                        anyio.create_task_group() as tg:
                     send, received = anyio.create_memory_object_stream[Any](0)
 
                     async def until_stdin_closes() -> None:
