@@ -46,15 +46,17 @@ def test_warm_workspaces_and_server_sigkill(docker_ready: None, tmp_path: Path) 
                                             "--max-workspaces", "2", "--warm", "2"),
                                 stderr=subprocess.PIPE, text=True, env=server_env(), cwd=tmp_path)
         try:
-            endpoint = token = ""
+            endpoint = token = ready = ""
             assert proc.stderr is not None
-            for line in proc.stderr:
+            for line in proc.stderr:  # the URL, the token, then the pool full
                 if m := re.search(r"Streamable HTTP at (http://\S+)", line):
                     endpoint = m.group(1)
                 if m := re.match(r"token: (\S+)", line):
                     token = m.group(1)
+                ready = ready or ("2 warm box(es) ready" in line and line)
+                if endpoint and token and ready:
                     break
-            warm = until(lambda: b if len(b := owned_by(proc.pid)) >= 2 else [], 120)
+            warm = owned_by(proc.pid)
             assert len(warm) == 2, warm
             got = anyio.run(_session, endpoint, {"Authorization": f"Bearer {token}"}, web.url("/kestrel"), out)
             assert len(set(warm) & set(owned_by(proc.pid))) == 1  # the open workspace's (the closed one's removed)

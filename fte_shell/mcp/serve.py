@@ -66,9 +66,11 @@ def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
             raise
 
 
-def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable[[str], None] | None = None) -> None:
+def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable[[str], None] | None = None,
+               say: Say = _say) -> None:
     """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until SIGINT/SIGTERM; every workspace closed at
-    the end. ``on_ready(url)`` is called once the socket listens."""
+    the end. ``on_ready(url)`` is called once the socket listens; ``say`` tells when the warm boxes are
+    first all ready."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -97,6 +99,7 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
             async def main() -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(spaces.reap_forever)
+                    tg.start_soon(_announce_warm, spaces, say)
                     if on_ready is not None:
                         on_ready(url)
                     try:
@@ -108,6 +111,12 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
         except BaseException as e:
             spaces.close_all(e)
             raise
+
+
+async def _announce_warm(spaces: Workspaces, say: Say) -> None:
+    boxes = spaces.boxes
+    if boxes is not None and await anyio.to_thread.run_sync(boxes.wait_ready, None, 600.0, abandon_on_cancel=True):
+        say(f"fte-shell mcp: {boxes.size} warm box(es) ready")
 
 
 def run_until_stopped(main: Callable[[], Awaitable[None]], spaces: Workspaces) -> None:
