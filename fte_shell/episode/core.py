@@ -45,6 +45,7 @@ from ..stops import BY_NAME, StopReason, stop_of_exception
 from ..world import RunWorld, World
 from .result import TOOL_USAGE_META, RunResult, Tally, add_usage, write_end, write_start
 from .signals import sigterm_as_interrupt_if_unowned
+from .threads import in_thread
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -163,13 +164,12 @@ class Episode:
     async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
         """:meth:`open` in a worker thread (the event loop is never blocked by a box's start). Cancelled
         while opening: the episode opened meanwhile is closed."""
-        task = asyncio.ensure_future(asyncio.to_thread(cls.open, config, question, out_dir, **kw))
+        task = asyncio.ensure_future(in_thread(cls.open, config, question, out_dir, **kw))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            loop = asyncio.get_running_loop()
             task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is not None
-                                   else loop.run_in_executor(None, t.result().close))
+                                   else in_thread(t.result().close))
             raise
 
     @property
@@ -213,7 +213,7 @@ class Episode:
         """:meth:`call` in a worker thread, so many episodes proceed concurrently in one event loop."""
         if turn is None:
             turn = self.begin_turn()
-        return await asyncio.to_thread(self.call, name, args, turn=turn)
+        return await in_thread(self.call, name, args, turn=turn)
 
     def call_raw(self, call: dict[str, Any], *, turn: int | None = None, salvaged: bool = False) -> tuple[str, ToolResult]:
         """Run one model tool call (``{id, function: {name, arguments}}``, arguments raw) and record it;
@@ -309,7 +309,7 @@ class Episode:
 
     async def afinish(self, answer: str | None = None, **kw: Any) -> RunResult:
         """:meth:`finish` in a worker thread (it writes and fsyncs files)."""
-        return await asyncio.to_thread(self.finish, answer, **kw)
+        return await in_thread(self.finish, answer, **kw)
 
     def close(self) -> None:
         """Finish ``abandoned`` if not finished, then close what :meth:`open` made (the profile and its box,
@@ -323,7 +323,7 @@ class Episode:
                 owned.close()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await in_thread(self.close)
 
     def __enter__(self) -> Self:
         return self
@@ -341,7 +341,7 @@ class Episode:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await asyncio.shield(asyncio.to_thread(self.__exit__, exc_type, exc, tb))
+        await asyncio.shield(in_thread(self.__exit__, exc_type, exc, tb))
 
 
 def _run_tool(profile: Profile, name: str, args: dict[str, Any]) -> ToolResult:
