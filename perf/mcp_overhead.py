@@ -11,9 +11,11 @@ command (``true``) in a box of its own:
 * ``http``: the same to ``fte-shell mcp --transport http`` (one open workspace, its handle).
 
 Reported: median and p95 per arm, and the median added over ``sandbox`` (goal: ≤ 2 ms on stdio). Then
-workspaces opened per second over HTTP: ``--opens`` ``open_workspace`` calls at once, timed to the last
-handle, closed after (each opens a fresh box; the server keeps no pool of started boxes). The figures
-depend on the machine and its load (note it when it is shared).
+workspaces opened per second over HTTP, ``cold`` (a server with ``--warm 0``: each opens a fresh box)
+against ``warm`` (``--warm OPENS``: boxes started ahead), in turn for ``--rounds`` rounds: ``--opens``
+``open_workspace`` calls at once, timed to the last handle, closed after; the warm server is given time to
+refill (its boxes counted by their owner label) before its round. The figures depend on the machine and
+its load (note it when it is shared).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ async def measure(ns: argparse.Namespace, out: Path) -> dict[str, Any]:
     common = ["--search", "none", "--sandbox-provider", ns.provider]
     cfg = load_config(None, {"search": {"backend": "none"}, "sandbox": {"provider": ns.provider}}, environ={})
     times: dict[str, list[float]] = {k: [] for k in ("sandbox", "episode", "stdio", "http")}
-    proc, url, token = start_http([*common, "--out", str(out / "http"), "--max-workspaces", str(ns.opens + 1)], env)
+    proc, url, token = start_http([*common, "--out", str(out / "http"), "--max-workspaces", "2", "--warm", "0"], env)
     try:
         stdio = StdioServerParameters(command=sys.executable, args=["-m", "fte_shell", "mcp", *common, "--out",
                                                                      str(out / "stdio")], env=env)
@@ -91,21 +93,53 @@ async def measure(ns: argparse.Namespace, out: Path) -> dict[str, Any]:
                         await arm()
                         times[name].append(time.perf_counter() - t)
                 await ch.call_tool("close_workspace", {"handle": handle})
-                opened: list[str] = []
-
-                async def open_one() -> None:
-                    opened.append((await ch.call_tool("open_workspace", {})).structured_content["handle"])
-
-                t = time.perf_counter()
-                async with anyio.create_task_group() as tg:
-                    for _ in range(ns.opens):
-                        tg.start_soon(open_one)
-                open_s = time.perf_counter() - t
-                for h in opened:
-                    await ch.call_tool("close_workspace", {"handle": h})
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    return {"times": times, "open": await measure_opens(ns, out, env, common)}
+
+
+def owned_by(pid: int) -> int:
+    out = subprocess.run(["docker", "ps", "-q", "--filter", f"label=fte-shell.owner-pid={pid}"],
+                         capture_output=True, text=True, timeout=60).stdout
+    return len(out.split())
+
+
+async def open_burst(url: str, token: str, n: int) -> float:
+    """``n`` open_workspace calls at once: seconds to the last handle (all closed after)."""
+    http = streamable_http_client(url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}))
+    opened: list[str] = []
+    async with Client(http) as c:
+        async def open_one() -> None:
+            opened.append((await c.call_tool("open_workspace", {})).structured_content["handle"])
+
+        t = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(open_one)
+        took = time.perf_counter() - t
+        for h in opened:
+            await c.call_tool("close_workspace", {"handle": h})
+    return took
+
+
+async def measure_opens(ns: argparse.Namespace, out: Path, env: dict[str, str], common: list[str]) -> dict[str, list[float]]:
+    """Workspaces opened per second, cold and warm servers in turn (module docstring)."""
+    servers = {arm: start_http([*common, "--out", str(out / arm), "--max-workspaces", str(ns.opens),
+                                "--warm", "0" if arm == "cold" else str(ns.opens)], env) for arm in ("cold", "warm")}
+    rates: dict[str, list[float]] = {arm: [] for arm in servers}
+    try:
+        for _ in range(ns.rounds):
+            for arm, (proc, url, token) in servers.items():
+                deadline = time.monotonic() + 120
+                while arm == "warm" and ns.provider == "docker" and owned_by(proc.pid) < ns.opens and time.monotonic() < deadline:
+                    await anyio.sleep(0.2)
+                rates[arm].append(ns.opens / await open_burst(url, token, ns.opens))
+    finally:
+        for proc, _, _ in servers.values():
+            proc.terminate()
+            proc.wait(timeout=60)
+    return rates
     return {"times": times, "open_s": open_s}
 
 
@@ -113,6 +147,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=200)
     ap.add_argument("--opens", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--provider", default="docker")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="fte-mcp-perf-") as tmp:
@@ -127,9 +162,10 @@ def main() -> None:
         print(f"{name:8} {med * 1e3:10.2f} {pct(xs, 0.95) * 1e3:8.2f} {(med - base) * 1e3:9.2f} {med / base:6.2f}")
     added = (statistics.median(times["stdio"]) - base) * 1e3
     print(f"stdio adds {added:.2f} ms per call (goal <= 2 ms): {'met' if added <= 2 else 'NOT met'}")
-    print(f"HTTP: {ns.opens} workspaces opened at once in {got['open_s']:.2f} s = {ns.opens / got['open_s']:.2f} "
-          "workspaces/s (a fresh box each; no pool of started boxes)")
-
+    rates = got["open"]
+    cold, warm = statistics.median(rates["cold"]), statistics.median(rates["warm"])
+    print(f"HTTP open_workspace, {ns.opens} at once, {ns.rounds} rounds in turn: cold {cold:.2f} workspaces/s, "
+          f"warm {warm:.2f} workspaces/s (median), warm/cold {warm / cold:.1f}x")
 
 if __name__ == "__main__":
     main()

@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", "-o", help=_help("out"))] = Path("runs/mcp"),
         idle_ttl: Annotated[float, typer.Option("--idle-ttl", help=_help("idle_ttl_s"))] = 600.0,
         max_workspaces: Annotated[int, typer.Option("--max-workspaces", help=_help("max_workspaces"))] = 8,
+        warm: Annotated[int, typer.Option("--warm", help=_help("warm"))] = 2,
         question: Annotated[str | None, typer.Option("--question", help=_help("question"))] = None,
         answer_tool: Annotated[bool, typer.Option("--answer-tool", help=_help("answer_tool"))] = False,
         config: Annotated[Path | None, typer.Option("--config", "-c", help="TOML file ([agent], [sandbox], [search], [snapshot]).")] = None,
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             settings = McpConfig(transport=transport, host=host, port=port, token_file=token_file, out=out,  # type: ignore[arg-type]
-                                 idle_ttl_s=idle_ttl, max_workspaces=max_workspaces, question=question,
+                                 idle_ttl_s=idle_ttl, max_workspaces=max_workspaces, warm=warm, question=question,
                                  answer_tool=answer_tool)
             cfg = load_config(config, overrides)
         except ValidationError as e:

@@ -44,6 +44,10 @@ class McpConfig(StrictModel):
     max_workspaces: int = Field(8, ge=1)
     """HTTP: at most this many workspaces open at once; ``open_workspace`` beyond it is refused."""
 
+    warm: int = Field(2, ge=0)
+    """HTTP, shell profile: boxes kept started ahead (at most ``max_workspaces``), so ``open_workspace``
+    takes a ready one instead of starting a box; 0 = none. They are removed with the server."""
+
     question: str | None = None
     """The question a workspace records when its client gives none (stdio: always this one). None = a
     placeholder saying no question was given."""

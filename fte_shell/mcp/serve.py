@@ -15,6 +15,7 @@ from ..config import RunConfig
 from ..episode import sigterm_as_interrupt
 from ..world import World
 from .config import LOOPBACK, NO_QUESTION, McpConfig
+from .pipes import event_loop_stdio
 from .workspaces import Workspaces, probe_tools
 
 Say = Callable[[str], None]
@@ -24,9 +25,9 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _workspaces(mcp: McpConfig, config: RunConfig, world: World, max_workspaces: int) -> Workspaces:
+def _workspaces(mcp: McpConfig, config: RunConfig, world: World, max_workspaces: int, warm: int = 0) -> Workspaces:
     return Workspaces(config, world, mcp.out, max_workspaces=max_workspaces, idle_ttl_s=mcp.idle_ttl_s,
-                      default_question=mcp.question or NO_QUESTION)
+                      default_question=mcp.question or NO_QUESTION, warm=warm)
 
 
 def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
@@ -46,7 +47,8 @@ def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
             say(f"fte-shell mcp: profile {ep.profile.name}, serving on stdio; run directory {ep.run_dir}")
 
             async def main() -> None:
-                async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+                async with event_loop_stdio() as pipes, stdio_server(*(pipes or ())) as (read, write), \
+                        anyio.create_task_group() as tg:
                     send, received = anyio.create_memory_object_stream[Any](0)
 
                     async def until_stdin_closes() -> None:
@@ -64,9 +66,11 @@ def serve_stdio(mcp: McpConfig, config: RunConfig, say: Say = _say) -> None:
             raise
 
 
-def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable[[str], None] | None = None) -> None:
+def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable[[str], None] | None = None,
+               say: Say = _say) -> None:
     """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until SIGINT/SIGTERM; every workspace closed at
-    the end. ``on_ready(url)`` is called once the socket listens."""
+    the end. ``on_ready(url)`` is called once the socket listens; ``say`` tells when the warm boxes are
+    first all ready."""
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -75,7 +79,7 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
 
     with sigterm_as_interrupt(), World.from_config(config) as world:
         tools, addendum = probe_tools(config, world)  # the tools every workspace offers; fails fast without a box
-        spaces = _workspaces(mcp, config, world, mcp.max_workspaces)
+        spaces = _workspaces(mcp, config, world, mcp.max_workspaces, mcp.warm)
         try:
             sock = _bind(mcp.host, mcp.port)
             port = sock.getsockname()[1]
@@ -95,6 +99,7 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
             async def main() -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(spaces.reap_forever)
+                    tg.start_soon(_announce_warm, spaces, say)
                     if on_ready is not None:
                         on_ready(url)
                     try:
@@ -106,6 +111,12 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
         except BaseException as e:
             spaces.close_all(e)
             raise
+
+
+async def _announce_warm(spaces: Workspaces, say: Say) -> None:
+    boxes = spaces.boxes
+    if boxes is not None and await anyio.to_thread.run_sync(boxes.wait_ready, None, 600.0, abandon_on_cancel=True):
+        say(f"fte-shell mcp: {boxes.size} warm box(es) ready")
 
 
 def run_until_stopped(main: Callable[[], Awaitable[None]], spaces: Workspaces) -> None:

@@ -4,7 +4,9 @@ directory), named by a handle the server mints.
 stdio serves one workspace for the life of the process (opened before serving, closed when the client
 goes); Streamable HTTP opens and closes them on the client's word (``open_workspace``,
 ``close_workspace``), closes the idle ones after ``idle_ttl_s`` and refuses more than ``max_workspaces``
-at once. Every box call runs in a worker thread (a limiter as wide as the workspaces allowed), so the
+at once; with ``warm`` > 0 (the shell profile) a :class:`~fte_shell.sandbox.SandboxPool` keeps that many
+boxes started ahead, and a workspace opens with one of them (its run directory keeps the box's /work:
+:mod:`fte_shell.profiles.shell`). Every box call runs in a worker thread (a limiter as wide as the workspaces allowed), so the
 event loop never waits on a box.
 """
 
@@ -26,6 +28,7 @@ from ..config import RunConfig
 from ..episode import Episode, RunResult, new_run_id
 from ..errors import FteError
 from ..profiles import QuestionContext, ToolResult, make_profile
+from ..sandbox import SandboxPool
 from ..world import World
 
 
@@ -74,8 +77,13 @@ class Workspaces:
     """The open workspaces of one server, each a run directory under ``out``."""
 
     def __init__(self, config: RunConfig, world: World, out: Path, *, max_workspaces: int, idle_ttl_s: float,
-                 default_question: str):
+                 default_question: str, warm: int = 0):
         self.config, self.world, self.out = config, world, Path(out)
+        self.boxes: SandboxPool | None = None
+        """Boxes started ahead (``warm`` > 0 and the shell profile), closed by :meth:`close_all`."""
+        if warm and config.agent.profile == "shell":
+            sandbox = config.sandbox.model_copy(update={"workspace_dir": None})
+            self.boxes = SandboxPool(sandbox, size=min(warm, max_workspaces))
         self.max_workspaces, self.idle_ttl_s, self.default_question = max_workspaces, idle_ttl_s, default_question
         self._open: dict[str, Workspace] = {}
         self._opening = 0
@@ -97,7 +105,8 @@ class Workspaces:
         try:
             q = question if question is not None and question.strip() else self.default_question
             run_id = new_run_id(q)
-            ep = Episode.open(self.config, q, self.out / run_id, world=self.world, run_id=run_id, meta={"mcp": True})
+            ep = Episode.open(self.config, q, self.out / run_id, world=self.world, run_id=run_id, meta={"mcp": True},
+                              sandbox_source=self.boxes.acquire if self.boxes else None)
         finally:
             with self._lock:
                 self._opening -= 1
@@ -162,6 +171,8 @@ class Workspaces:
         with self._lock:
             left, self._open = list(self._open.values()), {}
         threads = [threading.Thread(target=close_episode, args=(ws.episode, None, why)) for ws in left]
+        if self.boxes is not None:
+            threads.append(threading.Thread(target=self.boxes.close))
         for t in threads:
             t.start()
         for t in threads:

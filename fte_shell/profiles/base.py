@@ -84,6 +84,13 @@ class ToolResult(BaseModel):
     """Machine-readable facts for the trajectory and the metrics (exit code, path, match count…)."""
 
 
+class SandboxSource(Protocol):
+    """Hands out a started box for a run: ``source(world=run_world, run_id=run_id)`` (what
+    :meth:`fte_shell.sandbox.SandboxPool.acquire` is)."""
+
+    def __call__(self, *, world: RunWorld, run_id: str) -> Sandbox: ...
+
+
 @dataclass
 class QuestionContext:
     """Everything a profile needs for one question. Built by the episode (`fte_shell.episode.Episode.open`)."""
@@ -105,9 +112,10 @@ class QuestionContext:
     model: Model | None = None
     """The agent's model client; visit-summary uses it when ``agent.summary_model`` is None."""
 
-    sandbox_source: Callable[[RunWorld, str], Sandbox] | None = None
-    """Where the shell profile gets its box, given the run's world and run id (a pool's ready box:
-    ``fte_shell.rl``); the profile closes it. None: the profile starts its own."""
+    sandbox_source: SandboxSource | None = None
+    """Where the shell profile gets its box (a pool's ready box: ``SandboxPool.acquire``, used by
+    ``fte_shell.rl`` and ``fte-shell mcp --warm``); the profile closes it, keeping a copy of its /work as the
+    run's workspace. None: the profile starts its own."""
 
 
 @runtime_checkable

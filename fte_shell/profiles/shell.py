@@ -3,7 +3,9 @@
 The container is started when the profile is made (so a missing Docker daemon stops the run before the
 first model call) and removed by :meth:`ShellProfile.close`. ``search``, ``fetch`` and ``list_fetched``
 are helper commands inside the container that reach the host gateway; the workspace the agent fills is
-``ctx.workspace_dir`` (mounted read-only at /work).
+``ctx.workspace_dir`` (mounted read-only at /work). A box started ahead (``ctx.sandbox_source``: a pool's)
+mounts a directory of its own: the run's workspace is a link to it while the box lives and a copy of it
+once the profile closes, so the run directory is complete either way.
 
 The observation is :meth:`fte_shell.sandbox.Observation.render`: the capped output, then the exit status
 and any timeout, restart or truncation note. A non-zero exit status is a normal observation
@@ -14,6 +16,9 @@ the command made through the gateway (its per-command log, drained after each co
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
@@ -85,8 +90,14 @@ class ShellProfile(ToolProfile):
         from ..sandbox import Sandbox
 
         ctx = self.ctx
-        if ctx.sandbox_source is not None:  # a box started ahead (its workspace is its own)
-            return ctx.sandbox_source(ctx.world, ctx.run_id)
+        if ctx.sandbox_source is not None:  # a box started ahead: its /work is its own directory
+            sb = ctx.sandbox_source(world=ctx.world, run_id=ctx.run_id)
+            try:
+                link_workspace(ctx.workspace_dir, sb.workspace)
+            except BaseException:
+                sb.close()
+                raise
+            return sb
         cfg = ctx.config.sandbox.model_copy(update={"workspace_dir": ctx.workspace_dir})
         return Sandbox(cfg, world=ctx.world, run_id=ctx.run_id or None)
 
@@ -156,4 +167,31 @@ class ShellProfile(ToolProfile):
     def close(self) -> None:
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None and self._owns_sandbox:
-            sandbox.close()
+            try:
+                if self.ctx.sandbox_source is not None:
+                    keep_workspace(self.ctx.workspace_dir, sandbox.workspace)
+            finally:
+                sandbox.close()
+
+
+def link_workspace(run_ws: Path, box_ws: Path) -> None:
+    """Make the run's workspace (``RUN_DIR/workspace``, still empty) a link to ``box_ws``, the directory a
+    box started ahead mounts at /work: ``report``, ``view`` and the episode's readers see its pages as
+    they arrive. A run workspace that is not empty stays (:func:`keep_workspace` copies into it)."""
+    with contextlib.suppress(FileNotFoundError, OSError):
+        run_ws.rmdir()  # fails when not empty
+    if not run_ws.exists():
+        run_ws.symlink_to(box_ws.resolve(), target_is_directory=True)
+
+
+def keep_workspace(run_ws: Path, box_ws: Path) -> None:
+    """Before the box (and its directory) goes: turn the link :func:`link_workspace` made into a copy of
+    ``box_ws``, so the run directory keeps its workspace like any other run's."""
+    if not run_ws.is_symlink():
+        shutil.copytree(box_ws, run_ws, symlinks=True, dirs_exist_ok=True)
+        return
+    tmp = run_ws.with_name(".workspace-copy")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(box_ws, tmp, symlinks=True)
+    run_ws.unlink()
+    tmp.rename(run_ws)

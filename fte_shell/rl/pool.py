@@ -37,7 +37,7 @@ from ..profiles import ToolResult
 from ..record.sweepdir import ManifestDataset, SweepDir, SweepManifest
 from ..sandbox import SandboxPool
 from ..stops import is_infra_failure
-from ..world import RunWorld, World
+from ..world import World
 from .config import PoolConfig
 from .grading import Grader, reward_of
 
@@ -217,7 +217,7 @@ class EpisodePool:
         run_dir = self._sweep.run_dir(self.config.agent.profile, qid, rep)
         trajectory: list[dict[str, Any]] = []
         opener = functools.partial(Episode.open, self.config, question, run_dir, world=self._world, log=trajectory.append,
-                                   meta={"qid": qid, "rep": rep, **(meta or {})}, sandbox_source=self._box_source())
+                                   meta={"qid": qid, "rep": rep, **(meta or {})}, sandbox_source=self._boxes.acquire if self._boxes else None)
         if self._boxes is not None and self._boxes.ready - self._reserved > 0:  # a warm box: no start to pace
             self._reserved += 1
             try:
@@ -237,10 +237,6 @@ class EpisodePool:
         if budget:
             pe._timer = asyncio.get_running_loop().call_later(budget, pe._time_out)
         return pe
-
-    def _box_source(self) -> Callable[[RunWorld, str], Any] | None:
-        boxes = self._boxes
-        return None if boxes is None else (lambda world, run_id: boxes.acquire(world=world, run_id=run_id))
 
     async def _pace(self) -> None:
         """Wait for this start's slot of the ramp (``start_interval_s`` after the previous one)."""
