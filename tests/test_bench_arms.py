@@ -92,7 +92,8 @@ def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, c
                     "snippet-only · discard_fraction:0.5"]
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())
     arms = {a["label"]: a for a in metrics["arms"]}
-    assert arms["fte · discard_all"]["results"] == 2 and arms["fte · discard_all"]["stops"] == {"answer": 2}
+    rows_by_label = {p["label"]: p for p in metrics["profiles"]}  # a row's stop counts: one home, the row's own
+    assert arms["fte · discard_all"]["results"] == 2 and rows_by_label["fte · discard_all"]["stops"] == {"answer": 2}
     # the per-arm numbers are the runs' own: edited share and edits from the recorded context_edit events
     for label, a in arms.items():
         runs = [r for r in metrics["runs"] if f"{r['profile']} · {r['context']}" == label]

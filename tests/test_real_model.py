@@ -185,8 +185,11 @@ def test_a_small_window_overflows_under_keep_all_and_goes_on_under_discard_all(e
     with contextlib.contextmanager(_server)(engine, tmp_path, n_ctx=SMALL_CTX) as srv:
         cfg = _config(tmp_path, srv, salvage=True)
         window = f"context_window = {SMALL_CTX}\n" if engine == "llama-cpp-python" else ""  # it publishes none
-        toml = cfg.read_text().replace("[agent]\n", f"{window}[agent]\n").replace(f"max_turns = {MAX_TURNS}",
-                                                                                 "max_turns = 3")
+        # replies of up to 512 tokens: the window must leave 512 for a reply (model.reply_floor), so keep_all's
+        # second prompt (the question, a page of 20 results) no longer fits while discard_all's edit makes room
+        toml = (cfg.read_text().replace("[agent]\n", f"{window}[agent]\n")
+                .replace(f"max_turns = {MAX_TURNS}", "max_turns = 3")
+                .replace(f"max_tokens = {MAX_TOKENS}", "max_tokens = 512"))
         cfg.write_text(toml + f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nnum_results = 20\n')
         runs = {}
         for spec in ("keep_all", "discard_all"):

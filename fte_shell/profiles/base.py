@@ -2,13 +2,11 @@
 :class:`ToolProfile`, a base class that turns a list of typed tools into OpenAI function-tool schemas and
 validates the model's arguments before a handler runs.
 
-A tool is a pydantic model of its arguments (``extra="forbid"``) plus a handler. The JSON schema the model
-sees is built from that model's fields and the descriptions in ``fte_shell/prompts/tools.toml`` (which a
-user file may override), so the schema and the validation can never disagree.
+A tool is a pydantic model of its arguments (``extra="forbid"``) plus a handler; the schema the model sees
+is built from its fields and ``fte_shell/prompts/tools.toml``, so schema and validation always agree.
 
-Errors the model can act on — an unknown tool, bad arguments, a bad regex, a refused URL — come back as
-``ToolResult(error=True)`` with a one-line message. Errors the user must fix (no Docker, no model endpoint,
-a bad config) are raised.
+Errors the model can act on (unknown tool, bad arguments, bad regex, refused URL) come back as
+``ToolResult(error=True)``; errors the user must fix (no Docker, no endpoint, bad config) are raised.
 """
 
 from __future__ import annotations
@@ -85,8 +83,7 @@ class ToolResult(BaseModel):
 
 
 class SandboxSource(Protocol):
-    """Hands out a started box for a run: ``source(world=run_world, run_id=run_id)`` (what
-    :meth:`fte_shell.sandbox.SandboxPool.acquire` is)."""
+    """Hands out a started box: ``source(world=, run_id=)`` (e.g. ``SandboxPool.acquire``)."""
 
     def __call__(self, *, world: RunWorld, run_id: str) -> Sandbox: ...
 
@@ -143,8 +140,7 @@ class Profile(Protocol):
 
 @runtime_checkable
 class ScratchFiles(Protocol):
-    """A profile whose model can write files of its own beside the workspace (the shell profile's /tmp):
-    the ``workspace_reset`` context strategy lists them for the model."""
+    """A profile whose model writes files beside the workspace (shell's /tmp), listed by ``workspace_reset``."""
 
     def scratch_files(self) -> list[str]:
         """One line per file the model wrote (its path and size), oldest first; [] when none."""
