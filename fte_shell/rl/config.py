@@ -22,9 +22,6 @@ class PoolConfig(StrictModel):
     start_interval_s: float = Field(0.01, ge=0)
     """At least this long between two box starts a burst of resets launches (the ramp)."""
 
-    threads: int = Field(64, ge=1)
-    """Worker threads for box starts, tool calls and closes (the calls block on the box's terminal)."""
-
     record: bool = True
     """Keep every episode as a run directory under the pool's directory (a sweep ``fte-shell judge``,
     ``report`` and ``view`` read); False keeps only the reward and the trajectory, in memory."""

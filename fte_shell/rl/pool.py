@@ -26,13 +26,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from ..benchmarks.base import question_id, safe_id
 from ..config import RunConfig
 from ..episode import Episode
+from ..episode.threads import in_thread
 from ..profiles import ToolResult
 from ..record.sweepdir import ManifestDataset, SweepDir, SweepManifest
 from ..sandbox import SandboxPool
@@ -136,7 +136,6 @@ class EpisodePool:
             prefix="fte-rl-", dir=shm if not self.settings.record and shm.is_dir() else None))
         self.dataset = dataset
         self._sweep = SweepDir(self.out_dir)
-        self._exec = ThreadPoolExecutor(max_workers=self.settings.threads, thread_name_prefix="fte-rl")
         self._world: World | None = None
         self._boxes: SandboxPool | None = None
         self._open: set[PoolEpisode] = set()
@@ -147,7 +146,6 @@ class EpisodePool:
         self._starts: asyncio.Semaphore | None = None
         self._next_start = 0.0
         self._closed = False
-        self._exec_down = False
         self._opening: set[asyncio.Future[Episode]] = set()
 
     # --- life -------------------------------------------------------------------------------------------
@@ -181,8 +179,6 @@ class EpisodePool:
             if m is not None:
                 await self._run(functools.partial(self._sweep.write_manifest, m.model_copy(update={"status": "finished"})))
         finally:
-            self._exec_down = True
-            self._exec.shutdown(wait=False)
             if self._temp and not self.settings.record:
                 shutil.rmtree(self.out_dir, ignore_errors=True)
 
@@ -247,15 +243,15 @@ class EpisodePool:
             await asyncio.sleep(slot - now)
 
     async def _open_episode(self, opener: Callable[[], Episode]) -> Episode:
-        """``opener`` in a worker thread; cancelled meanwhile, the episode it opens is closed."""
-        fut = asyncio.get_running_loop().run_in_executor(self._exec, opener)
+        """``opener`` in an episode worker thread; cancelled meanwhile, the episode it opens is closed."""
+        fut = in_thread(opener)
         self._opening.add(fut)
         fut.add_done_callback(self._opening.discard)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
             fut.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None
-                                  else self._exec.submit(f.result().close))
+                                  else in_thread(f.result().close))
             raise
 
     async def _close_episode(self, pe: PoolEpisode, stop: str | None = None) -> None:
@@ -281,7 +277,5 @@ class EpisodePool:
             await self._run(functools.partial(self._sweep.write_questions, rows))
 
     async def _run(self, fn: Callable[[], T]) -> T:
-        """``fn`` in one of the pool's worker threads."""
-        if self._exec_down:  # (a reset still in flight when the pool closed)
-            return await asyncio.to_thread(fn)
-        return await asyncio.get_running_loop().run_in_executor(self._exec, fn)
+        """``fn`` in an episode worker thread (:mod:`fte_shell.episode.threads`, the async episode API's)."""
+        return await in_thread(fn)
