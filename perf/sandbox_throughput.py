@@ -50,7 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sandbox_latency import MB, RawBash, box_processes, med, p95  # noqa: E402 - the same baseline, command, processes
+from sandbox_latency import MB, RawBash, box_processes, med, pct  # noqa: E402 - the same baseline, command, processes
 
 from fte_shell import Sandbox, SandboxConfig  # noqa: E402
 from fte_shell.sandbox import base as sandbox_base  # noqa: E402
@@ -62,6 +62,10 @@ MB_LEN = 1_000_000 + 1_000_000 // 99
 RAW = "raw pty"
 DAEMONS = ("dockerd", "containerd")
 """Host-wide daemons whose CPU time is counted (shared: other users of the daemon count too)."""
+
+
+def p95(xs: list[float]) -> float:
+    return pct(xs, 0.95)
 
 
 def cases(wanted: set[str] | None) -> list[tuple[str, SandboxConfig]]:

@@ -1,12 +1,18 @@
 """The warden's own logic, run on the host by bash (the same file is PID 1 of every sandbox): a sweep that
 fails must still report ``SWEPT`` (the host must never wait for a report that does not come), a sweep
-signal is acted on only with a new token from the host, and a flood of signals cannot block the warden."""
+signal is acted on only with a new token from the host, the shell runs a command while its stdout is not
+its stdout between commands, and a flood of signals cannot block the warden; and the host's reading of
+the box's clock, which puts the command's start into the request."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
+
+import pytest
+
+from fte_shell.sandbox.ownership import boot_clock, box_clock_offset
 
 REPO = Path(__file__).resolve().parent.parent
 WARDEN = REPO / "sandbox" / "lib" / "warden.sh"
@@ -51,37 +57,67 @@ def test_start_time_of_a_gone_process_fails(tmp_path: Path) -> None:
 def test_sweep_reports_swept_even_when_the_kill_fails(tmp_path: Path) -> None:
     tty = tmp_path / "tty"  # stands in for the session's terminal
     tty.write_bytes(b"")
-    (tmp_path / "state").write_text(f"999999999 {tty}\nrun 12.34\n")
+    (tmp_path / "state").write_text(f"999999999 {tty}\n")  # written once by the shell: pid, terminal
     # never the real kill_command here: it would sweep the host
-    res = warden('kill_command() { echo "kill $1 $2"; return 3; }\nsweep; echo "rc=$?"', tmp_path)
-    assert res.stdout.split("\n")[:2] == ["kill 999999999 12.34", "rc=0"]
+    res = warden('kill_command() { echo "kill $1 $2 $3"; return 3; }\nsweep 01234 -; echo "rc=$?"', tmp_path)
+    assert res.stdout.split("\n")[:2] == [f"kill 999999999 1234 {tty}", "rc=0"]  # "-": the terminal
     assert "sweep failed (status 3)" in res.stderr
     assert tty.read_bytes() == b"\n__FTE_SWEPT\n"
-    # an idle shell: nothing is killed, the report still comes
-    (tmp_path / "state").write_text(f"999999999 {tty}\nidle 0\n")
+    # a request without a start time: nothing is killed, the report still comes
     tty.write_bytes(b"")
-    res = warden('kill_command() { echo "kill $1"; }\nsweep', tmp_path)
-    assert "kill" not in res.stdout
+    res = warden('kill_command() { echo "kill $1"; }\nsweep "" /run/fte/sh-x.out', tmp_path)
+    assert "kill" not in res.stdout and "without a start time" in res.stderr
     assert tty.read_bytes() == b"\n__FTE_SWEPT\n"
 
 
 def test_no_state_no_sweep_and_no_report(tmp_path: Path) -> None:
     res = warden(
-        'kill_command() { echo kill; }\nreport_swept() { echo report; }\nsweep; echo "rc=$?"', tmp_path
+        'kill_command() { echo kill; }\nreport_swept() { echo report; }\nsweep 1234 -; echo "rc=$?"', tmp_path
     )
     assert res.stdout == "rc=0\n"
 
 
 def test_a_sweep_needs_a_new_token_from_the_host(tmp_path: Path) -> None:
     script = (
-        'sweep() { echo "sweep $LAST_REQUEST"; }\n'
+        'sweep() { echo "sweep $LAST_REQUEST $1 $2"; }\n'
         "WANTED=1 handle_request\n"  # a signal but no request file: nothing
-        f"echo tok1 > {tmp_path / 'sweep'}; WANTED=1 handle_request\n"  # the host asked: one sweep
+        f"echo tok1 1234 /run/fte/sh-a.out > {tmp_path / 'sweep'}; WANTED=1 handle_request\n"  # the host asked
         'WANTED=1 handle_request; echo "wanted=[$WANTED]"\n'  # the same token again (the agent): nothing
-        f"echo tok2 > {tmp_path / 'sweep'}; handle_request\n"
+        f"echo tok2 5678 > {tmp_path / 'sweep'}; handle_request\n"
     )
     res = warden(script, tmp_path)
-    assert res.stdout.splitlines() == ["sweep tok1", "wanted=[]", "sweep tok2"]
+    assert res.stdout.splitlines() == ["sweep tok1 1234 /run/fte/sh-a.out", "wanted=[]", "sweep tok2 5678 -"]
+
+
+def test_the_shell_runs_a_command_while_its_stdout_is_not_its_idle_one(tmp_path: Path) -> None:
+    idle, out = tmp_path / "idle", tmp_path / "o.1"
+    os.mkfifo(idle)
+    # stand-ins for the shell: one writing to its idle stdout (a FIFO, as the channel's), one to a command's file
+    reader = os.open(idle, os.O_RDONLY | os.O_NONBLOCK)
+    with open(idle, "wb") as idle_w, open(out, "wb") as out_w:
+        between = subprocess.Popen(["sleep", "60"], stdout=idle_w)
+        running = subprocess.Popen(["sleep", "60"], stdout=out_w)
+    try:
+        res = warden(
+            f"in_command {between.pid} {idle} && echo between-runs || echo between-idle\n"
+            f"in_command {running.pid} {idle} && echo running-runs || echo running-idle\n"
+            f"in_command 999999999 {idle} && echo gone-runs || echo gone-idle",  # unreadable: assume it runs
+            tmp_path,
+        )
+        assert res.stdout.split() == ["between-idle", "running-runs", "gone-runs"], res.stderr
+    finally:
+        os.close(reader)
+        for p in (between, running):
+            p.kill()
+            p.wait()
+
+
+def test_the_box_clock_offset_is_exact_on_a_shared_clock_and_early_on_another() -> None:
+    now = boot_clock()
+    assert box_clock_offset(int(now * 100) / 100, now - 0.005, now + 0.002) == 0.0  # read in between
+    # gVisor: its own uptime (here 3.25 s) read somewhere between sent and received: the offset that makes
+    # the box's time come out earliest
+    assert box_clock_offset(3.25, 1000.0, 1000.2) == pytest.approx(3.25 - 1000.2)
 
 
 def test_a_flood_of_signals_leaves_at_most_one_wake_up(tmp_path: Path) -> None:

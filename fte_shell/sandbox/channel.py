@@ -56,7 +56,7 @@ def open_channel(tty: ShellStream, gateway_dir: Path, owner: tuple[int, int], no
         tty.send(f"exec 1>{box_out} && {{ exec 0<>{box_in} && {ok} || {{ exec 1>&2; {no}; }}; }} || {no}\n".encode())
         got = _await_answer(tty, rfd, nonce, deadline)
         if got:
-            return ChannelStream(tty, rfd, os.open(paths[0], os.O_WRONLY | os.O_NONBLOCK), paths)
+            return ChannelStream(tty, rfd, os.open(paths[0], os.O_WRONLY | os.O_NONBLOCK), paths, box_out)
     except BaseException:
         _discard(rfd, paths)
         raise

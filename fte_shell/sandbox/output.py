@@ -321,8 +321,10 @@ class ChannelStream:
     and its terminal (merged, the FIFO first); it has ended when the terminal has. Made by
     :func:`~.channel.open_channel` (the channel past the engine's relay)."""
 
-    def __init__(self, tty: ShellStream, rfd: int, wfd: int, paths: list[Path]):
+    def __init__(self, tty: ShellStream, rfd: int, wfd: int, paths: list[Path], box_stdout: str):
         self.tty = tty
+        self.box_stdout = box_stdout
+        """The shell's stdout FIFO as the box names it (the warden tells a running command by it)."""
         self.child_fd = rfd
         self.pid = getattr(tty, "pid", None)  # a client process's (podman exec), for whoever counts them
         self._rfd: int | None = rfd

@@ -2,8 +2,8 @@
 (provider-agnostic: no Docker needed here).
 
 A box's labels and a temporary directory's owner file name the owning process (pid, its start time,
-host); :func:`stale_reason` is gc's rule. :func:`write_sweep_request` is the token the warden checks
-before it acts on a signal.
+host); :func:`stale_reason` is gc's rule. :func:`write_sweep_request` is the host's request the warden
+checks before it acts on a signal (with the command's start on the box's clock, :func:`box_clock_offset`).
 """
 
 from __future__ import annotations
@@ -148,14 +148,40 @@ def name_part(run_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]+", "-", run_id).strip("-.")[:48] or "run"
 
 
-def write_sweep_request(request_dir: Path) -> None:
-    """Put a fresh token in the box's gateway directory (read-only inside), so the warden knows the
-    next sweep signal came from the host (it ignores one without a new token)."""
+def write_sweep_request(request_dir: Path, start_cs: int, idle_stdout: str) -> None:
+    """Ask the warden for a sweep of the running command: put ``TOKEN START_CS IDLE_STDOUT`` in the box's
+    gateway directory (read-only inside; the warden ignores a signal without a new token).
+
+    ``start_cs``: when the command was sent, in hundredths of a second of the box's clock
+    (:func:`box_clock_offset`): the warden kills the processes started since. ``idle_stdout``: the
+    shell's stdout between commands as the box names it (``-``: its terminal): while the shell's stdout
+    is something else it is running the command, and the warden interrupts it too."""
+    if not idle_stdout or any(c.isspace() for c in idle_stdout):
+        raise SandboxError(f"the shell's stdout {idle_stdout!r} cannot go into a sweep request")
     tmp = Path(request_dir) / f".{SWEEP_REQUEST}.{secrets.token_hex(4)}"
     try:
-        tmp.write_text(secrets.token_hex(12) + "\n")
+        tmp.write_text(f"{secrets.token_hex(12)} {int(start_cs)} {idle_stdout}\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, Path(request_dir) / SWEEP_REQUEST)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise SandboxError(f"could not write the sweep request in {request_dir}: {e}") from e
+
+
+def boot_clock() -> float:
+    """This host's seconds since boot (``CLOCK_BOOTTIME``: the clock of /proc/uptime and of process start
+    times in /proc/PID/stat)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def box_clock_offset(box_uptime: float, sent: float, received: float) -> float:
+    """Seconds to add to :func:`boot_clock` to get the box's /proc/uptime, from one reading of the box's
+    uptime (``box_uptime``, in hundredths: it may be up to 0.01 s behind) taken between ``sent`` and
+    ``received`` on this host's clock.
+
+    A box on this host's kernel (runc, podman, bwrap) shares the clock: when the reading allows an
+    offset of 0 it is 0, exactly. Else (gVisor keeps its own uptime) the smallest offset the reading
+    allows: a command's start on the box's clock then errs early, never late, so a sweep never misses a
+    process the command started."""
+    low, high = box_uptime - received, box_uptime + 0.01 - sent
+    return 0.0 if low <= 0.0 <= high else low

@@ -8,8 +8,9 @@ the shell itself (cd, exports, functions and aliases persist) with stdin from /d
 stdout+stderr to a file on the box's private size-capped tmpfs; then ``__fte_post`` writes ``BEGIN
 <nonce>``, the output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``
 (:mod:`.shell_script`). The nonce is fresh per command and never visible to it. On timeout the host
-writes a fresh token to the gateway directory and signals the box's warden (``sandbox/lib/warden.sh``),
-which kills the command's processes and reports ``SWEPT``; a shell that dies is restarted in the last
+writes a fresh request to the gateway directory (a token, the command's start on the box's clock, the
+shell's stdout between commands) and signals the box's warden (``sandbox/lib/warden.sh``), which kills
+the command's processes and reports ``SWEPT``; a shell that dies is restarted in the last
 working directory, one that does not answer is killed and restarted. The whole protocol and its
 guarantees: docs/sandbox.md, "The session".
 
@@ -32,7 +33,7 @@ from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
-from .ownership import write_sweep_request
+from .ownership import boot_clock, box_clock_offset, write_sweep_request
 from .shell_script import init_script
 
 __all__ = ["ShellSession"]
@@ -65,6 +66,12 @@ class ShellSession:
         self._swept_seen = False
         self._no_channel = False
         """The box's shell could not use the command channel: the terminal carries everything."""
+        self._clock_offset = 0.0
+        """Seconds from this host's :func:`.ownership.boot_clock` to the box's uptime (measured at start)."""
+        self._idle_stdout = "-"
+        """The shell's stdout between commands as the box names it (``-``: its terminal)."""
+        self._start_cs = 0
+        """When the running command was sent, in hundredths of a second of the box's clock."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,10 +98,12 @@ class ShellSession:
             return str(e)
         self._exec = tty_exec
         child = self._child = tty_exec.child
+        self._idle_stdout = "-"
         init = init_script(STATE, self.cwd, nonce)
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
         try:
+            sent = boot_clock()
             child.send(init.encode())
             while True:
                 left = deadline - time.monotonic()
@@ -106,7 +115,9 @@ class ShellSession:
                 i = buf.find(marker)
                 j = buf.find(b"\n", i + len(marker)) if i >= 0 else -1
                 if j >= 0:
-                    self.shell_pid = int(buf[i + len(marker) : j])
+                    pid, uptime = buf[i + len(marker) : j].split()  # READY <nonce> <pid> <box uptime>
+                    self.shell_pid = int(pid)
+                    self._clock_offset = box_clock_offset(float(uptime), sent, boot_clock())
                     self._open_channel(child, nonce, deadline)
                     return None
         except (pexpect.EOF, OSError):
@@ -127,7 +138,7 @@ class ShellSession:
         if chan is None:
             self._no_channel = True
         else:
-            self._child = chan
+            self._child, self._idle_stdout = chan, chan.box_stdout
 
     def close(self) -> None:
         self._kill_child()
@@ -165,6 +176,7 @@ class ShellSession:
         head, tail = split_cap(cap)
         post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
         payload = command_payload(command, out_file, post)
+        self._start_cs = int((boot_clock() + self._clock_offset) * 100)  # early, never late
         res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
             nonce, time.monotonic() + timeout
         )
@@ -285,7 +297,7 @@ class ShellSession:
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
         sweep never touches the next command's processes."""
         try:
-            write_sweep_request(self.box.gateway_dir)
+            write_sweep_request(self.box.gateway_dir, self._start_cs, self._idle_stdout)
             self.box.signal_warden()
         except SandboxError:
             return "wedged"
@@ -357,7 +369,7 @@ def command_payload(command: str, out_file: str, post: str) -> str:
     ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
     body = command if command.endswith("\n") else command + "\n"
     return (
-        f"__fte_c={ansi_c_quoted(body)}; \\__fte_pre; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
+        f"__fte_c={ansi_c_quoted(body)}; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
         + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
         + post
     )

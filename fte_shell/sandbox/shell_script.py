@@ -2,9 +2,13 @@
 :func:`init_script`); the one line the host sends per command (:func:`.session.command_payload`) and
 the host side that reads the report are in :mod:`.session`.
 
-Per command the shell writes, in this order, its state file (``run``), the command's output to a file
-on the box's private tmpfs, its state file (``idle``), and one end-of-command report to its terminal:
-``BEGIN <nonce>``, the output (head and tail beyond the cap), ``END <nonce> <status> <size> <cwd>``.
+A new shell writes its pid and terminal to the state file the warden reads (once: nothing per command;
+the host's sweep request carries the command's start, on the box's clock, which the READY line gives)
+and prints ``READY <nonce> <pid> <uptime>``. Per command the shell writes the command's output to a
+file on the box's private tmpfs, then one end-of-command report to its terminal: ``BEGIN <nonce>``, the
+output (head and tail beyond the cap), ``END <nonce> <status> <size> <cwd>``; the output file is
+emptied by a redirection of fd 3, so the shell's stdout is its terminal (or channel) again from the
+report on (the warden tells a running command by it).
 A short output is written inside the report's single write; a long one by ``cat`` (or ``head`` and
 ``tail``) in large blocks: every write to the terminal costs a wake-up of each relay between it and
 the host (Docker's containerd-shim and dockerd, podman's conmon and exec client) and of the reader.
@@ -24,15 +28,7 @@ _INIT = r"""
 /usr/bin/stty raw -echo 2>/dev/null
 PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +H; set +m
 shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
-__fte_tty=$(/usr/bin/tty)
-__fte_pre() {
-  IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
-  \builtin printf -v __fte_r '%s %s\nrun %s\n' "$$" "$__fte_tty" "$__fte_up"
-  \builtin printf '%s' "$__fte_r" >|@STATE@
-}
 __fte_post() {
-  \builtin printf -v __fte_r '%s %s\nidle 0\n' "$$" "$__fte_tty"
-  \builtin printf '%s' "$__fte_r" >|@STATE@
   __fte_sz=-1 __fte_d=
   if [[ -s $2 ]] && \builtin read -r -d '' -N @INLINE1@ __fte_d <"$2"; then
     __fte_d= __fte_sz=$(/usr/bin/wc -c <"$2")
@@ -42,10 +38,10 @@ __fte_post() {
     else
       /usr/bin/cat -- "$2"; __fte_sz=-1
     fi
-    \builtin : >|"$2"
+    \builtin : 3>|"$2"
     \builtin printf -v __fte_r '\n__FTE_%s_%s %s %s %s\n' END "$1" "${__fte_st:-0}" "$__fte_sz" "${PWD//[$'\n\r']/}"
   else
-    [[ -s $2 ]] && \builtin : >|"$2"
+    [[ -n $__fte_d || -s $2 ]] && \builtin : 3>|"$2"
     \builtin printf -v __fte_r '\n__FTE_%s_%s\n%s\n__FTE_%s_%s %s -1 %s\n' BEGIN "$1" "$__fte_d" END "$1" \
       "${__fte_st:-0}" "${PWD//[$'\n\r']/}"
     __fte_d=
@@ -53,11 +49,12 @@ __fte_post() {
   \builtin printf '%s' "$__fte_r"
   if [[ $__fte_f == *x* ]]; then \builtin set -x; fi
 }
-\builtin printf -v __fte_r '%s %s\nidle 0\n' "$$" "$__fte_tty"
-\builtin printf '%s' "$__fte_r" >|@STATE@
+\builtin printf '%s %s\n' "$$" "$(/usr/bin/tty)" >|@STATE@
 __fte_f=; __fte_st=0
 \builtin cd -- @CWD@ 2>/dev/null || \builtin cd /work
-\builtin printf '\n__FTE_%s_%s %s\n' READY @NONCE@ "$$"
+IFS=' ' \builtin read -r __fte_up __fte_x </proc/uptime
+\builtin printf '\n__FTE_%s_%s %s %s\n' READY @NONCE@ "$$" "$__fte_up"
+__fte_up= __fte_x=
 """
 
 
@@ -66,6 +63,7 @@ def _quote(s: str) -> str:
 
 
 def init_script(state: str, cwd: str, nonce: str) -> str:
-    """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid``."""
+    """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid
+    uptime`` (the box's /proc/uptime: the host measures the box's clock by it)."""
     return (_INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
             .replace("@INLINE1@", str(INLINE_BYTES + 1)))

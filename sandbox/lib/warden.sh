@@ -17,19 +17,23 @@
 #    A box without a pids cgroup of its own (bwrap or rootless podman limited by rlimits only) counts the
 #    processes of its pid namespace (/proc, a glob: no fork) against its RLIMIT_NPROC, read at start.
 # 3. Timeout enforcer: on SIGUSR1 (the host's `docker kill --signal USR1`: no new process has to start in
-#    the container) it kills the running command's processes: it freezes every process that started
+#    the container) it kills the timed-out command's processes: it freezes every process that started
 #    after the command began (all but the session shell, PID 1 and itself), kills those that ignore
-#    SIGINT, sends SIGINT to the rest and to the shell together (like Ctrl-C: the shell abandons the rest
-#    of the command), kills whatever is left, interrupts a builtin loop in the shell (or kills the shell
-#    when it ignores SIGINT: the host then starts a new one), and writes a SWEPT line to the session's
-#    terminal so the host knows the sweep is over (also when the kill failed half-way).
+#    SIGINT, sends SIGINT to the rest and, while it still runs the command, to the shell together (like
+#    Ctrl-C: the shell abandons the rest of the command), kills whatever is left, interrupts a builtin
+#    loop in the shell (or kills the shell when it ignores SIGINT: the host then starts a new one), and
+#    writes a SWEPT line to the session's terminal so the host knows the sweep is over (also when the
+#    kill failed half-way).
 #    The agent can send SIGUSR1 too (it runs as the same user), so a sweep is only done when the host
-#    asked for it: before signalling, the host writes a fresh token to $REQUEST, a file in the gateway
-#    directory, which is mounted read-only in the container. A signal without a new token is ignored.
+#    asked for it: before signalling, the host writes a fresh request to $REQUEST, a file in the gateway
+#    directory, which is mounted read-only in the container: `TOKEN START_CS IDLE_STDOUT`. A signal
+#    without a new token is ignored. START_CS is when the host sent the command, in hundredths of a
+#    second of the box's /proc/uptime clock (the host measured the offset when the shell started); the
+#    processes that started since are the command's. IDLE_STDOUT is the shell's stdout between commands
+#    (`-`: its terminal): while the shell's stdout (/proc/SHELL/fd/1) is anything else, it is inside the
+#    command (the command's output file, or a redirection of the command's own).
 #
-# The session shell describes the running command in $STATE: `SHELL_PID TTY` on the first line (written
-# once per shell), `run UPTIME` or `idle UPTIME` on the second (written before and after every command,
-# with shell builtins only).
+# The session shell writes `SHELL_PID TTY` to $STATE once, when it starts (nothing per command).
 #
 # Sourced with FTE_WARDEN_LIB=1 it only defines its functions (the tests call them on the host).
 
@@ -56,13 +60,13 @@ uptime_cs() {
   UP=$((10#${up:-0}))
 }
 
-# read_state: the session's state into S_PID S_TTY S_PHASE S_T0 (S_T0: "run" uptime, hundredths)
+# read_state: the session shell's pid and terminal into S_PID S_TTY
 read_state() {
-  local a b c d
-  S_PID= S_TTY= S_PHASE= S_T0=
-  { IFS=' ' read -r a b && IFS=' ' read -r c d; } 2>/dev/null <"$STATE" || return 1
-  [[ $a =~ ^[0-9]+$ && -n $b && -n $c && $d =~ ^[0-9]+(\.[0-9]+)?$ ]] || return 1
-  S_PID=$a S_TTY=$b S_PHASE=$c S_T0=$d
+  local a b
+  S_PID= S_TTY=
+  IFS=' ' read -r a b 2>/dev/null <"$STATE" || return 1
+  [[ $a =~ ^[0-9]+$ && -n $b ]] || return 1
+  S_PID=$a S_TTY=$b
 }
 
 # started_at PID: when PID started, in hundredths of a second since boot, into ST (1 if it is gone)
@@ -108,20 +112,19 @@ signal_all() {  # signal_all SIG PID...
   return 0
 }
 
-still_running() {  # still_running T0: the command that started at T0 is still the running one
-  local t0=$1
-  read_state && [[ $S_PHASE == run && $S_T0 == "$t0" ]]
+# in_command SHELL_PID IDLE_STDOUT: the shell runs a command (its stdout is not its stdout between
+# commands; also when /proc/SHELL/fd/1 cannot be read)
+in_command() {
+  [[ ! /proc/$1/fd/1 -ef $2 ]]
 }
 
-kill_command() {  # kill_command SHELL_PID T0
-  local shell=$1 t0=$2 t0c running=0 p i
+kill_command() {  # kill_command SHELL_PID T0 IDLE_STDOUT (T0 in hundredths of the box's uptime)
+  local shell=$1 t0c=$2 idle=$3 running=0 p i
   local -a pids ignoring rest
-  t0c=${t0/./}
-  t0c=$((10#$t0c))
   local -a protect=(1 "$$" "$PPID" "$shell")
   targets "$t0c" "${protect[@]}"
   pids=("${T[@]}")
-  still_running "$t0" && running=1
+  in_command "$shell" "$idle" && running=1
   if ((${#pids[@]})); then
     # Like Ctrl-C: the shell and the command's processes get SIGINT together, so a foreground child that
     # dies of SIGINT makes the shell (and any bash in between) abandon the rest of the command. All are
@@ -153,7 +156,7 @@ kill_command() {  # kill_command SHELL_PID T0
     nap 0.01
   done
   nap 0.03
-  still_running "$t0" && signal_all INT "$shell"  # SIGINT was caught or came too early: once more
+  in_command "$shell" "$idle" && signal_all INT "$shell"  # SIGINT was caught or came too early: once more
   return 0
 }
 
@@ -162,13 +165,17 @@ report_swept() {  # report_swept TTY: tell the host, on the session's terminal, 
   return 0
 }
 
-# sweep: kill the running command's processes, then report SWEPT (also when the kill failed half-way:
-# the host must never wait for a report that does not come)
+# sweep T0 IDLE_STDOUT: kill the processes of the command the host sent at T0 (hundredths of the box's
+# uptime), then report SWEPT (also when the kill failed half-way: the host must never wait for a report
+# that does not come). The command may have ended just now: its background jobs go all the same.
 sweep() {
   read_state || return 0
-  local tty=$S_TTY
-  if [[ $S_PHASE == run ]]; then  # else no command runs (it ended just now): leave background jobs alone
-    kill_command "$S_PID" "$S_T0" || log "sweep failed (status $?)"
+  local tty=$S_TTY idle=$2
+  [[ $idle == - ]] && idle=$S_TTY
+  if [[ $1 =~ ^[0-9]+$ ]]; then
+    kill_command "$S_PID" "$((10#$1))" "$idle" || log "sweep failed (status $?)"
+  else
+    log "a sweep request without a start time: nothing killed"
   fi
   report_swept "$tty"
 }
@@ -185,12 +192,12 @@ on_usr1() {
 
 # handle_request: a sweep when the host asked for one (a new token in $REQUEST), else nothing
 handle_request() {
-  local req=
+  local req= t0= idle=
   WANTED=
-  IFS= read -r req 2>/dev/null <"$REQUEST"
+  IFS=' ' read -r req t0 idle 2>/dev/null <"$REQUEST"
   [[ -n $req && $req != "$LAST_REQUEST" ]] || return 0
   LAST_REQUEST=$req
-  sweep
+  sweep "$t0" "${idle:--}"
 }
 
 pids_usage() {  # into P_CUR P_MAX (P_MAX 0: no limit)
