@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from fte_shell.sandbox.ownership import boot_clock, box_clock_offset
+from fte_shell.sandbox.ownership import box_clock_offset
 
 REPO = Path(__file__).resolve().parent.parent
 WARDEN = REPO / "sandbox" / "lib" / "warden.sh"
@@ -81,7 +82,7 @@ def test_a_sweep_needs_a_new_token_from_the_host(tmp_path: Path) -> None:
     script = (
         'sweep() { echo "sweep $LAST_REQUEST $1 $2"; }\n'
         "WANTED=1 handle_request\n"  # a signal but no request file: nothing
-        f"echo tok1 1234 /run/fte/sh-a.out > {tmp_path / 'sweep'}; WANTED=1 handle_request\n"  # the host asked
+        f"echo tok1 1234 /run/fte/sh-a.out > {tmp_path / 'sweep'}; WANTED=1 handle_request\n"  # host asked
         'WANTED=1 handle_request; echo "wanted=[$WANTED]"\n'  # the same token again (the agent): nothing
         f"echo tok2 5678 > {tmp_path / 'sweep'}; handle_request\n"
     )
@@ -92,7 +93,7 @@ def test_a_sweep_needs_a_new_token_from_the_host(tmp_path: Path) -> None:
 def test_the_shell_runs_a_command_while_its_stdout_is_not_its_idle_one(tmp_path: Path) -> None:
     idle, out = tmp_path / "idle", tmp_path / "o.1"
     os.mkfifo(idle)
-    # stand-ins for the shell: one writing to its idle stdout (a FIFO, as the channel's), one to a command's file
+    # stand-ins for the shell: one writes to its idle stdout (a FIFO, as the channel), one to a command's file
     reader = os.open(idle, os.O_RDONLY | os.O_NONBLOCK)
     with open(idle, "wb") as idle_w, open(out, "wb") as out_w:
         between = subprocess.Popen(["sleep", "60"], stdout=idle_w)
@@ -113,7 +114,7 @@ def test_the_shell_runs_a_command_while_its_stdout_is_not_its_idle_one(tmp_path:
 
 
 def test_the_box_clock_offset_is_exact_on_a_shared_clock_and_early_on_another() -> None:
-    now = boot_clock()
+    now = time.clock_gettime(time.CLOCK_BOOTTIME)
     assert box_clock_offset(int(now * 100) / 100, now - 0.005, now + 0.002) == 0.0  # read in between
     # gVisor: its own uptime (here 3.25 s) read somewhere between sent and received: the offset that makes
     # the box's time come out earliest

@@ -57,7 +57,10 @@ def clean_text(data: bytes | bytearray | str) -> str:
             text = data.decode("utf-8")
         except UnicodeDecodeError:  # a control byte may split an invalid sequence: the long way
             pass
-        else:  # (one memchr per control byte: no copy of a long output that has none)
+        else:  # a short output: one copy; a long one: one memchr per control byte, no copy when it has none
+            if len(data) <= 4096:
+                kept = data.translate(None, _C0)
+                return text if len(kept) == len(data) else kept.decode("utf-8")
             return data.translate(None, _C0).decode("utf-8") if any(c in data for c in _C0_EACH) else text
     text = data.decode("utf-8", errors="replace") if not isinstance(data, str) else data
     if "\x1b" in text or "\x9b" in text:

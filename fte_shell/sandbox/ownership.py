@@ -168,15 +168,10 @@ def write_sweep_request(request_dir: Path, start_cs: int, idle_stdout: str) -> N
         raise SandboxError(f"could not write the sweep request in {request_dir}: {e}") from e
 
 
-def boot_clock() -> float:
-    """This host's seconds since boot (``CLOCK_BOOTTIME``: the clock of /proc/uptime and of process start
-    times in /proc/PID/stat)."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
 def box_clock_offset(box_uptime: float, sent: float, received: float) -> float:
-    """Seconds to add to :func:`boot_clock` to get the box's /proc/uptime, from one reading of the box's
-    uptime (``box_uptime``, in hundredths: it may be up to 0.01 s behind) taken between ``sent`` and
+    """Seconds to add to this host's ``CLOCK_BOOTTIME`` (the clock of /proc/uptime and of the start times
+    in /proc/PID/stat) to get the box's /proc/uptime, from one reading of the box's uptime
+    (``box_uptime``, in hundredths: it may be up to 0.01 s behind) taken between ``sent`` and
     ``received`` on this host's clock.
 
     A box on this host's kernel (runc, podman, bwrap) shares the clock: when the reading allows an

@@ -33,7 +33,7 @@ from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
-from .ownership import boot_clock, box_clock_offset, write_sweep_request
+from .ownership import box_clock_offset, write_sweep_request
 from .shell_script import init_script
 
 __all__ = ["ShellSession"]
@@ -67,7 +67,7 @@ class ShellSession:
         self._no_channel = False
         """The box's shell could not use the command channel: the terminal carries everything."""
         self._clock_offset = 0.0
-        """Seconds from this host's :func:`.ownership.boot_clock` to the box's uptime (measured at start)."""
+        """Seconds from this host's ``CLOCK_BOOTTIME`` to the box's uptime (measured at start)."""
         self._idle_stdout = "-"
         """The shell's stdout between commands as the box names it (``-``: its terminal)."""
         self._start_cs = 0
@@ -103,7 +103,7 @@ class ShellSession:
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
         try:
-            sent = boot_clock()
+            sent = time.clock_gettime(time.CLOCK_BOOTTIME)
             child.send(init.encode())
             while True:
                 left = deadline - time.monotonic()
@@ -117,7 +117,8 @@ class ShellSession:
                 if j >= 0:
                     pid, uptime = buf[i + len(marker) : j].split()  # READY <nonce> <pid> <box uptime>
                     self.shell_pid = int(pid)
-                    self._clock_offset = box_clock_offset(float(uptime), sent, boot_clock())
+                    received = time.clock_gettime(time.CLOCK_BOOTTIME)
+                    self._clock_offset = box_clock_offset(float(uptime), sent, received)
                     self._open_channel(child, nonce, deadline)
                     return None
         except (pexpect.EOF, OSError):
@@ -176,7 +177,7 @@ class ShellSession:
         head, tail = split_cap(cap)
         post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
         payload = command_payload(command, out_file, post)
-        self._start_cs = int((boot_clock() + self._clock_offset) * 100)  # early, never late
+        self._start_cs = int((time.clock_gettime(time.CLOCK_BOOTTIME) + self._clock_offset) * 100)  # early
         res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
             nonce, time.monotonic() + timeout
         )
