@@ -51,6 +51,9 @@ RESYNC_GRACE_S = 20.0
 RESEND_S = 2.0
 """The report is sent again this often while the shell has not answered (an interrupt that reached
 the shell late may have discarded the line)."""
+READ_BYTES = 1 << 16
+"""One read of the shell's stream: a pipe's capacity (a terminal gives at most 4 KiB). A larger buffer
+made Python map and unmap 1 MiB for every report (three system calls and, under threads, TLB flushes)."""
 class ShellSession:
     """A persistent bash session in one box (not thread-safe: one command at a time)."""
 
@@ -268,7 +271,7 @@ class ShellSession:
                 self._rest = buf if begin < 0 else bytearray(begin_m) + buf
                 return "timeout"
             try:
-                buf += child.read_nonblocking(1 << 20, timeout=min(left, 3600))
+                buf += child.read_nonblocking(READ_BYTES, timeout=min(left, 3600))
             except pexpect.TIMEOUT:
                 continue
             except (pexpect.EOF, OSError):  # OSError: the terminal was closed under us

@@ -7,8 +7,9 @@ the host's sweep request carries the command's start, on the box's clock, which 
 and prints ``READY <nonce> <pid> <uptime>``. Per command the shell writes the command's output to a
 file on the box's private tmpfs, then one end-of-command report to its terminal: ``BEGIN <nonce>``, the
 output (head and tail beyond the cap), ``END <nonce> <status> <size> <cwd>``; the output file is
-emptied by a redirection of fd 3, so the shell's stdout is its terminal (or channel) again from the
-report on (the warden tells a running command by it).
+read and emptied through fd 3, which the shell does not hold (no copy of an open descriptor to save
+and restore, as one of 0 or 1 would need), and the shell's stdout is its terminal (or channel) again
+from the report on (the warden tells a running command by it).
 A short output is written inside the report's single write; a long one by ``cat`` (or ``head`` and
 ``tail``) in large blocks: every write to the terminal costs a wake-up of each relay between it and
 the host (Docker's containerd-shim and dockerd, podman's conmon and exec client) and of the reader.
@@ -32,7 +33,7 @@ PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; unset HISTFILE; set +o history; set +
 shopt -s expand_aliases; shopt -u checkwinsize 2>/dev/null
 __fte_post() {
   __fte_sz=-1 __fte_d=
-  if [[ -s $2 ]] && \builtin read -r -d '' -N @INLINE1@ __fte_d <"$2"; then
+  if [[ -s $2 ]] && \builtin read -r -d '' -N @INLINE1@ -u 3 __fte_d 3<"$2"; then
     __fte_d= __fte_sz=$(/usr/bin/wc -c <"$2")
     \builtin printf '\n__FTE_%s_%s\n' BEGIN "$1"
     if (( __fte_sz > $3 )); then
