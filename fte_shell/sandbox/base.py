@@ -95,8 +95,7 @@ class Box(Protocol):
     direct_channel: bool
     """A FIFO this process makes in ``gateway_dir`` is the same FIFO for the box's shell, which then
     takes its commands and writes its reports over two of them past the engine's relay
-    (:mod:`.channel`); False where the terminal is already this process's own (bwrap) or the runtime
-    does not pass host FIFOs through (gVisor)."""
+    (:mod:`.channel`); False where the runtime does not pass host FIFOs through (gVisor)."""
 
     @property
     def gateway_socket(self) -> Path:

@@ -8,9 +8,11 @@ stdout to two FIFOs this process made in the gateway directory (mounted read-onl
 :data:`~.base.GATEWAY_MOUNT`; a FIFO opens for writing there all the same): commands and reports
 then go between this process and the shell directly, through the kernel. The terminal stays the
 shell's controlling terminal and stderr: the warden's ``SWEPT`` line and anything written to
-``/dev/tty`` still come over it, and its end is still the shell's end.
+``/dev/tty`` still come over it, and its end is still the shell's end. A bwrap shell's terminal has no
+relay, but the channel pays there too: two FIFOs cost less per command than a pty (the shell's CPU per
+trivial command 140-170 -> about 120 µs, this process's 70 -> 50 µs, one thread, 2026-12-02).
 
-Only where the host's file reaches the box's shell as the same FIFO (``runc``; not gVisor's gofer) and
+Only where the host's file reaches the box's shell as the same FIFO (``runc``, bwrap; not gVisor's gofer) and
 this process may give the FIFOs to the box's uid alone (root): other local users must not write
 commands into a box. Anywhere else, or when the shell cannot open them, the terminal carries it all.
 """

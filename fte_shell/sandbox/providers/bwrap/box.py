@@ -108,8 +108,9 @@ class BwrapBox(BoxFields):
     userns_fd: int
     """The box's outer user namespace (the inner one's parent), held open for ``nsenter``."""
     shells: list[subprocess.Popen] = field(default_factory=list)
-    direct_channel: bool = False
-    """The shell's terminal is already this process's own (no relay between)."""
+    direct_channel: bool = True
+    """The gateway directory is bind-mounted: a FIFO made there is the shell's too (the terminal has no
+    relay, but a pty costs more per command than two FIFOs)."""
 
     def _enter(self, argv: list[str], fd: str, prefix: bool = False) -> list[str]:
         """The host command that runs ``argv`` inside the box (``fd``: the outer user namespace); run
