@@ -34,10 +34,12 @@ GATEWAY_MOUNT = "/run/fte"
 GATEWAY_SOCKET = f"{GATEWAY_MOUNT}/gw.sock"
 """The gateway's socket inside the box (``FTE_GATEWAY``); on the host: ``gateway_dir / "gw.sock"``."""
 SWEEP_REQUEST = "sweep"
-"""File in the gateway directory (read-only in the box) where the host puts a fresh token before it
-signals the warden: a sweep signal without a new token (one the agent sent) is ignored."""
+"""File in the gateway directory (read-only in the box) where the host puts a fresh request before it
+signals the warden (a token, the command's start on the box's clock, the shell's stdout between
+commands): a sweep signal without a new token (one the agent sent) is ignored."""
 RUN_MOUNT = "/opt/fte/run"
-"""Private tmpfs of the session: per-command output files and the warden's state file."""
+"""Private tmpfs of the session: per-command output files and the warden's state file (the shell's pid
+and terminal, written once per shell)."""
 WARDEN = "/opt/fte/lib/warden.sh"
 """The box's main process: dead-man timer (the TTL) and the enforcer of timeouts."""
 
