@@ -82,37 +82,53 @@ if [[ -n $left ]]; then
   echo "processes still alive after the kill:$left"
   exit 3
 fi
-full=
+gone=() fix=() make=()
 if [[ -O /dev ]]; then  # bwrap: /dev is a tmpfs of the box's user; keep (and mend) only what bwrap made
-  /bin/chmod 755 /dev
-  for e in /dev/*; do
-    case ${e#/dev/} in
-      null | zero | full | random | urandom | tty | pts | shm | @LINK_NAMES@) ;;
-      *) /bin/chmod -R u+rwX -- "$e" 2>/dev/null; /bin/rm -rf -- "$e" 2>/dev/null || full+=" $e" ;;
+  declare -A want=(@LINKS@) good=()
+  while IFS=' ' read -r -d '' dep y m && read -r -d '' p && read -r -d '' t; do  # (bash cannot read a link or a mode)
+    [[ $y == d && $m != 755 && -O $p && ($dep == 0 || $p == /dev/shm) ]] && fix+=("$p")
+    ((dep == 0)) && continue
+    [[ $p == /dev/* ]] || continue
+    n=${p#/dev/}
+    case $n in
+      null | zero | full | random | urandom | tty | pts) ;;
+      shm) if [[ $y == d ]]; then good[shm]=1; else gone+=("$p"); fi ;;
+      *) if [[ -n ${want[$n]} && $y == l && $t == "${want[$n]}" ]]; then good[$n]=1; else gone+=("$p"); fi ;;
     esac
-  done
-  for l in @LINKS@; do
-    n=/dev/${l%%:*} t=${l#*:}
-    if [[ ! -L $n || $(/bin/readlink -- "$n") != "$t" ]]; then
-      /bin/rm -rf -- "$n" 2>/dev/null
-      /bin/ln -s -- "$t" "$n" || full+=" $n"
-    fi
-  done
-  if [[ ! -d /dev/shm || -L /dev/shm ]]; then
-    /bin/rm -rf -- /dev/shm 2>/dev/null
-    /bin/mkdir /dev/shm || full+=" /dev/shm"
-  fi
+  done < <(/usr/bin/find /dev @WRITABLE@ -maxdepth 1 -printf '%d %y %m\0%p\0%l\0' 2>/dev/null)
+  for n in "${!want[@]}"; do [[ -n ${good[$n]} ]] || make+=("$n"); done
+  [[ -n ${good[shm]} ]] || make+=(shm)
 fi
+((${#fix[@]})) && /bin/chmod 755 -- "${fix[@]}"  # bwrap's tmpfs roots are the box user's (mode 755)
 for d in @WRITABLE@; do
-  [[ -O $d ]] && /bin/chmod 755 -- "$d"  # bwrap's tmpfs roots are the box user's (mode 755)
+  [[ -d $d && -w $d ]] && gone+=("$d"/*)
+done
+if ((${#gone[@]})) && ! /bin/rm -rf -- "${gone[@]}" 2>/dev/null; then
+  /bin/chmod -R u+rwX -- "${gone[@]}" 2>/dev/null  # a directory the agent made unreadable
+  /bin/rm -rf -- "${gone[@]}" 2>/dev/null
+fi
+full=
+for n in "${make[@]}"; do
+  if [[ $n == shm ]]; then
+    /bin/mkdir -m 755 /dev/shm || full+=" /dev/shm"
+  else
+    /bin/ln -s -- "${want[$n]}" "/dev/$n" || full+=" /dev/$n"
+  fi
+done
+for d in @WRITABLE@; do
   [[ -d $d && -w $d ]] || continue
-  e=("$d"/*)
-  ((${#e[@]})) || continue
-  /bin/chmod -R u+rwX -- "${e[@]}" 2>/dev/null
-  /bin/rm -rf -- "${e[@]}" 2>/dev/null
   e=("$d"/*)
   ((${#e[@]})) && full+=" $d"
 done
+if [[ -O /dev ]]; then
+  for e in /dev/*; do
+    n=${e#/dev/}
+    case $n in
+      null | zero | full | random | urandom | tty | pts | shm) ;;
+      *) [[ -n ${want[$n]} && -L $e ]] || full+=" $e" ;;
+    esac
+  done
+fi
 if [[ -n $full ]]; then
   echo "could not empty:$full"
   exit 4
@@ -125,8 +141,7 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
   fi
 done
 exec "$@"
-""".replace("@WRITABLE@", " ".join(WRITABLE)).replace(
-    "@LINK_NAMES@", " | ".join(DEV_LINKS)).replace("@LINKS@", " ".join(f"{k}:{v}" for k, v in DEV_LINKS.items()))
+""".replace("@WRITABLE@", " ".join(WRITABLE)).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
 """Run in the box as its user as ``bash -c RESET_SCRIPT NAME ARGV…`` (the next shell of the session,
 :class:`WipingBox`): kill every process but PID 1 and itself (zombies left by orphans are waited for
 while the warden reaps them), empty :data:`WRITABLE`, remove System V IPC objects, then become ``ARGV`` (the new shell, its environment the box's own: nothing of the
