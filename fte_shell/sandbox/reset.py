@@ -47,6 +47,10 @@ RESET_FETCH_WAIT_S = 30.0
 """How long a reset waits for the fetches its gateway has under way (a late page must not land in the
 next user's workspace); a box still fetching then is closed instead."""
 
+KILL_WAIT_S = 10.0
+"""How long the wipe goes on killing before it gives up on a process that does not end (the reset then
+fails and the box is closed)."""
+
 DEV_LINKS = {"core": "/proc/kcore", "fd": "/proc/self/fd", "ptmx": "pts/ptmx", "stdin": "/proc/self/fd/0",
              "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 """The symbolic links of a bwrap box's ``/dev`` (``bwrap --dev``), whose tmpfs belongs to the box's user:
@@ -56,8 +60,8 @@ which it cannot remove)."""
 RESET_SCRIPT = r"""
 cd / || exit 2
 shopt -s dotglob nullglob
-woke=
-for ((i = 0; i < 300; i++)); do
+woke= t0=${EPOCHREALTIME/./}
+for ((i = 0; ${EPOCHREALTIME/./} - t0 < @KILL_US@; i++)); do  # (a loaded host may take a while to end them)
   builtin kill -KILL -1 2>/dev/null
   left= dead=
   for d in /proc/[0-9]*; do
@@ -141,7 +145,7 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
   fi
 done
 exec "$@"
-""".replace("@WRITABLE@", " ".join(WRITABLE)).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
+""".replace("@WRITABLE@", " ".join(WRITABLE)).replace("@KILL_US@", str(int(KILL_WAIT_S * 1e6))).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
 """Run in the box as its user as ``bash -c RESET_SCRIPT NAME ARGV…`` (the next shell of the session,
 :class:`WipingBox`): kill every process but PID 1 and itself (zombies left by orphans are waited for
 while the warden reaps them), empty :data:`WRITABLE`, remove System V IPC objects, then become ``ARGV`` (the new shell, its environment the box's own: nothing of the
