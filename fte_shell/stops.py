@@ -43,7 +43,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("context_overflow", False, None, "the conversation no longer fits the model's context window"),
     Stop("too_many_nudges", False, None, "agent.max_nudges replies in a row with neither a tool call nor an answer"),
     Stop("repeated_reply", False, None, "the same reply several times in a row (a degenerate loop)"),
-    Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length)"),
+    Stop("reply_cut", False, None, "two replies in a row cut at max_tokens (finish_reason length); a "
+         "call written as text that was whole before the cut makes its reply no cut one"),
     Stop("stuck", False, None, "the same tool call with the same observation once more after the stuck notice "
                                "(agent.stuck_repeats in a row get the notice; fte_shell.agent.stuck)"),
     Stop("token_budget", False, None, "agent.max_total_tokens spent (the run's prompt + completion tokens)"),

@@ -204,6 +204,12 @@ async def settle(limit: float = 60.0) -> None:
 
 
 async def close_pools() -> None:
-    """Close the EpisodePools the pool cases opened."""
+    """Close the EpisodePools the pool cases opened (saying, on stderr, how many of their episodes ran in
+    a box given back and reset: ``PoolConfig.reuse_boxes``)."""
     for key in list(_POOLS):
-        await _POOLS.pop(key).__aexit__(None, None, None)
+        pool = _POOLS.pop(key)
+        boxes = pool._boxes
+        if boxes is not None:
+            print(f"{_POOL_CONFIGS[key].sandbox.provider} pool: {boxes.reused} episodes in a reused box "
+                  f"(reuse_boxes={pool.settings.reuse_boxes})", file=sys.stderr)
+        await pool.__aexit__(None, None, None)

@@ -243,6 +243,25 @@ def test_a_cut_reply_is_never_the_answer_and_two_in_a_row_stop(tmp_path: Path, c
     assert notice["kind"] == "reply_cut" and "cut off" in emu.requests[1]["messages"][-1]["content"]
 
 
+def test_a_whole_text_call_before_the_cut_is_executed_and_its_reply_is_no_cut_one(tmp_path: Path, corpus: Path) -> None:
+    # llama.cpp with a 1.5B model (measured): the call as a bare object, then a result it invented until the
+    # cap. Three such replies in a row: each call runs, none is a cut reply (no notice, no reply_cut stop)
+    call = '{"name": "search", "arguments": {"query": "json dumps"}}'
+    invented = EmuTurn(content=call + "\n<tool_response>\n" + "made-up result " * 200, finish_reason="length")
+    with Emulator(VLLM(), Then(invented, invented, invented)) as emu:
+        _, events, r = run(tmp_path, emu.base_url, corpus, model={"parse_text_tool_calls": True},
+                           agent={"stuck_repeats": "off"})
+    intact(events, r)
+    calls = of(events, "tool_call")
+    assert [c["arguments"] for c in calls[:3]] == [{"query": "json dumps"}] * 3 and all(c["salvaged"] for c in calls[:3])
+    assert not [n for n in of(events, "nudge") if n["kind"] == "reply_cut"]
+    assert r["stop_reason"] == "answer" and r["turns"] >= 4
+    # without parse_text_tool_calls the same replies are cut replies: the notice, then reply_cut
+    with Emulator(VLLM(), Then(invented, invented, invented)) as emu:
+        _, events, r = run(tmp_path / "off", emu.base_url, corpus)
+    assert r["stop_reason"] == "reply_cut" and r["turns"] == 2 and not of(events, "tool_call")
+
+
 def test_reasoning_that_ate_the_budget_gets_the_cut_notice_then_the_run_goes_on(tmp_path: Path, corpus: Path) -> None:
     ate = EmuTurn(content="", reasoning="thinking " * 50, finish_reason="length")
     with Emulator(DeepSeek(), Then(ate)) as emu:

@@ -17,7 +17,7 @@ import pytest
 
 from fte_shell import load_config
 from fte_shell.record.rundir import read_judgement, verdicts
-from fte_shell.rl import EpisodeOver, EpisodePool, PoolConfig
+from fte_shell.rl import EpisodeOver, EpisodePool, PoolConfig, PoolEpisode
 from fte_shell.sandbox.ownership import LABEL, OWNER_FILE
 from tests.conftest import IN_CI
 from tests.providers import CASES, ProviderCase
@@ -127,6 +127,44 @@ def test_record_false_keeps_only_memory_and_timeout_closes(tmp_path: Path) -> No
 
     asyncio.run(main())
     assert live_boxes("bwrap", os.getpid()) == []
+
+
+LEAVE = ("setsid sleep 1001 >/dev/null 2>&1 </dev/null & nohup sleep 1002 >/dev/null 2>&1 & "
+         "echo mine > /tmp/mine; export LEAK=1; leak() { :; }; cd /tmp; echo left")
+
+
+@pytest.mark.parametrize("case", KILL_CASES, ids=[c.id for c in KILL_CASES])
+def test_the_next_episode_gets_the_same_box_reset_and_its_own_workspace(case: ProviderCase, tmp_path: Path) -> None:
+    usable(case)
+    out = tmp_path / "pool"
+
+    async def main() -> tuple[PoolEpisode, PoolEpisode]:
+        async with EpisodePool(config(case.provider), size=1, out_dir=out) as pool:
+            assert pool.settings.reuse_boxes  # the default
+            first = await pool.reset("Leave a mess", answer="x", qid="first")
+            box = first.episode.profile.sandbox
+            (first.episode.workspace_dir / "page.md").write_text("the first episode's page")  # as a fetch does
+            assert (await first.step("bash", {"command": LEAVE})).output.splitlines()[-1] == "left"
+            assert "page.md" in (await first.step("bash", {"command": "ls /work"})).output
+            await first.finish("x")
+            second = await pool.reset("Find nothing", answer="y", qid="second")
+            again = second.episode.profile.sandbox
+            assert again is box and again.container_id == box.container_id and pool._boxes.reused == 1
+            r = await second.step("bash", {"command": "echo cwd=$PWD leak=${LEAK-none}; type leak 2>&1 | head -1; "
+                                           "ls -A /tmp /work; ps -eo args | grep -c 'sleep 100[12]'"})
+            # no variable, function, file (in /tmp or /work) or process of the first episode is left
+            assert r.output.splitlines() == ["cwd=/work leak=none", "bash: type: leak: not found", "/tmp:", "",
+                                             "/work:", "0", "[exit code 1]"], r.output
+            (second.episode.workspace_dir / "other.md").write_text("the second episode's page")
+            await second.finish("y")
+            return first, second
+
+    first, second = asyncio.run(main())
+    # each run directory kept its own workspace (a copy, made before the box was reset)
+    assert not first.run_dir.joinpath("workspace").is_symlink()
+    assert [p.name for p in first.run_dir.joinpath("workspace").iterdir()] == ["page.md"]
+    assert [p.name for p in second.run_dir.joinpath("workspace").iterdir()] == ["other.md"]
+    assert live_boxes(case.provider, os.getpid()) == []
 
 
 DRIVER = textwrap.dedent(

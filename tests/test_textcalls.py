@@ -48,6 +48,22 @@ def test_a_bare_object_followed_by_the_result_the_model_invented_is_a_call() -> 
     assert find_text_tool_calls('{"name": "Peru", "arguments": {}}\nmore', NAMES) == []
 
 
+def test_a_bare_object_followed_by_invented_fenced_calls_is_that_one_call() -> None:
+    # llama.cpp, turn 2 of a measured HotpotQA run (shell profile): the call, half a fence, then the same
+    # call with another argument in a fence: the call is the leading object, not the fenced one after it
+    q = "English writer and journalist who wrote many books about beer and whisky"
+    first = '{\n  "name": "bash",\n  "arguments": {\n    "command": "search \'%s\' -n 1"\n  }\n}' % q
+    text = first + "\n```\n" + first.replace("-n 1", "-n 2") + "\n```"
+    assert find_text_tool_calls(text, NAMES) == [
+        {"name": "bash", "arguments": {"command": f"search '{q}' -n 1"}, "format": "json", "raw": first}]
+    # a reply that opens with a fence keeps every fenced call (a model that writes two calls)
+    two = "```json\n" + first + "\n```\n```json\n" + first.replace("-n 1", "-n 2") + "\n```"
+    assert [c["arguments"]["command"][-4:] for c in find_text_tool_calls(two, NAMES)] == ["-n 1", "-n 2"]
+    # a leading object that names no tool leaves the fenced calls after it as they were
+    other = '{"name": "Peru", "arguments": {}}\n```json\n' + first + "\n```"
+    assert [c["arguments"]["command"][-4:] for c in find_text_tool_calls(other, NAMES)] == ["-n 1"]
+
+
 def test_split_think() -> None:
     assert split_think("<think>\nplan <answer>x</answer>\n</think>\n\n<answer>y</answer>") == (
         "plan <answer>x</answer>", "\n\n<answer>y</answer>")

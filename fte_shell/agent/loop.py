@@ -193,13 +193,15 @@ class Agent:
         msg, changes = self.keep(c)
         escapes = kind_named(self.info.server if self.info is not None else None).escapes
         found = text_tool_calls(c, ep.names, escapes)
+        run = bool(found) and self.config.model.parse_text_tool_calls
         if found:
-            run = self.config.model.parse_text_tool_calls
             ep.record(TextToolCallEvent(turn=turn, source=found[0], calls=found[1], executed=run))
             if run:
                 msg["tool_calls"] = salvaged_calls(turn, found[1])
         self.record_reply(c, msg, changes)
-        s.reply(reply_signature(c), c.finish_reason == "length")
+        # a text call that was whole before the cut is not a cut reply: what the cap cut is what the model
+        # wrote after its call (an invented result), which is never executed nor an observation
+        s.reply(reply_signature(c), c.finish_reason == "length" and not run)
         if s.repeats >= cfg.max_repeated_replies:
             raise Stop("repeated_reply", error=f"{s.repeats} identical replies in a row")
         calls = msg.get("tool_calls") or []

@@ -36,7 +36,15 @@ from ..config import RunConfig
 from ..errors import ConfigError, ToolError
 from ..model import ServerInfo
 from ..model.prices import price_for, usage_cost
-from ..profiles import Profile, QuestionContext, SandboxSource, ToolResult, make_profile, parse_arguments
+from ..profiles import (
+    Profile,
+    QuestionContext,
+    SandboxRelease,
+    SandboxSource,
+    ToolResult,
+    make_profile,
+    parse_arguments,
+)
 from ..profiles.base import check_profile_name
 from ..prompts import system_prompt
 from ..record.events import ErrorEvent, KnownEvent, ToolCallEvent
@@ -115,7 +123,7 @@ class Episode:
     def open(cls, config: RunConfig, question: str, out_dir: Path, *, world: World | None = None,
              run_id: str | None = None, meta: dict[str, Any] | None = None, log: EventListener | None = None,
              server: ServerInfo | None = None, model: Model | None = None,
-             sandbox_source: SandboxSource | None = None) -> Episode:
+             sandbox_source: SandboxSource | None = None, sandbox_release: SandboxRelease | None = None) -> Episode:
         """Open ``question``'s episode with ``config.agent.profile``, its run directory ``out_dir``.
 
         ``world`` (a sweep shares one) defaults to :meth:`World.from_config` of ``config``, then made and
@@ -123,7 +131,8 @@ class Episode:
         timestamp + slug; ``meta`` goes into ``result.json``'s ``meta`` over the world's; ``server`` (the
         model server's info) goes into the start event; ``model`` is the client a profile may use
         (visit-summary's reader); ``sandbox_source`` gives the shell profile a box started ahead (a
-        pool's ``acquire``; the episode closes it, its /work kept as the run's workspace). In the main thread, SIGTERM becomes an interrupt while the episode is
+        pool's ``acquire``; the episode closes it, its /work kept as the run's workspace), which the episode
+        gives to ``sandbox_release`` (a pool's ``release``: reset and reused) instead of closing it. In the main thread, SIGTERM becomes an interrupt while the episode is
         open if nothing else handles it (:func:`~fte_shell.episode.signals.sigterm_as_interrupt_if_unowned`).
         A profile that fails to start is recorded (an ``error`` event, turn 0) and its exception raised."""
         check_question(question, config)
@@ -135,7 +144,7 @@ class Episode:
             stack.enter_context(sigterm_as_interrupt_if_unowned())  # kept through the closes below
             rec = stack.enter_context(RunWriter(Path(out_dir), listener=run_world.listener))
             ctx = QuestionContext(config=config, workspace_dir=rec.workspace_dir, world=run_world, run_id=run_id,
-                                  model=model, sandbox_source=sandbox_source)
+                                  model=model, sandbox_source=sandbox_source, sandbox_release=sandbox_release)
             try:
                 profile = make_profile(config.agent.profile, ctx)
             except Exception as e:

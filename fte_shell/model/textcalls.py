@@ -88,12 +88,18 @@ def find_text_tool_calls(text: str | None, tool_names: set[str]) -> list[dict[st
             found.append({"name": call[0], "arguments": call[1], "format": "tool_call_tag", "raw": m.group(0)})
     if found:
         return found
-    candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
-    # a reply that starts with an object (also after half a fence: ``{…}\n```` measured on llama.cpp with
-    # this model); whatever follows the object is what the model wrote in place of the result
+    # a reply that starts with a bare object (also one followed by half a fence: ``{…}\n```` measured on
+    # llama.cpp with this model) is that one call: whatever follows it, fenced calls included, is what the
+    # model wrote in place of the result (measured: ``{call -n 1}\n```\n```\n{call -n 2}\n````)
     leading = _leading_object(text)
-    if not candidates and leading is not None:
+    bare = leading is not None and not text.lstrip().startswith("```")
+    leading_call = _json_call(leading) if bare and leading is not None else None
+    if leading is not None and leading_call is not None and leading_call[0] in tool_names:
         candidates = [(leading, leading, "json")]
+    else:
+        candidates = [(m.group(1), m.group(0), "json") for m in _FENCED.finditer(text)]
+        if not candidates and leading is not None:
+            candidates = [(leading, leading, "json")]
     if not candidates:  # an answer that is wholly a call object (fenced or bare)
         for m in _ANSWER.finditer(text):
             inner = m.group(1)

@@ -29,11 +29,11 @@ from ..errors import ConfigError, SearchUnavailable, ToolError
 from ..prompts import ToolDescriptions, profile_addendum
 from ..record.events import SearchFact
 from ..world import RunWorld
+from .sources import SandboxRelease, SandboxSource
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
     from ..fetch import FetchService
     from ..model import Model
-    from ..sandbox import Sandbox
 
 _IMPLEMENTATIONS: dict[str, str] = {
     "shell": "shell:ShellProfile",
@@ -82,12 +82,6 @@ class ToolResult(BaseModel):
     """Machine-readable facts for the trajectory and the metrics (exit code, path, match count…)."""
 
 
-class SandboxSource(Protocol):
-    """Hands out a started box: ``source(world=, run_id=)`` (e.g. ``SandboxPool.acquire``)."""
-
-    def __call__(self, *, world: RunWorld, run_id: str) -> Sandbox: ...
-
-
 @dataclass
 class QuestionContext:
     """Everything a profile needs for one question. Built by the episode (`fte_shell.episode.Episode.open`)."""
@@ -113,6 +107,11 @@ class QuestionContext:
     """Where the shell profile gets its box (a pool's ready box: ``SandboxPool.acquire``, used by
     ``fte_shell.rl`` and ``fte-shell mcp --warm``); the profile closes it, keeping a copy of its /work as the
     run's workspace. None: the profile starts its own."""
+
+    sandbox_release: SandboxRelease | None = None
+    """Where the shell profile gives back a box of ``sandbox_source`` once the run's workspace is copied
+    out of it (``SandboxPool.release``: reset and handed out again; ``fte_shell.rl``'s box reuse), instead
+    of closing it. None: the profile closes it."""
 
 
 @runtime_checkable

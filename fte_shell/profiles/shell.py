@@ -165,13 +165,21 @@ class ShellProfile(ToolProfile):
         return [f"{path} ({int(size):,} bytes)" for _, size, path in rows if size.isdigit()] if code == 0 else []
 
     def close(self) -> None:
+        """Close the box (a box of ``ctx.sandbox_source``: copy its /work into the run's workspace first,
+        then give it to ``ctx.sandbox_release`` when there is one and the copy succeeded: the release
+        empties the box, so the run's workspace must not point into it any more)."""
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None and self._owns_sandbox:
+            kept = False
             try:
                 if self.ctx.sandbox_source is not None:
                     keep_workspace(self.ctx.workspace_dir, sandbox.workspace)
+                    kept = True
             finally:
-                sandbox.close()
+                if kept and self.ctx.sandbox_release is not None:
+                    self.ctx.sandbox_release(sandbox)
+                else:
+                    sandbox.close()
 
 
 def link_workspace(run_ws: Path, box_ws: Path) -> None:

@@ -12,10 +12,12 @@ Each episode is an :class:`~fte_shell.episode.Episode`; the shell profile's boxe
 :class:`~fte_shell.sandbox.SandboxPool` (warm boxes, started one after another by its filler). A burst
 of resets that finds no warm box starts boxes itself, at most ``max_starting`` at a time and
 ``start_interval_s`` apart. The pool's directory is a sweep (``sweep.json``, ``questions.jsonl``,
-``runs/<profile>/<qid>/r<k>/``) that ``fte-shell judge``, ``report`` and ``view`` read. Nothing
-outlives the pool: an episode is closed (its box removed) when it finishes, when its
-``agent.time_budget_s`` passes (``time_budget``), and when the pool closes (``abandoned``); warm boxes
-close with the pool; a SIGKILLed trainer's boxes are removed by the sandbox's reaper.
+``runs/<profile>/<qid>/r<k>/``) that ``fte-shell judge``, ``report`` and ``view`` read. An episode is
+closed when it finishes, when its ``agent.time_budget_s`` passes (``time_budget``), and when the pool
+closes (``abandoned``); its box then goes back to the box pool, reset, for the next episode
+(``PoolConfig.reuse_boxes``; its workspace copied into the run directory first), or is removed. Nothing
+outlives the pool: its close removes the warm and given-back boxes and those of the episodes still open;
+a SIGKILLed trainer's boxes are removed by the sandbox's reaper.
 """
 
 from __future__ import annotations
@@ -169,10 +171,10 @@ class EpisodePool:
         self._closed = True
         try:
             await asyncio.gather(*self._opening, return_exceptions=True)  # their resets close what they opened
+            if self._boxes is not None:  # first: the open episodes' boxes are then removed, not reset
+                await self._run(self._boxes.close)
             await asyncio.gather(*(ep.close() for ep in list(self._open)), return_exceptions=True)
             await self._flush_questions()
-            if self._boxes is not None:
-                await self._run(self._boxes.close)
             if self._world is not None:
                 await self._run(self._world.close)
             m = self._sweep.manifest()
@@ -212,8 +214,11 @@ class EpisodePool:
         rep = self._reps[qid] = self._reps.get(qid, 0) + 1
         run_dir = self._sweep.run_dir(self.config.agent.profile, qid, rep)
         trajectory: list[dict[str, Any]] = []
+        boxes = self._boxes
         opener = functools.partial(Episode.open, self.config, question, run_dir, world=self._world, log=trajectory.append,
-                                   meta={"qid": qid, "rep": rep, **(meta or {})}, sandbox_source=self._boxes.acquire if self._boxes else None)
+                                   meta={"qid": qid, "rep": rep, **(meta or {})},
+                                   sandbox_source=boxes.acquire if boxes else None,
+                                   sandbox_release=boxes.release if boxes and self.settings.reuse_boxes else None)
         if self._boxes is not None and self._boxes.ready - self._reserved > 0:  # a warm box: no start to pace
             self._reserved += 1
             try:

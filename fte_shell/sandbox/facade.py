@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ..config import SandboxConfig
-from ..errors import SandboxError
+from ..errors import FteError, SandboxError
 from .base import GATEWAY_SOCKET, BoxSpec, get_provider, install_cleanup
 from .output import Observation
 from .ownership import OWNER_FILE, name_part, write_owner_file
 from .reaper import watch_owner
+from .reset import RESET_FETCH_WAIT_S, WipingBox, empty_dir, refusal
 from .session import ShellSession
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,6 +84,10 @@ class Sandbox:
         self._closed = False
         self._spent_s = 0.0
         self._owner_pid = os.getpid()
+        self.born = time.monotonic()
+        """When its box was started (monotonic; a reset keeps it: the box's dead-man TTL runs from here)."""
+        self.resets = 0
+        """How often :meth:`reset` made it fresh again."""
         _open_sandboxes.add(self)
         try:
             self._setup_dirs()
@@ -137,14 +142,14 @@ class Sandbox:
         self.gateway = Gateway(self.gateway_dir / Path(GATEWAY_SOCKET).name, svc, w.search if w else None, ws)
         self.gateway.start()
 
-    def _stop_gateway(self) -> None:
+    def _stop_gateway(self, wait_s: float = 0.0) -> None:
         """Stop the gateway and close its FetchService (idempotent; the service closes even if the
-        gateway's close fails)."""
+        gateway's close fails); ``wait_s``: for the fetches under way (``Gateway.close``)."""
         gw, self.gateway = self.gateway, None
         svc, self._fetch_service = self._fetch_service, None
         try:
             if gw is not None:
-                gw.close()
+                gw.close(wait_s)
         finally:
             if svc is not None:
                 svc.close()
@@ -203,6 +208,44 @@ class Sandbox:
     async def arun(self, command: str, timeout: float | None = None) -> Observation:
         """``run`` for asyncio code: runs in a worker thread, so many sandboxes proceed concurrently."""
         return await asyncio.to_thread(self.run, command, timeout)
+
+    def reset(self, *, gateway: bool = True) -> None:
+        """Make this used sandbox as good as a fresh one, in the same box (:mod:`.reset`): stop the gateway,
+        end the shell and every process of the agent's user in the box (background jobs and daemons
+        too), empty the box's writable places (/tmp and the other tmpfs), its System V IPC objects, the
+        workspace and the gateway directory, then start a new shell (fresh environment, /work, no
+        functions or aliases) and, with ``gateway``, a new gateway for the same world (a pool passes
+        False: the next ``acquire`` starts one for its own world). The time budget starts again; the
+        box's TTL does not. Raises :class:`SandboxError` when the box cannot be reset (:func:`.reset.refusal`,
+        a workspace of the caller's, ``sandbox.workspace_dir``, which it would empty) or the reset
+        failed: the sandbox should then be closed."""
+        if self._closed or self._box is None:
+            raise SandboxError("the sandbox is closed")
+        why = refusal(self.config) or ("the workspace is the caller's (sandbox.workspace_dir)"
+                                       if self.config.workspace_dir is not None else None)
+        if why:
+            raise SandboxError(f"this sandbox cannot be reset: {why}")
+        with self._lock:
+            try:
+                self._stop_gateway(RESET_FETCH_WAIT_S)
+            except FteError as e:
+                raise SandboxError(f"could not reset the sandbox: {e}") from e
+            old, self._session = self._session, None
+            try:
+                empty_dir(self.workspace)
+                empty_dir(self.gateway_dir)
+                self._spent_s = 0.0
+                wiping = WipingBox(self._box)
+                session = ShellSession(wiping, self.config)
+                session.start()  # its wipe killed the old shell too, whose parent (if ours) then reaped it
+                wiping.armed = False
+            finally:
+                if old is not None:
+                    old.close()
+            self._session = session
+            self.resets += 1
+            if gateway:
+                self._start_gateway()
 
     def close(self) -> None:
         """Remove the container, stop the gateway, delete the temporary workspace (unless kept)."""

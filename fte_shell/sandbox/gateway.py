@@ -157,6 +157,9 @@ class Gateway:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self._fetching = 0
+        self._closing = False
+        self._idle = threading.Condition()
         self._events: collections.deque[tuple[GatewayEvent, int]] = collections.deque()
         self._event_chars = 0
         self._events_lock = threading.Lock()
@@ -196,8 +199,13 @@ class Gateway:
         self._thread.start()
         return self
 
-    def close(self) -> None:
-        """Stop serving and remove the socket file. Idempotent."""
+    def close(self, wait_s: float = 0.0) -> None:
+        """Stop serving and remove the socket file. Idempotent. No fetch starts from here on; with
+        ``wait_s``, wait that long for those under way to end (a fetch writes into the workspace) and
+        raise :class:`FteError` if one is still running then (a box being reset must not get a page
+        of its last user's)."""
+        with self._idle:
+            self._closing = True
         server, self._server = self._server, None
         if server is not None:
             server.stop()
@@ -214,6 +222,10 @@ class Gateway:
                 self.socket_path.unlink()
         except FileNotFoundError:
             pass
+        if wait_s > 0:
+            with self._idle:
+                if not self._idle.wait_for(lambda: self._fetching == 0, timeout=wait_s):
+                    raise FteError(f"the gateway's fetches did not end within {wait_s:g} s")
 
     def __enter__(self) -> Self:
         return self.start()
@@ -351,6 +363,10 @@ class Gateway:
             return {"ref": ref, "ok": False, "error": "empty URL"}
         if len(ref) > MAX_REF_CHARS:
             return {"ref": ref[:80] + "…", "ok": False, "error": f"URL too long (at most {MAX_REF_CHARS:,} characters)"}
+        with self._idle:
+            if self._closing:
+                return {"ref": ref, "ok": False, "error": "the gateway is closed"}
+            self._fetching += 1
         try:
             rec = self.fetch.fetch(ref)
         except ToolError as e:
@@ -359,4 +375,8 @@ class Gateway:
             return {"ref": ref, "ok": False, "error": _one_line(str(e))}
         except Exception as e:  # noqa: BLE001 - one bad page must not fail the others or the server
             return {"ref": ref, "ok": False, "error": f"fetch failed: {e.__class__.__name__}: {_one_line(str(e))}"}
+        finally:
+            with self._idle:
+                self._fetching -= 1
+                self._idle.notify_all()
         return {"ref": ref, "ok": True, "line": rec.line(), **rec.model_dump(include={"path", "new", "chars", "source"})}

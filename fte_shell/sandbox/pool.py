@@ -45,7 +45,13 @@ class SandboxPool:
     Pooled sandboxes own temporary workspaces, so ``config.workspace_dir`` must be None; the gateway
     (the run's ``world``) is started when a sandbox is handed out. Its container
     keeps the pool's run id label (``pool-…``); ``Sandbox.run_id`` is the one given to ``acquire``.
-    Closing the pool closes the sandboxes not handed out; handed-out ones belong to the caller.
+
+    A handed-out sandbox is the caller's: it closes it, or gives it back with :meth:`release`, which
+    resets it (:meth:`Sandbox.reset`: no process, file or shell state of its last user is left) and
+    puts it among the ready ones, to be handed out before any other; a box that cannot be reset, is
+    past half its dead-man TTL or comes back after the pool closed is closed instead. The pool then
+    holds up to as many boxes as were in use at once (at least ``size``). Closing the pool closes the
+    sandboxes not handed out.
     """
 
     def __init__(self, config: SandboxConfig | None = None, size: int = 2):
@@ -61,6 +67,8 @@ class SandboxPool:
         self._cond = threading.Condition()
         self._closed = False
         self._error: BaseException | None = None
+        self.reused = 0
+        """Sandboxes handed out again after a :meth:`release` (reset, not started anew)."""
         self._filler = threading.Thread(target=self._fill, name="fte-sandbox-pool", daemon=True)
         self._filler.start()
 
@@ -117,12 +125,14 @@ class SandboxPool:
         sb: Sandbox | None = None
         with self._cond:
             while self._ready and sb is None:
-                born, cand = self._ready.pop(0)
-                if time.monotonic() - born > self.config.ttl_s / 2:  # too close to its dead-man TTL
+                _, cand = self._ready.pop()  # the last one in: a box given back, else the newest
+                if self._too_old(cand):
                     cand.close()
                     continue
                 sb = cand
             self._cond.notify_all()
+        if sb is not None and sb.resets:
+            self.reused += 1
         if sb is None:  # nothing waiting: start one here rather than wait for the filler
             sb = Sandbox(self.config, run_id=run_id, _defer_gateway=True)
         try:
@@ -134,6 +144,31 @@ class SandboxPool:
             sb.close()
             raise
         return sb
+
+    def release(self, sb: Sandbox) -> bool:
+        """Take back a sandbox :meth:`acquire` handed out (its caller is done with it): reset it and put it
+        among the ready ones (True), or close it (False) when it cannot be reset (:meth:`Sandbox.reset`
+        raised), is past half its dead-man TTL or the pool is closed. Runs the reset in this thread."""
+        if self._closed or self._too_old(sb):
+            sb.close()
+            return False
+        try:
+            sb.reset(gateway=False)
+        except Exception:  # noqa: BLE001 - a box that cannot be made fresh is not handed out again
+            sb.close()
+            return False
+        sb.world = None
+        with self._cond:
+            if not self._closed:
+                self._ready.append((sb.born, sb))
+                self._cond.notify_all()
+                return True
+        sb.close()
+        return False
+
+    def _too_old(self, sb: Sandbox) -> bool:
+        """Too close to its dead-man TTL to hand out."""
+        return time.monotonic() - sb.born > self.config.ttl_s / 2
 
     def close(self) -> None:
         """Stop refilling and close the sandboxes that were not handed out."""

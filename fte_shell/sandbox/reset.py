@@ -1,0 +1,243 @@
+"""Making a used box as good as a fresh one: what :meth:`~.facade.Sandbox.reset` does inside the box
+and on the host (``SandboxPool.release`` hands a reset box out again instead of starting a new one).
+
+A fresh box holds the warden (PID 1), an empty ``/tmp``, an empty session directory (:data:`~.base.RUN_MOUNT`),
+an empty workspace and gateway directory and a new shell. What the agent can change in a box, and how
+the reset undoes it:
+
+* processes (the session shell, background jobs, ``setsid``/``nohup`` daemons): all run as the box's
+  user, so :data:`RESET_SCRIPT`, run as that user by the process that then becomes the new shell
+  (:class:`WipingBox`), ends every one of them with
+  ``kill -KILL -1`` (which the kernel sends to every process the sender may signal except the
+  namespace's PID 1 and the sender itself) until none is left;
+* files: the hardening leaves the agent these writable places, each a tmpfs of the box —
+  :data:`WRITABLE` — which the script empties (a directory the agent made unreadable is given back
+  its owner's rights first); in a bwrap box ``/dev`` too (:data:`DEV_LINKS`); the root file system
+  and ``/work`` are read-only;
+* System V IPC objects (which outlive their processes): removed (``ipcrm --all``) when
+  ``/proc/sysvipc`` lists any;
+* the host's side: the gateway is stopped and its fetches under way waited for
+  (:data:`RESET_FETCH_WAIT_S`), then the workspace (``/work``, filled by those fetches) and the
+  gateway directory are emptied in place (they stay the directories the box has mounted);
+* the shell's state (environment, working directory, functions, aliases, options): a new shell.
+
+A box is reset only when the warden is PID 1 (``protect_warden``: else ``kill -1`` would end it too),
+its root file system is read-only (else the agent could have changed anything) and it does not run on
+gVisor (where ``kill -1`` from inside ends the box): :func:`refusal` says why not; the pool then closes
+it instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..config import SandboxConfig
+from ..errors import SandboxError
+from .base import RUN_MOUNT, Box, Spawn
+
+WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue", RUN_MOUNT)
+"""The box's places the agent's user can write to (those that exist in a given box: Docker and podman
+mount all four; bwrap ``/tmp`` and the session's directory), each a tmpfs of the box's own."""
+
+RESET_FETCH_WAIT_S = 30.0
+"""How long a reset waits for the fetches its gateway has under way (a late page must not land in the
+next user's workspace); a box still fetching then is closed instead."""
+
+KILL_WAIT_S = 10.0
+"""How long the wipe goes on killing before it gives up on a process that does not end (the reset then
+fails and the box is closed)."""
+
+DEV_LINKS = {"core": "/proc/kcore", "fd": "/proc/self/fd", "ptmx": "pts/ptmx", "stdin": "/proc/self/fd/0",
+             "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+"""The symbolic links of a bwrap box's ``/dev`` (``bwrap --dev``), whose tmpfs belongs to the box's user:
+the reset removes whatever else the agent put there and mends these (its device nodes are bind mounts,
+which it cannot remove)."""
+
+RESET_SCRIPT = r"""
+cd / || exit 2
+shopt -s dotglob nullglob
+woke= t0=${EPOCHREALTIME/./}
+for ((i = 0; ${EPOCHREALTIME/./} - t0 < @KILL_US@; i++)); do  # (a loaded host may take a while to end them)
+  builtin kill -KILL -1 2>/dev/null
+  left= dead=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [[ $p == 1 || $p == "$$" ]] && continue
+    IFS= read -r st 2>/dev/null <"$d/stat" || continue
+    st=${st##*) }
+    if [[ ${st:0:1} != Z ]]; then
+      left+=" $p"
+    elif [[ ${st:2:2} == "1 " ]]; then  # an orphan's zombie, for the warden to reap (not one of a
+      dead+=" $p"                       # parent outside the box: the engine's or the host's business)
+    fi
+  done
+  [[ -z $left$dead ]] && break
+  if [[ -z $left && -z $woke ]]; then  # only orphans' zombies: wake the warden (PID 1), which reaps them
+    builtin kill -USR1 1 2>/dev/null     # (a wake-up without a new sweep request does nothing else)
+    woke=1
+  fi
+  ((i < 20)) || /bin/sleep 0.01
+done
+if [[ -n $left ]]; then
+  echo "processes still alive after the kill:$left"
+  exit 3
+fi
+gone=() fix=() make=()
+if [[ -O /dev ]]; then  # bwrap: /dev is a tmpfs of the box's user; keep (and mend) only what bwrap made
+  declare -A want=(@LINKS@) good=()
+  while IFS=' ' read -r -d '' dep y m && read -r -d '' p && read -r -d '' t; do  # (bash cannot read a link or a mode)
+    [[ $y == d && $m != 755 && -O $p && ($dep == 0 || $p == /dev/shm) ]] && fix+=("$p")
+    ((dep == 0)) && continue
+    [[ $p == /dev/* ]] || continue
+    n=${p#/dev/}
+    case $n in
+      null | zero | full | random | urandom | tty | pts) ;;
+      shm) if [[ $y == d ]]; then good[shm]=1; else gone+=("$p"); fi ;;
+      *) if [[ -n ${want[$n]} && $y == l && $t == "${want[$n]}" ]]; then good[$n]=1; else gone+=("$p"); fi ;;
+    esac
+  done < <(/usr/bin/find /dev @WRITABLE@ -maxdepth 1 -printf '%d %y %m\0%p\0%l\0' 2>/dev/null)
+  for n in "${!want[@]}"; do [[ -n ${good[$n]} ]] || make+=("$n"); done
+  [[ -n ${good[shm]} ]] || make+=(shm)
+fi
+((${#fix[@]})) && /bin/chmod 755 -- "${fix[@]}"  # bwrap's tmpfs roots are the box user's (mode 755)
+for d in @WRITABLE@; do
+  [[ -d $d && -w $d ]] && gone+=("$d"/*)
+done
+if ((${#gone[@]})) && ! /bin/rm -rf -- "${gone[@]}" 2>/dev/null; then
+  /bin/chmod -R u+rwX -- "${gone[@]}" 2>/dev/null  # a directory the agent made unreadable
+  /bin/rm -rf -- "${gone[@]}" 2>/dev/null
+fi
+full=
+for n in "${make[@]}"; do
+  if [[ $n == shm ]]; then
+    /bin/mkdir -m 755 /dev/shm || full+=" /dev/shm"
+  else
+    /bin/ln -s -- "${want[$n]}" "/dev/$n" || full+=" /dev/$n"
+  fi
+done
+for d in @WRITABLE@; do
+  [[ -d $d && -w $d ]] || continue
+  e=("$d"/*)
+  ((${#e[@]})) && full+=" $d"
+done
+if [[ -O /dev ]]; then
+  for e in /dev/*; do
+    n=${e#/dev/}
+    case $n in
+      null | zero | full | random | urandom | tty | pts | shm) ;;
+      *) [[ -n ${want[$n]} && -L $e ]] || full+=" $e" ;;
+    esac
+  done
+fi
+if [[ -n $full ]]; then
+  echo "could not empty:$full"
+  exit 4
+fi
+for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
+  mapfile -t l 2>/dev/null <"$f"
+  if ((${#l[@]} > 1)); then
+    /usr/bin/ipcrm --all 2>/dev/null
+    break
+  fi
+done
+exec "$@"
+""".replace("@WRITABLE@", " ".join(WRITABLE)).replace("@KILL_US@", str(int(KILL_WAIT_S * 1e6))).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
+"""Run in the box as its user as ``bash -c RESET_SCRIPT NAME ARGV…`` (the next shell of the session,
+:class:`WipingBox`): kill every process but PID 1 and itself (zombies left by orphans are waited for
+while the warden reaps them), empty :data:`WRITABLE`, remove System V IPC objects, then become ``ARGV`` (the new shell, its environment the box's own: nothing of the
+script's is exported). When something could not be done it says what and exits (status 3: processes
+left, 4: files left) instead."""
+
+
+def refusal(cfg: SandboxConfig) -> str | None:
+    """Why boxes of ``cfg`` cannot be reset (None: they can)."""
+    if not cfg.protect_warden:
+        return "the warden is not PID 1 (sandbox.protect_warden is false): killing the agent's processes would end it"
+    if not cfg.read_only_root:
+        return "the root file system is writable (sandbox.read_only_root is false): the agent may have changed it"
+    if cfg.runtime == "runsc":
+        return "under gVisor (runtime runsc) a kill of every process from inside ends the box"
+    return None
+
+
+class WipingBox:
+    """``box`` for the shell of a reset: each shell it spawns while :attr:`armed` first runs
+    :data:`RESET_SCRIPT` in its own process, so a box is wiped and its new shell started by one
+    process (Docker: one exec, not two) and nothing of the last user's runs when the shell starts; a
+    failed wipe ends the process, so the shell does not start (:meth:`ShellSession.start` raises).
+    Disarm it once the shell is up: a shell the session restarts later is just a shell."""
+
+    def __init__(self, box: Box):
+        self.box = box
+        self.armed = True
+
+    def spawn(self, argv: list[str], *, timeout: float) -> Spawn:
+        if self.armed:
+            argv = ["bash", "--norc", "--noprofile", "-c", RESET_SCRIPT, "fte-reset", *argv]
+        return self.box.spawn(argv, timeout=timeout)
+
+    @property
+    def id(self) -> str:
+        return self.box.id
+
+    @property
+    def name(self) -> str:
+        return self.box.name
+
+    @property
+    def run_id(self) -> str:
+        return self.box.run_id
+
+    @property
+    def workspace(self) -> Path:
+        return self.box.workspace
+
+    @property
+    def gateway_dir(self) -> Path:
+        return self.box.gateway_dir
+
+    @property
+    def direct_channel(self) -> bool:
+        return self.box.direct_channel
+
+    @property
+    def gateway_socket(self) -> Path:
+        return self.box.gateway_socket
+
+    def is_running(self) -> bool:
+        return self.box.is_running()
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        return self.box.exec(argv)
+
+    def signal_warden(self) -> None:
+        self.box.signal_warden()
+
+    def terminal_argv(self, env: dict[str, str]) -> list[str]:
+        return self.box.terminal_argv(env)
+
+    def stop(self) -> None:
+        self.box.stop()
+
+    def describe(self) -> dict[str, Any]:
+        return self.box.describe()
+
+
+def empty_dir(path: Path) -> None:
+    """Remove everything in ``path``, which stays (a box has it mounted); raises :class:`SandboxError`
+    when something is left."""
+    with os.scandir(path) as it:
+        entries = list(it)
+    for e in entries:
+        p = Path(e.path)
+        with contextlib.suppress(FileNotFoundError):
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+    if any(path.iterdir()):
+        raise SandboxError(f"could not empty {path}")
