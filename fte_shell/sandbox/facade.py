@@ -35,7 +35,7 @@ from .base import GATEWAY_SOCKET, BoxSpec, get_provider, install_cleanup
 from .output import Observation
 from .ownership import OWNER_FILE, name_part, write_owner_file
 from .reaper import watch_owner
-from .reset import RESET_FETCH_WAIT_S, WipingBox, empty_dir, refusal
+from .reset import RESET_FETCH_WAIT_S, RESET_PRELUDE, empty_dir, refusal
 from .session import ShellSession
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -235,10 +235,8 @@ class Sandbox:
                 empty_dir(self.workspace)
                 empty_dir(self.gateway_dir)
                 self._spent_s = 0.0
-                wiping = WipingBox(self._box)
-                session = ShellSession(wiping, self.config)
-                session.start()  # its wipe killed the old shell too, whose parent (if ours) then reaped it
-                wiping.armed = False
+                session = ShellSession(self._box, self.config)
+                session.start(RESET_PRELUDE)  # its wipe killed the old shell too, whose parent (if ours) then reaped it
             finally:
                 if old is not None:
                     old.close()

@@ -7,7 +7,7 @@ the reset undoes it:
 
 * processes (the session shell, background jobs, ``setsid``/``nohup`` daemons): all run as the box's
   user, so :data:`RESET_SCRIPT`, run as that user by the process that then becomes the new shell
-  (:class:`WipingBox`), ends every one of them with
+  (:data:`RESET_PRELUDE`), ends every one of them with
   ``kill -KILL -1`` (which the kernel sends to every process the sender may signal except the
   namespace's PID 1 and the sender itself) until none is left;
 * files: the hardening leaves the agent these writable places, each a tmpfs of the box —
@@ -33,11 +33,9 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any
-
 from ..config import SandboxConfig
 from ..errors import SandboxError
-from .base import RUN_MOUNT, Box, Spawn
+from .base import RUN_MOUNT
 
 WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue", RUN_MOUNT)
 """The box's places the agent's user can write to (those that exist in a given box: Docker and podman
@@ -147,7 +145,7 @@ done
 exec "$@"
 """.replace("@WRITABLE@", " ".join(WRITABLE)).replace("@KILL_US@", str(int(KILL_WAIT_S * 1e6))).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
 """Run in the box as its user as ``bash -c RESET_SCRIPT NAME ARGV…`` (the next shell of the session,
-:class:`WipingBox`): kill every process but PID 1 and itself (zombies left by orphans are waited for
+:data:`RESET_PRELUDE`): kill every process but PID 1 and itself (zombies left by orphans are waited for
 while the warden reaps them), empty :data:`WRITABLE`, remove System V IPC objects, then become ``ARGV`` (the new shell, its environment the box's own: nothing of the
 script's is exported). When something could not be done it says what and exits (status 3: processes
 left, 4: files left) instead."""
@@ -164,67 +162,10 @@ def refusal(cfg: SandboxConfig) -> str | None:
     return None
 
 
-class WipingBox:
-    """``box`` for the shell of a reset: each shell it spawns while :attr:`armed` first runs
-    :data:`RESET_SCRIPT` in its own process, so a box is wiped and its new shell started by one
-    process (Docker: one exec, not two) and nothing of the last user's runs when the shell starts; a
-    failed wipe ends the process, so the shell does not start (:meth:`ShellSession.start` raises).
-    Disarm it once the shell is up: a shell the session restarts later is just a shell."""
-
-    def __init__(self, box: Box):
-        self.box = box
-        self.armed = True
-
-    def spawn(self, argv: list[str], *, timeout: float) -> Spawn:
-        if self.armed:
-            argv = ["bash", "--norc", "--noprofile", "-c", RESET_SCRIPT, "fte-reset", *argv]
-        return self.box.spawn(argv, timeout=timeout)
-
-    @property
-    def id(self) -> str:
-        return self.box.id
-
-    @property
-    def name(self) -> str:
-        return self.box.name
-
-    @property
-    def run_id(self) -> str:
-        return self.box.run_id
-
-    @property
-    def workspace(self) -> Path:
-        return self.box.workspace
-
-    @property
-    def gateway_dir(self) -> Path:
-        return self.box.gateway_dir
-
-    @property
-    def direct_channel(self) -> bool:
-        return self.box.direct_channel
-
-    @property
-    def gateway_socket(self) -> Path:
-        return self.box.gateway_socket
-
-    def is_running(self) -> bool:
-        return self.box.is_running()
-
-    def exec(self, argv: list[str]) -> tuple[int, str]:
-        return self.box.exec(argv)
-
-    def signal_warden(self) -> None:
-        self.box.signal_warden()
-
-    def terminal_argv(self, env: dict[str, str]) -> list[str]:
-        return self.box.terminal_argv(env)
-
-    def stop(self) -> None:
-        self.box.stop()
-
-    def describe(self) -> dict[str, Any]:
-        return self.box.describe()
+RESET_PRELUDE = ("bash", "--norc", "--noprofile", "-c", RESET_SCRIPT, "fte-reset")
+"""The reset's new shell starts as ``RESET_PRELUDE + shell argv`` (``ShellSession.start(prelude=)``): the one
+process wipes the box, then becomes the shell, so nothing of the last user runs when the shell starts
+(Docker: one exec, not two); a failed wipe ends it and the shell does not start."""
 
 
 def empty_dir(path: Path) -> None:

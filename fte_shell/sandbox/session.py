@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pexpect
@@ -77,25 +78,26 @@ class ShellSession:
         """When the running command was sent, in hundredths of a second of the box's clock."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Spawn the shell (in ``self.cwd``) and wait until it is ready. A ``docker exec`` that ends at
-        once while the container runs (a loaded daemon, a container out of pids for a moment) is tried
-        again, three times in all."""
+    def start(self, prelude: Sequence[str] = ()) -> None:
+        """Spawn the shell (in ``self.cwd``) and wait until it is ready; ``prelude``: a command its process
+        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`). A ``docker
+        exec`` that ends at once while the container runs (a loaded daemon, a container out of pids for a
+        moment) is tried again, three times in all."""
         deadline = time.monotonic() + START_TIMEOUT_S
         for attempt in range(3):
-            exited = self._spawn(deadline)
+            exited = self._spawn(deadline, prelude)
             if exited is None:
                 return
             if attempt == 2 or not self.box.is_running():
                 raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {exited}")
             time.sleep(0.5 * (attempt + 1))
 
-    def _spawn(self, deadline: float) -> str | None:
+    def _spawn(self, deadline: float, prelude: Sequence[str]) -> str | None:
         """One exec of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
         try:
             tty_exec = self.box.spawn(
-                ["bash", "--norc", "--noprofile", "--noediting"], timeout=max(1.0, deadline - time.monotonic())
+                [*prelude, "bash", "--norc", "--noprofile", "--noediting"], timeout=max(1.0, deadline - time.monotonic())
             )
         except (SandboxError, OSError) as e:
             return str(e)
