@@ -5,6 +5,8 @@ files in every writable place, System V IPC objects, shell state, workspace — 
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import pytest
@@ -12,7 +14,9 @@ import pytest
 from fte_shell import Sandbox, SandboxConfig
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import SandboxPool
-from fte_shell.sandbox.reset import DEV_LINKS, refusal
+from fte_shell.sandbox.reset import DEV_LINKS, RESET_PRELUDE, refusal
+from fte_shell.sandbox.session import ShellSession
+from fte_shell.sandbox.warden_shell import root_reachable
 from tests.providers import ProviderCase, box_exists
 
 DIRTY = r"""
@@ -25,6 +29,7 @@ nohup sleep 1002 >/dev/null 2>&1 &
 (sleep 1003 &)
 export LEAK=1; leak() { echo leaked; }; alias leaky='echo leaked'; set -o noclobber; umask 077
 trap 'setsid sleep 1004 >/dev/null 2>&1 < /dev/null &' EXIT
+setsid bash -c 'while :; do for p in /dev/pts/[0-9]*; do printf "\n__FTE_WIPED\n__FTE_READY_x 1 1\n" >"$p"; done; done' >/dev/null 2>&1 </dev/null &
 cd /tmp/.. && cd /opt
 echo dirty
 """
@@ -92,6 +97,65 @@ def test_a_reset_box_keeps_nothing_of_its_last_user_and_still_works(psb: Sandbox
     obs = psb.run("sleep 30", timeout=1)
     assert obs.timed_out
     assert psb.run("echo $KEEP $PWD").output == "1 /tmp\n"
+
+
+IDENT = r"""
+env | grep -v -e '^_=' -e '^OLDPWD=' | sort; umask
+grep -E '^(Uid|Gid|Groups|Sig(Blk|Ign|Cgt)|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Cpus_allowed_list|Mems_allowed_list|Umask)' /proc/$$/status
+cat /proc/$$/limits /proc/$$/cgroup /proc/$$/oom_score_adj /proc/$$/coredump_filter /proc/$$/attr/current 2>/dev/null
+ps -o stat=,nice=,cls=,pri= -p $$; ps -o tty= -p $$ | tr -d 0-9; stty -a </dev/tty
+echo "sid=$(ps -o sid= -p $$ | tr -d ' ') pid=$$ ppid=$PPID"
+"""
+
+
+def ident(sb: Sandbox) -> tuple[str, str]:
+    """What makes the session shell's process what it is (environment, credentials, signals, limits,
+    cgroup, scheduling, terminal), checked to lead its session; and its parent's pid."""
+    body, ids = sb.run(IDENT).output.rstrip("\n").rsplit("\n", 1)
+    sid, pid, ppid = (f.split("=")[1].strip() for f in ids.split())
+    assert sid == pid, ids
+    # Two differences of how the process is seen, not of what it may do. bwrap: the warden's child is in
+    # the box's cgroup namespace (its root where the warden was at the box's start), the entered shell in
+    # the host's: one cgroup, two paths to it. podman: `podman run` gives the box's process its primary
+    # group as a supplementary one too, `podman exec` does not.
+    body = re.sub(r"(?m)^(\d+:[\w,]*:)(/\.\.)+/", r"\1/", body)
+    gid = re.search(r"(?m)^Gid:\t(\d+)", body)
+    assert gid is not None
+    return re.sub(rf"(?m)^Groups:\t(?:{gid[1]})? *$", "Groups:\t", body), ppid
+
+
+def test_the_shell_a_reset_starts_is_what_the_engine_starts(provider_case: ProviderCase) -> None:
+    """Where this process can reach into the box (root; runc or bwrap) the reset's shell is started by the
+    warden, not the engine (no exec): the same process for the agent but its parent (the warden, PID 1,
+    where the engine's comes from outside the box)."""
+    if refused(provider_case):
+        return
+    with Sandbox(provider_case.config()) as sb:
+        fresh, fresh_ppid = ident(sb)
+        # what the agent can change of its shell's process that a new process of its own would not undo
+        sb.run("ulimit -S -n 64; umask 077; renice -n 5 $$ >/dev/null; stty tostop </dev/tty; exec 7>/tmp/x")
+        sb.reset()
+        again, ppid = ident(sb)
+        reachable = root_reachable(sb.box) is not None
+    assert again == fresh
+    assert fresh_ppid == "0"
+    assert ppid == ("1" if reachable else "0")
+    if os.geteuid() == 0:
+        assert ppid == "1", "as root the warden starts the reset's shell"
+
+
+def test_the_engine_starts_the_reset_shell_where_the_warden_cannot(docker_ready: None) -> None:
+    """The reset's other way (a plain user, a remote daemon): the engine's exec runs the wipe, which ends
+    the last user's processes itself; its shell starts only after the wipe's end line."""
+    with Sandbox(SandboxConfig()) as sb:
+        assert sb.run(DIRTY).output.strip().endswith("dirty")
+        old, new = sb._session, ShellSession(sb.box, sb.config)
+        new.start(RESET_PRELUDE)  # by the engine
+        sb._session = new
+        assert old is not None
+        old.close()
+        assert sb.run(CHECK).output == "cwd=/work leak=none umask=0022\nchecked\n"
+        assert sb.run("echo $PPID").output == "0\n"
 
 
 def test_a_reset_is_refused_where_it_cannot_make_a_box_fresh(docker_ready: None, tmp_path) -> None:

@@ -37,6 +37,9 @@ SWEEP_REQUEST = "sweep"
 """File in the gateway directory (read-only in the box) where the host puts a fresh request before it
 signals the warden (a token, the command's start on the box's clock, the shell's stdout between
 commands): a sweep signal without a new token (one the agent sent) is ignored."""
+SPAWN_REQUEST = "spawn"
+"""File in the gateway directory where the host asks the warden for a new shell (a token, a terminal of
+the box, the command's words): :mod:`.warden_shell`."""
 RUN_MOUNT = "/opt/fte/run"
 """Private tmpfs of the session: per-command output files and the warden's state file (the shell's pid
 and terminal, written once per shell)."""
@@ -107,6 +110,13 @@ class Box(Protocol):
     def spawn(self, argv: list[str], *, timeout: float) -> Spawn:
         """Start ``argv`` in the box as ``config.user`` with a terminal (the persistent shell); raises
         :class:`SandboxError` when it cannot."""
+        ...
+
+    def root_pid(self) -> int | None:
+        """This host's pid of the box's PID 1 (the warden) when this process can make terminals in the
+        box's devpts through ``/proc/PID/root`` and signal the warden directly, so the warden can start a
+        shell (:mod:`.warden_shell`); None where it cannot (not root, gVisor): shells then come from
+        :meth:`spawn` alone."""
         ...
 
     def is_running(self) -> bool: ...

@@ -236,7 +236,9 @@ class Sandbox:
                 empty_dir(self.gateway_dir)
                 self._spent_s = 0.0
                 session = ShellSession(self._box, self.config)
-                session.start(RESET_PRELUDE)  # its wipe killed the old shell too, whose parent (if ours) then reaped it
+                # the warden ends every process of the box (the old shell too) and starts the wipe, which
+                # becomes the new shell; where it cannot, the engine starts the wipe, which ends them
+                session.start(RESET_PRELUDE, by_warden=True)
             finally:
                 if old is not None:
                     old.close()

@@ -6,10 +6,11 @@ an empty workspace and gateway directory and a new shell. What the agent can cha
 the reset undoes it:
 
 * processes (the session shell, background jobs, ``setsid``/``nohup`` daemons): all run as the box's
-  user, so :data:`RESET_SCRIPT`, run as that user by the process that then becomes the new shell
-  (:data:`RESET_PRELUDE`), ends every one of them with
-  ``kill -KILL -1`` (which the kernel sends to every process the sender may signal except the
-  namespace's PID 1 and the sender itself) until none is left;
+  user. Where this process can reach into the box (root; runc or bwrap) the warden (PID 1, which the
+  agent cannot end or stop) ends every one of them with ``kill -KILL -1`` until none is left and only
+  then starts the new shell's first process (:mod:`.warden_shell`: no engine exec); elsewhere the engine
+  starts it and :data:`RESET_SCRIPT`, run by that process as the box's user (:data:`RESET_PRELUDE`), does
+  the same (``kill -1`` spares the namespace's PID 1 and the sender itself);
 * files: the hardening leaves the agent these writable places, each a tmpfs of the box —
   :data:`WRITABLE` — which the script empties (a directory the agent made unreadable is given back
   its owner's rights first); in a bwrap box ``/dev`` too (:data:`DEV_LINKS`); the root file system
@@ -142,13 +143,24 @@ for f in /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg; do
     break
   fi
 done
+/usr/bin/stty raw -echo 2>/dev/null  # what a process of the last user put in the terminal's input: drained
+for ((i = 0; i < 1000; i++)); do
+  IFS= read -r -t 0 -u 0 2>/dev/null || break
+  IFS= read -r -d '' -N 4096 -t 0.01 -u 0 _ 2>/dev/null
+done
+printf '\n__FTE_%s\n' WIPED
 exec "$@"
 """.replace("@WRITABLE@", " ".join(WRITABLE)).replace("@KILL_US@", str(int(KILL_WAIT_S * 1e6))).replace("@LINKS@", " ".join(f"[{k}]={v}" for k, v in DEV_LINKS.items()))
 """Run in the box as its user as ``bash -c RESET_SCRIPT NAME ARGV…`` (the next shell of the session,
 :data:`RESET_PRELUDE`): kill every process but PID 1 and itself (zombies left by orphans are waited for
 while the warden reaps them), empty :data:`WRITABLE`, remove System V IPC objects, then become ``ARGV`` (the new shell, its environment the box's own: nothing of the
-script's is exported). When something could not be done it says what and exits (status 3: processes
-left, 4: files left) instead."""
+script's is exported). Before it becomes ``ARGV`` it drains the terminal's input and prints
+:data:`WIPED` (what came before on the terminal, a process of the last user may have written). When
+something could not be done it says what and exits (status 3: processes left, 4: files left) instead."""
+
+WIPED = b"\n__FTE_WIPED\n"
+"""The line :data:`RESET_SCRIPT` prints when it is done, just before it becomes the shell: the host sends
+the new shell's set-up only after it."""
 
 
 def refusal(cfg: SandboxConfig) -> str | None:
@@ -164,8 +176,8 @@ def refusal(cfg: SandboxConfig) -> str | None:
 
 RESET_PRELUDE = ("bash", "--norc", "--noprofile", "-c", RESET_SCRIPT, "fte-reset")
 """The reset's new shell starts as ``RESET_PRELUDE + shell argv`` (``ShellSession.start(prelude=)``): the one
-process wipes the box, then becomes the shell, so nothing of the last user runs when the shell starts
-(Docker: one exec, not two); a failed wipe ends it and the shell does not start."""
+process wipes the box, then becomes the shell, so nothing of the last user runs when the shell starts;
+a failed wipe ends it and the shell does not start."""
 
 
 def empty_dir(path: Path) -> None:

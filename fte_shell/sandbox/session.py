@@ -3,7 +3,7 @@
 One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
 attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the
 terminal runs raw with echo off. Per command the host sends, in one write, one line
-(:func:`command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
+(:func:`~.shell_script.command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
 the shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and
 stdout+stderr to a file on the box's private size-capped tmpfs; then ``__fte_post`` writes ``BEGIN
 <nonce>``, the output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``
@@ -35,7 +35,9 @@ from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import box_clock_offset, write_sweep_request
-from .shell_script import init_script
+from .reset import WIPED
+from .shell_script import command_payload, init_script
+from .warden_shell import START_WAIT_S, WardenSpawn, spawn_by_warden
 
 __all__ = ["ShellSession"]
 
@@ -78,27 +80,35 @@ class ShellSession:
         """When the running command was sent, in hundredths of a second of the box's clock."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
-    def start(self, prelude: Sequence[str] = ()) -> None:
+    def start(self, prelude: Sequence[str] = (), *, by_warden: bool = False) -> None:
         """Spawn the shell (in ``self.cwd``) and wait until it is ready; ``prelude``: a command its process
-        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`). A ``docker
-        exec`` that ends at once while the container runs (a loaded daemon, a container out of pids for a
-        moment) is tried again, three times in all."""
+        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`, ending with
+        its :data:`.reset.WIPED` line). ``by_warden``: the box's warden starts it where it can (no engine
+        exec: :mod:`.warden_shell`). A start that ends at once while the box runs (a loaded daemon, a box
+        out of pids for a moment) is tried again by the engine, three times in all."""
         deadline = time.monotonic() + START_TIMEOUT_S
         for attempt in range(3):
-            exited = self._spawn(deadline, prelude)
+            exited = self._spawn(deadline, prelude, by_warden=by_warden and attempt == 0)
             if exited is None:
                 return
             if attempt == 2 or not self.box.is_running():
                 raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {exited}")
-            time.sleep(0.5 * (attempt + 1))
+            time.sleep(0 if by_warden and attempt == 0 else 0.5 * (attempt + 1))
 
-    def _spawn(self, deadline: float, prelude: Sequence[str]) -> str | None:
-        """One exec of the shell: None when it is ready, else what it printed before it ended."""
+    def _new_shell(self, argv: list[str], deadline: float, by_warden: bool) -> Spawn:
+        """The shell's process: started by the warden when asked and possible, else by the engine."""
+        timeout = max(1.0, deadline - time.monotonic())
+        owner = channel_owner(self.cfg.user) if by_warden else None
+        if owner is not None:
+            with contextlib.suppress(SandboxError):
+                return spawn_by_warden(self.box, argv, owner, timeout=timeout)
+        return self.box.spawn(argv, timeout=timeout)
+
+    def _spawn(self, deadline: float, prelude: Sequence[str], *, by_warden: bool = False) -> str | None:
+        """One start of the shell: None when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
         try:
-            tty_exec = self.box.spawn(
-                [*prelude, "bash", "--norc", "--noprofile", "--noediting"], timeout=max(1.0, deadline - time.monotonic())
-            )
+            tty_exec = self._new_shell([*prelude, "bash", "--norc", "--noprofile", "--noediting"], deadline, by_warden)
         except (SandboxError, OSError) as e:
             return str(e)
         self._exec = tty_exec
@@ -108,27 +118,45 @@ class ShellSession:
         marker = f"\n__FTE_READY_{nonce} ".encode()
         buf = bytearray()
         try:
+            # the set-up goes to the shell, not to the wipe (which drains the terminal's input)
+            by_warden = isinstance(tty_exec, WardenSpawn)
+            wipe_deadline = min(deadline, time.monotonic() + START_WAIT_S) if by_warden else deadline
+            if prelude and self._await(child, WIPED, wipe_deadline, buf) is None:
+                self._kill_child()
+                if by_warden:  # the warden did not do it: the engine will
+                    return f"the box's warden did not start the shell within {START_WAIT_S:.0f} s"
+                raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
             sent = time.clock_gettime(time.CLOCK_BOOTTIME)
             child.send(init.encode())
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._kill_child()
-                    raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
-                with contextlib.suppress(pexpect.TIMEOUT):
-                    buf += child.read_nonblocking(1 << 16, timeout=left)
-                i = buf.find(marker)
-                j = buf.find(b"\n", i + len(marker)) if i >= 0 else -1
-                if j >= 0:
-                    pid, uptime = buf[i + len(marker) : j].split()  # READY <nonce> <pid> <box uptime>
-                    self.shell_pid = int(pid)
-                    received = time.clock_gettime(time.CLOCK_BOOTTIME)
-                    self._clock_offset = box_clock_offset(float(uptime), sent, received)
-                    self._open_channel(child, nonce, deadline)
-                    return None
+            ready = self._await(child, marker, deadline, buf) is not None and self._await(child, b"\n", deadline, buf)
+            if not ready:  # READY <nonce> <pid> <box uptime>
+                self._kill_child()
+                raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
+            pid, uptime = ready.split()
+            self.shell_pid = int(pid)
+            self._clock_offset = box_clock_offset(float(uptime), sent, time.clock_gettime(time.CLOCK_BOOTTIME))
+            self._open_channel(child, nonce, deadline)
+            return None
         except (pexpect.EOF, OSError):
             self._kill_child()
             return bytes(buf[-500:]).decode("utf-8", "replace").strip()
+
+    @staticmethod
+    def _await(child: ShellStream, line: bytes, deadline: float, buf: bytearray) -> bytes | None:
+        """Read into ``buf`` until ``line`` came; what came before it (taken out of ``buf`` with the line), or
+        None when it did not come in time. Raises pexpect.EOF or OSError when the stream ended first
+        (``buf`` holds what it wrote)."""
+        while (i := buf.find(line)) < 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            with contextlib.suppress(pexpect.TIMEOUT):
+                buf += child.read_nonblocking(1 << 16, timeout=left)
+            if len(buf) > 1 << 16:  # only noise so far: keep a tail for a split line
+                del buf[: len(buf) - 4096]
+        before = bytes(buf[:i])
+        del buf[: i + len(line)]
+        return before
 
     def _open_channel(self, tty: ShellStream, nonce: str, deadline: float) -> None:
         """Commands and reports past the engine's relay (:mod:`.channel`) where the box allows it; a
@@ -356,30 +384,6 @@ class ShellSession:
             with contextlib.suppress(Exception):  # the container may be gone; _restart says so
                 self.box.exec(["kill", "-KILL", str(pid)])
         self._restart()
-
-
-_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(256) if not 0x20 <= c < 0x7F}, ord("'"): "\\'", ord("\\"): "\\\\"}
-"""Byte -> its spelling inside bash's ``$'…'`` (what is not printable ASCII as ``\\xHH``)."""
-
-
-def ansi_c_quoted(text: str) -> str:
-    """``text`` as one bash ``$'…'`` word on one printable-ASCII line: bash gives back its exact bytes
-    (UTF-8; lone surrogates as the bytes they escape), whatever control characters it holds."""
-    return "$'" + text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES) + "'"
-
-
-def command_payload(command: str, out_file: str, post: str) -> str:
-    """One line: the command, verbatim as a ``$'…'`` word, into a variable; ``eval``'d with stdin from
-    /dev/null and its output to ``out_file``; then the end-of-command report ``post``. (Nothing the
-    shell reads byte by byte, as it reads a here-document, and no ``/dev/null`` around ``set +x``: with
-    ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
-    body = command if command.endswith("\n") else command + "\n"
-    return (
-        f"__fte_c={ansi_c_quoted(body)}; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
-        + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
-        + post
-    )
-
 
 
 @dataclass

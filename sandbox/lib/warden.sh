@@ -33,12 +33,23 @@
 #    (`-`: its terminal): while the shell's stdout (/proc/SHELL/fd/1) is anything else, it is inside the
 #    command (the command's output file, or a redirection of the command's own).
 #
+# 4. Shell starter (the reset of a reused box): on SIGUSR1 with a new token in $SPAWN (`TOKEN PTS`, then
+#    the command's words, each ended by a NUL) it ends every other process of the box (`kill -KILL -1`
+#    from PID 1 spares only PID 1; the agent cannot end or stop the warden), waits until none is left,
+#    then starts the command as a new session on the terminal PTS (one the host made in the box's devpts
+#    and holds the master of), with the environment the warden itself was started with and every signal
+#    at its default: what the engine's exec would have started, without an exec (Docker's costs about
+#    80 ms of the daemons' CPU). Nothing of the agent's runs when it starts, so nothing can race it.
+#
 # The session shell writes `SHELL_PID TTY` to $STATE once, when it starts (nothing per command).
 #
 # Sourced with FTE_WARDEN_LIB=1 it only defines its functions (the tests call them on the host).
 
 STATE=${FTE_WARDEN_STATE:-/opt/fte/run/state}
 REQUEST=${FTE_WARDEN_REQUEST:-/run/fte/sweep}
+SPAWN=${FTE_WARDEN_SPAWN:-/run/fte/spawn}
+LAST_SPAWN=
+ENV0=()
 CLK_TCK=100
 TICK_FD=
 LAST_REQUEST=
@@ -190,14 +201,57 @@ on_usr1() {
   return 0
 }
 
-# handle_request: a sweep when the host asked for one (a new token in $REQUEST), else nothing
+# handle_request: a new shell and a sweep when the host asked for them (a new token in $SPAWN, $REQUEST)
 handle_request() {
   local req= t0= idle=
   WANTED=
   IFS=' ' read -r req t0 idle 2>/dev/null <"$REQUEST"
+  handle_spawn
   [[ -n $req && $req != "$LAST_REQUEST" ]] || return 0
   LAST_REQUEST=$req
   sweep "$t0" "${idle:--}"
+}
+
+# end_all: kill every process of the box but this one, until none is left (zombies are reaped by bash's
+# SIGCHLD handler); false when some are left after 10 s. Only as PID 1 (kill -1 spares PID 1 alone).
+end_all() {
+  local i d p st
+  for ((i = 0; i < 1000; i++)); do
+    kill -KILL -1 2>/dev/null
+    p=
+    for d in /proc/[0-9]*; do
+      [[ ${d#/proc/} == 1 ]] && continue
+      IFS= read -r st 2>/dev/null <"$d/stat" || continue
+      st=${st##*) }
+      [[ ${st:0:1} == Z ]] && continue
+      p=${d#/proc/}
+      break
+    done
+    [[ -z $p ]] && return 0
+    ((i < 50)) || nap 0.01  # (a nap is 10 ms at least: the killed ones usually end within a few scans)
+  done
+  return 1
+}
+
+# handle_spawn: start a new shell when the host asked for one (a new token in $SPAWN)
+handle_spawn() {
+  local tok= pts=
+  local -a argv=()
+  { IFS=' ' read -r tok pts && mapfile -d '' -t argv; } 2>/dev/null <"$SPAWN"
+  [[ -n $tok && $tok != "$LAST_SPAWN" ]] || return 0
+  LAST_SPAWN=$tok
+  if [[ $$ != 1 || ! $pts =~ ^/dev/pts/[0-9]+$ || ${#argv[@]} == 0 ]]; then
+    log "a spawn request it cannot follow (not PID 1, or no terminal or command): nothing started"
+    return 0
+  fi
+  if ! end_all; then
+    log "processes are left after the kill: no new shell"
+    return 0
+  fi
+  # (an asynchronous list: bash opens the terminal in the child; setsid does not fork, the child not
+  # being a process group leader, and makes the terminal its controlling one)
+  (exec /usr/bin/setsid -c /usr/bin/env -i --default-signal "${ENV0[@]}" "${argv[@]}") <>"$pts" >&0 2>&0 &
+  return 0
 }
 
 pids_usage() {  # into P_CUR P_MAX (P_MAX 0: no limit)
@@ -250,6 +304,7 @@ main() {
   if [[ -z $TICK_FD ]]; then  # no fifo (an unusual image): a pipe to a process that never writes
     exec {TICK_FD}< <(exec sleep infinity)
   fi
+  mapfile -d '' -t ENV0 2>/dev/null </proc/self/environ  # (as started: bash's own variables are not in it)
   trap on_usr1 USR1
   NPROC_MAX=$(ulimit -u 2>/dev/null) || NPROC_MAX=0
   [[ $NPROC_MAX =~ ^[0-9]+$ ]] || NPROC_MAX=0

@@ -155,6 +155,9 @@ class BwrapBox(BoxFields):
         self.shells = [p for p in self.shells if p.poll() is None] + [proc]
         return BwrapSpawn(proc, PtySpawn(master, proc, timeout=timeout))
 
+    def root_pid(self) -> int | None:
+        return self.warden_pid
+
     def is_running(self) -> bool:
         return self.proc.poll() is None
 

@@ -168,6 +168,12 @@ def is_running(container_id: str) -> bool:
         return False
 
 
+def main_pid(container_id: str) -> int | None:
+    """The container's main process (the warden) on the daemon's host; None when it does not run."""
+    pid = client().api.inspect_container(container_id)["State"].get("Pid")
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
 def signal_warden(container_id: str) -> None:
     """Ask the warden to kill the running command's processes (no new process in the container); the
     caller wrote the sweep request first (:func:`fte_shell.sandbox.ownership.write_sweep_request`)."""

@@ -24,6 +24,14 @@ class DockerBox(BoxFields):
     image: str
     direct_channel: bool = False
     """runc passes the gateway directory's FIFOs through; gVisor's gofer does not."""
+    _root_pid: int | None = None
+
+    def root_pid(self) -> int | None:
+        """The container's main process on this host (runc only: gVisor's processes are not the host's)."""
+        if self.direct_channel and self._root_pid is None:
+            with daemon_errors("asking for the sandbox's main process"):
+                self._root_pid = container.main_pid(self.id)
+        return self._root_pid if self.direct_channel else None
 
     def spawn(self, argv: list[str], *, timeout: float) -> TtyExec:
         with daemon_errors("starting a shell in the sandbox"):

@@ -100,11 +100,21 @@ class PodmanBox(BoxFields):
     user: str
     image: str
     runtime: str
+    _root_pid: int | None = None
 
     @property
     def direct_channel(self) -> bool:
         """Always runc here (runsc is refused), which passes the gateway directory's FIFOs through."""
         return self.runtime == "runc"
+
+    def root_pid(self) -> int | None:
+        """The box's main process on this host (a rootful podman's; a rootless one's is not reachable)."""
+        if self._root_pid is None and not cli.rootless():
+            res = cli.run(["inspect", "--type", "container", "--format", "{{.State.Pid}}", self.id],
+                          check=False, timeout=60)
+            pid = res.stdout.strip()
+            self._root_pid = int(pid) if res.returncode == 0 and pid.isdigit() and int(pid) > 0 else None
+        return self._root_pid
 
     def spawn(self, argv: list[str], *, timeout: float) -> CliSpawn:
         try:
