@@ -174,14 +174,15 @@ def _pool_starter(cfg: Any) -> Starter:
     return start
 
 
-async def open_pools(limit: float = 300.0) -> None:
-    """Open the pool cases' EpisodePools and wait for their warm boxes, as a trainer does once at start."""
+async def open_pools(limit: float = 300.0, size: int | None = None) -> None:
+    """Open the pool cases' EpisodePools (``size`` warm boxes; None: the pool's default) and wait for their
+    warm boxes, as a trainer does once at start."""
     if not _POOL_CONFIGS:
         return
     from fte_shell.rl import EpisodePool  # type: ignore[import-not-found,unused-ignore]
 
     for key, cfg in _POOL_CONFIGS.items():
-        _POOLS[key] = await EpisodePool(cfg, record=False).__aenter__()
+        _POOLS[key] = await EpisodePool(cfg, size, record=False).__aenter__()
     deadline = time.monotonic() + limit
     while any(p.ready < p.settings.size for p in _POOLS.values()) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)

@@ -266,6 +266,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--concurrency", type=ints, default=[8, 32, 128])
     ap.add_argument("--episodes", type=int, default=64,
                     help="episodes per concurrency level (at least the level)")
+    ap.add_argument("--pool-size", type=int, default=None,
+                    help="the pool cases' warm boxes (PoolConfig.size; default: the pool's own, 8): a trainer "
+                         "sizes it to its episodes in flight")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a start or an action fails")
     ap.add_argument("--no-settle", dest="settle", action="store_false",
                     help="do not wait for the peers' containers to go between phases (mini-swe-agent "
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(starters: dict[str, Starter], a: argparse.Namespace) -> dict[str, Any]:
     try:
-        await open_pools()
+        await open_pools(size=a.pool_size)
         return await measure(starters, a)
     finally:
         await close_pools()

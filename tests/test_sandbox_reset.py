@@ -91,6 +91,8 @@ def test_a_reset_box_keeps_nothing_of_its_last_user_and_still_works(psb: Sandbox
     assert "junk" not in dev and "new" not in dev and dev[-1] == "/proc/self/fd/0", dev
     if provider_case.provider == "bwrap":  # its /dev is the box user's: mended, not just emptied
         assert set(DEV_LINKS) <= set(dev), dev
+    # the warden starts a shell only for a new request of the host's: the agent's signal starts none
+    assert psb.run("kill -USR1 1; sleep 0.5; ps -eo args --no-headers | grep -c '[-]-noediting'").output == "1\n"
     # the box still works: the gateway answers, the warden sweeps a timed-out command, state persists
     assert psb.run("test -S /run/fte/gw.sock && echo socket").output == "socket\n"
     assert psb.run("export KEEP=1; cd /tmp").exit_code == 0

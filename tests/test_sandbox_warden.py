@@ -131,3 +131,20 @@ def test_a_flood_of_signals_leaves_at_most_one_wake_up(tmp_path: Path) -> None:
     )
     res = warden(script, tmp_path)  # (a blocked warden would raise TimeoutExpired)
     assert res.stdout.splitlines() == ["wakeups=1", "woke"], res.stderr
+
+
+def test_the_warden_starts_a_shell_only_as_pid_1_and_once_per_request(tmp_path: Path) -> None:
+    """A spawn request is followed only by a warden that is PID 1 (its `kill -1` would otherwise end
+    processes outside the box) and only once per token (the agent's signals repeat none)."""
+    from fte_shell.sandbox.warden_shell import write_spawn_request
+
+    marker = tmp_path / "started"
+    write_spawn_request(tmp_path, "/dev/pts/0", ["touch", str(marker)])
+    spawn = tmp_path / "spawn"
+    r = warden("handle_spawn; handle_spawn; wait", tmp_path, FTE_WARDEN_SPAWN=str(spawn))
+    assert not marker.exists()
+    assert r.stderr.count("a spawn request it cannot follow") == 1, r.stderr
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"tok /tmp/not-a-terminal\ntouch\0" + str(marker).encode() + b"\0")
+    r = warden("handle_spawn", tmp_path, FTE_WARDEN_SPAWN=str(bad))
+    assert not marker.exists() and "cannot follow" in r.stderr
