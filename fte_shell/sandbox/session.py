@@ -119,11 +119,11 @@ class ShellSession:
         buf = bytearray()
         try:
             # the set-up goes to the shell, not to the wipe (which drains the terminal's input)
-            by_warden = isinstance(tty_exec, WardenSpawn)
-            wipe_deadline = min(deadline, time.monotonic() + START_WAIT_S) if by_warden else deadline
+            warden = isinstance(tty_exec, WardenSpawn)
+            wipe_deadline = min(deadline, time.monotonic() + START_WAIT_S) if warden else deadline
             if prelude and self._await(child, WIPED, wipe_deadline, buf) is None:
                 self._kill_child()
-                if by_warden:  # the warden did not do it: the engine will
+                if warden:  # the warden did not do it: the engine will
                     return f"the box's warden did not start the shell within {START_WAIT_S:.0f} s"
                 raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
             sent = time.clock_gettime(time.CLOCK_BOOTTIME)
