@@ -20,8 +20,10 @@ from fte_shell import Episode
 from fte_shell.cli import app
 from fte_shell.config import RunConfig
 from fte_shell.errors import ConfigError
+from fte_shell.record.rundir import find_runs
 from fte_shell.runner import fork_run, run_question
 from fte_shell.standins.server import ScriptedServer, ScriptToolCall, ScriptTurn
+from fte_shell.viewer import Catalog
 from tests.servers import FakeSerper, LoopbackServer
 
 Q = "Who dredged the Tern Quay harbour?"
@@ -291,6 +293,9 @@ def test_fork_command_makes_n_forks(parents: dict[str, Any], tmp_path: Path) -> 
         assert (result["answer"], result["turns"], result["forked_from"]["turn"]) == ("Lio Brand", 6, 5)
         assert result["context"] == "discard_all"  # the run flag --context, as docs/run.md "Fork a run" says
         assert result["config_digest"] != json.loads((parents["root"] / "fte" / "result.json").read_text())["config_digest"]
+    # the forks' directory is one the viewer and report take, as a sweep's (c1 … cN, one run each)
+    assert [(d.name, rep) for d, _p, _q, rep in find_runs(tmp_path / "f")] == [("c1", 0), ("c2", 1)]
+    assert [r.dir.name for r in Catalog([tmp_path / "f"]).runs] == ["c1", "c2"]
 
 
 def test_the_viewer_page_links_a_fork_and_its_parent(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ _err = Console(stderr=True)
 
 
 def view(
-    paths: Annotated[list[Path], typer.Argument(help="A run directory, or one or more sweep directories.")],
+    paths: Annotated[list[Path], typer.Argument(help="Run directories, sweep directories, or directories of run directories (fork -n's).")],
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).")] = 0,
     static: Annotated[
         Path | None,

@@ -216,7 +216,8 @@ def arm_profile(name: str) -> str:
 
 def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
     """Run directories under ``root``: a sweep (``runs/<arm>/<qid>/r<k>/``, the arm a profile or
-    ``profile@strategy``: :func:`arm_name`), or one run directory. Returns (dir, profile, qid, rep)."""
+    ``profile@strategy``: :func:`arm_name`), one run directory, or a directory of run directories (``fork -n
+    N``'s ``c1`` … ``cN``: rep k-1 for ``ck``). Returns (dir, profile, qid, rep)."""
     root = Path(root)
     if is_run_dir(root):
         return [(root, None, None, 0)]
@@ -226,6 +227,10 @@ def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
         m = re.fullmatch(r"r(\d+)", d.name)
         if m and d.is_dir():
             out.append((d, arm_profile(d.parent.parent.name), d.parent.name, int(m.group(1))))
+    if not out and root.is_dir():
+        kids = [d for d in root.iterdir() if d.is_dir() and is_run_dir(d)]
+        num = {d: int(m.group(1)) if (m := re.fullmatch(r"c(\d+)", d.name)) else 0 for d in kids}
+        out = [(d, None, None, max(num[d] - 1, 0)) for d in sorted(kids, key=lambda d: (num[d], d.name))]
     return out
 
 
