@@ -6,7 +6,7 @@ goes); Streamable HTTP opens and closes them on the client's word (``open_worksp
 ``close_workspace``), closes the idle ones after ``idle_ttl_s`` and refuses more than ``max_workspaces``
 at once; with ``warm`` > 0 (the shell profile) a :class:`~fte_shell.sandbox.SandboxPool` keeps that many
 boxes started ahead, and a workspace opens with one of them (its run directory keeps the box's /work:
-:mod:`fte_shell.profiles.shell`). Every box call runs in a worker thread (a limiter as wide as the workspaces allowed), so the
+:mod:`fte_shell.profiles.shell`) and gives it back when it closes (reset: docs/sandbox.md "Reset"). Every box call runs in a worker thread (a limiter as wide as the workspaces allowed), so the
 event loop never waits on a box.
 """
 
@@ -106,7 +106,8 @@ class Workspaces:
             q = question if question is not None and question.strip() else self.default_question
             run_id = new_run_id(q)
             ep = Episode.open(self.config, q, self.out / run_id, world=self.world, run_id=run_id, meta={"mcp": True},
-                              sandbox_source=self.boxes.acquire if self.boxes else None)
+                              sandbox_source=self.boxes.acquire if self.boxes else None,
+                              sandbox_release=self.boxes.release if self.boxes else None)
         finally:
             with self._lock:
                 self._opening -= 1
