@@ -132,23 +132,22 @@ class WardenTerminal(PtySpawn):
         self._settings: list | None = settings
         self._slave: int | None = slave
 
-    def _settle(self) -> None:
+    def _drop_slave(self) -> None:
         if self._slave is not None:
             with contextlib.suppress(OSError):
                 os.close(self._slave)
             self._slave = None
-        if self._settings is not None:
-            termios.tcsetattr(self.child_fd, termios.TCSANOW, self._settings)
-            self._settings = None
 
     def close(self, force: bool = True) -> None:
-        self._settle() if self._slave is not None else None
+        self._drop_slave()
         super().close(force)
         self._leader.release()
 
     def send(self, s: bytes | str) -> int:
         if self._settings is not None:
-            self._settle()
+            self._drop_slave()
+            termios.tcsetattr(self.child_fd, termios.TCSANOW, self._settings)
+            self._settings = None
         return super().send(s)
 
 
