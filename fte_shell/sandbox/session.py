@@ -35,7 +35,7 @@ from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import box_clock_offset, write_sweep_request
-from .shell_script import init_script
+from .shell_script import end_fields, init_script
 
 __all__ = ["ShellSession"]
 
@@ -202,7 +202,7 @@ class ShellSession:
             res = self._recover(nonce, post, None)
         if res.cwd:
             self.cwd = res.cwd
-        text, truncated, note = reported_text(bytes(res.data), res.size, cap, self.cfg.output_buffer_size)
+        text, truncated, note = reported_text(res.data, res.size, cap, self.cfg.output_buffer_size)
         return Observation(
             output=text,
             exit_code=None if timed_out else res.status,
@@ -225,19 +225,20 @@ class ShellSession:
         child = self._child
         assert child is not None
         begin_m = f"\n__FTE_BEGIN_{nonce}\n".encode()
-        end_m = f"\n__FTE_END_{nonce} ".encode()
+        nb = nonce.encode()  # one search for it finds the END and any BEGIN sent again
+        end_p, begin_p = b"\n__FTE_END_", b"\n__FTE_BEGIN_"
         swept_m = b"\n__FTE_SWEPT\n"
         bound = 2 * self.cfg.output_cap_bytes + (1 << 20)
         buf, self._rest = self._rest, bytearray()
-        begin = -1
-        scan = 0  # END cannot start before this offset of buf (searched already): a long output is O(n)
+        begin, start = -1, 0  # start: where the output begins in buf (after the last BEGIN: one sent again)
+        scan = 0  # the nonce cannot start before this offset of buf (searched already): a long output is O(n)
         while True:
             if stop_on_swept:
                 w = buf.find(swept_m)
                 b = buf.find(begin_m) if (begin < 0 and not skip_end) else -1
                 if w >= 0 and begin >= 0:  # the warden wrote while the output was streaming
                     del buf[w : w + len(swept_m)]
-                    self._swept_seen, scan = True, 0
+                    self._swept_seen, scan, start = True, 0, 0
                 elif w >= 0 and (b < 0 or w < b):
                     self._rest = buf[w + len(swept_m) :]
                     return "swept"
@@ -245,27 +246,29 @@ class ShellSession:
                 i = buf.find(begin_m)
                 if i >= 0:
                     del buf[: i + len(begin_m)]
-                    begin = 0
-                    scan = 0
+                    begin, scan, start = 0, 0, 0
             if begin >= 0:
-                j = buf.find(end_m, scan)
-                scan = j if j >= 0 else max(0, len(buf) - len(end_m) + 1)
-                if j >= 0:
-                    k = buf.find(b"\n", j + len(end_m))
-                    if k >= 0:
-                        fields = bytes(buf[j + len(end_m) : k]).decode("utf-8", "replace").split(" ", 2)
-                        try:
-                            status, size = int(fields[0]), int(fields[1])
-                        except (ValueError, IndexError):
-                            status, size = None, -1
-                        cwd = fields[2] if len(fields) > 2 else ""
+                j = buf.find(nb, scan)
+                while j >= 0:
+                    e = j + len(nb)
+                    if e >= len(buf):  # what follows the nonce has not come yet
+                        break
+                    if buf[e] == 0x20 and buf[j - len(end_p) : j] == end_p:  # END <nonce> <status> …
+                        k = buf.find(b"\n", e)
+                        if k < 0:
+                            break
+                        status, size, cwd = end_fields(buf[e + 1 : k])
                         self._rest = buf[k:]
-                        # a report that was interrupted and sent again: its last BEGIN holds the output
-                        b = buf.rfind(begin_m, 0, j)
-                        return _End(buf[b + len(begin_m) if b >= 0 else 0 : j], status, size, cwd)
-                elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
+                        del buf[j - len(end_p) :]  # the output in place: no copy of a large one
+                        del buf[:start]
+                        return _End(buf, status, size, cwd)
+                    if buf[e] == 0x0A and buf[j - len(begin_p) : j] == begin_p:  # a report sent again
+                        start = e + 1
+                    j = buf.find(nb, e)
+                scan = j if j >= 0 else max(0, len(buf) - len(nb) + 1)
+                if j < 0 and len(buf) > bound:  # noise written to the terminal directly: keep it bounded
                     del buf[bound // 2 : len(buf) - bound // 4]
-                    scan = 0
+                    scan, start = 0, 0
             elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
             left = deadline - time.monotonic()
