@@ -22,8 +22,8 @@ them alike):
   in turn), each thread ``--commands`` trivial commands (``echo hi``; every answer checked); commands/s
   = all commands / wall time from a common start until the last thread ends;
 * **1 MB output** (``head -c 1000000 … | fold``, uncapped: ``output_cap_bytes`` 2 MB), ``--mb-reps``
-  times through one box of the case, and through SWE-ReX's ``execute`` (``--only-mb``: this alone, one
-  box per case).
+  times through one box of the case, and through SWE-ReX's ``execute``, one of each case in turn per
+  rep (``--only-mb``: this alone, one box per case).
 
 Where the time goes: the CPU seconds spent during each case's throughput bursts, per 1,000 commands:
 this Python process (``os.times``), the case's own host processes (``/proc/<pid>/stat`` utime+stime
@@ -267,17 +267,20 @@ def main() -> int:
                 for g in after:
                     cpu[c][g] += max(0.0, after[g] - before.get(g, 0.0))
                 rate[c].append(this_rate[c])
-            for c in [*order, REX]:
-                before = cpu_snapshot(own[c])
-                client = rex.client_cpu_s() if c == REX else 0.0
-                xs = mb_times(c, args.mb_reps)
-                after = cpu_snapshot(own[c])
-                if c == REX:  # its client is SWE-ReX's Python side, as this process is ours
-                    after[PY] = before[PY] + rex.client_cpu_s() - client
-                for g in after:
-                    cpu_mb[c][g] += max(0.0, after[g] - before.get(g, 0.0))
-                mb[c] += xs
-                this_mb[c] = statistics.median(xs)
+            xs: dict[str, list[float]] = defaultdict(list)
+            for _ in range(args.mb_reps):  # case by case within each rep: a burst of load hits them alike
+                for c in [*order, REX]:
+                    before = cpu_snapshot(own[c])
+                    client = rex.client_cpu_s() if c == REX else 0.0
+                    xs[c] += mb_times(c, 1)
+                    after = cpu_snapshot(own[c])
+                    if c == REX:  # its client is SWE-ReX's Python side, as this process is ours
+                        after[PY] = before[PY] + rex.client_cpu_s() - client
+                    for g in after:
+                        cpu_mb[c][g] += max(0.0, after[g] - before.get(g, 0.0))
+            for c in xs:
+                mb[c] += xs[c]
+                this_mb[c] = statistics.median(xs[c])
             for c in names if not args.only_mb else []:
                 ratio_rate[c].append(this_rate[RAW] / this_rate[c])
             for c in [*names, RAW]:
