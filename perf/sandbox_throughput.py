@@ -271,11 +271,11 @@ def main() -> int:
             for _ in range(args.mb_reps):  # case by case within each rep: a burst of load hits them alike
                 for c in [*order, REX]:
                     before = cpu_snapshot(own[c])
-                    client = rex.client_cpu_s() if c == REX else 0.0
+                    py = rex.client_cpu_s() if c == REX else time.process_time()  # not the snapshots' own
                     xs[c] += mb_times(c, 1)
-                    after = cpu_snapshot(own[c])
-                    if c == REX:  # its client is SWE-ReX's Python side, as this process is ours
-                        after[PY] = before[PY] + rex.client_cpu_s() - client
+                    # SWE-ReX's client is its Python side, as this process is ours
+                    after = {**cpu_snapshot(own[c]), PY: before[PY] - py + (
+                        rex.client_cpu_s() if c == REX else time.process_time())}
                     for g in after:
                         cpu_mb[c][g] += max(0.0, after[g] - before.get(g, 0.0))
             for c in xs:
