@@ -170,9 +170,6 @@ class SweRex:
         answer = json.loads(self.proc.stdout.readline())
         return answer.pop("s"), answer
 
-    def client_cpu_s(self) -> float:
-        return _cpu_s(self.proc.pid, children=False)
-
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -235,21 +232,23 @@ def main() -> int:
         own = {n: {p for sb in boxes[n] for p in box_processes(sb)} for n in names} | {
             RAW: {r.child.pid for r in raws}, REX: {rex.server_pid}}
 
-        def mb_times(c: str, reps: int) -> list[float]:
-            """Seconds of ``reps`` 1 MB outputs through case ``c``, each answer checked."""
+        def mb_times(c: str, reps: int) -> tuple[list[float], float]:
+            """Seconds of ``reps`` 1 MB outputs through case ``c``, each answer checked, and the CPU seconds
+            of the Python side around the calls alone (this process; SWE-ReX: its client)."""
             if c == REX:
                 assert rex is not None
                 xs, got = rex.times(MB, reps)
-                counts = (got["x"], got["nl"], got["out"])
+                py, counts = got["cpu"], (got["x"], got["nl"], got["out"])
             else:
-                xs, out = [], ""
+                xs, out, py = [], "", 0.0
                 for _ in range(reps):
-                    t = time.perf_counter()
+                    t, p = time.perf_counter(), time.process_time()
                     out = runners[c][0](MB)
                     xs.append(time.perf_counter() - t)
+                    py += time.process_time() - p
                 counts = (out.count("x"), out.count("\n"), len(out))
             assert counts[0] == 1_000_000 and counts[1] >= MB_LEN - 1_000_000, (c, counts)
-            return xs
+            return xs, py
 
         for c in [*cols, REX]:  # the same answer everywhere; warm every runner
             mb_times(c, 1)
@@ -271,11 +270,9 @@ def main() -> int:
             for _ in range(args.mb_reps):  # case by case within each rep: a burst of load hits them alike
                 for c in [*order, REX]:
                     before = cpu_snapshot(own[c])
-                    py = rex.client_cpu_s() if c == REX else time.process_time()  # not the snapshots' own
-                    xs[c] += mb_times(c, 1)
-                    # SWE-ReX's client is its Python side, as this process is ours
-                    after = {**cpu_snapshot(own[c]), PY: before[PY] - py + (
-                        rex.client_cpu_s() if c == REX else time.process_time())}
+                    x, py = mb_times(c, 1)
+                    xs[c] += x
+                    after = {**cpu_snapshot(own[c]), PY: before[PY] + py}  # not the snapshots' own CPU
                     for g in after:
                         cpu_mb[c][g] += max(0.0, after[g] - before.get(g, 0.0))
             for c in xs:

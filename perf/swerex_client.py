@@ -6,8 +6,9 @@ venv: its dependencies are not fte-shell's pins). Imports nothing of fte-shell.
 Starts ``swerex-remote`` (beside this interpreter) on 127.0.0.1 in WORKDIR, drives it with SWE-ReX's own
 ``RemoteRuntime`` and says ``{"server_pid": …}`` on stdout when it answers. Then, per line on stdin
 ``<reps> <command as JSON>``: runs the command ``reps`` times through ``execute`` and answers one JSON
-line: ``{"s": [seconds per run, measured here around each execute], "out": the last output's length,
-"x": its count of "x", "nl": of newlines}``. Ends at EOF of stdin, stopping the server.
+line: ``{"s": [seconds per run, measured here around each execute], "cpu": this process's CPU seconds
+around them, "out": the last output's length, "x": its count of "x", "nl": of newlines}``. Ends at EOF
+of stdin, stopping the server.
 """
 
 from __future__ import annotations
@@ -46,12 +47,14 @@ def main() -> int:
         print(json.dumps({"server_pid": proc.pid}), flush=True)
         for line in sys.stdin:
             reps, cmd = line.split(" ", 1)
-            times, out = [], ""
+            times, out, cpu = [], "", 0.0
             for _ in range(int(reps)):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 out = loop.run_until_complete(rt.execute(Command(command=json.loads(cmd), shell=True))).stdout
                 times.append(time.perf_counter() - t)
-            print(json.dumps({"s": times, "out": len(out), "x": out.count("x"), "nl": out.count("\n")}), flush=True)
+                cpu += time.process_time() - c
+            answer = {"s": times, "cpu": cpu, "out": len(out), "x": out.count("x"), "nl": out.count("\n")}
+            print(json.dumps(answer), flush=True)
     finally:
         with contextlib.suppress(Exception):
             loop.run_until_complete(rt.close())
