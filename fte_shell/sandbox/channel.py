@@ -20,6 +20,7 @@ commands into a box. Anywhere else, or when the shell cannot open them, the term
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import select
 import time
@@ -29,6 +30,11 @@ import pexpect
 
 from .base import GATEWAY_MOUNT, ShellStream
 from .output import ChannelStream
+
+PIPE_BYTES = 1 << 20
+"""The capacity asked for the shell's stdout FIFO (a pipe's default is 64 KiB): a large output then goes
+through in a few large writes, each waking this process once, instead of the writer stopping every
+64 KiB until this process has read. The kernel gives a pipe's pages only as they fill."""
 
 
 def channel_owner(user: str) -> tuple[int, int] | None:
@@ -52,6 +58,8 @@ def open_channel(tty: ShellStream, gateway_dir: Path, owner: tuple[int, int], no
             os.mkfifo(p, 0o600)
             os.chown(p, *owner)
         rfd = os.open(paths[1], os.O_RDONLY | os.O_NONBLOCK)
+        with contextlib.suppress(OSError):  # above the host's fs.pipe-max-size: the default stays
+            fcntl.fcntl(rfd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         box_in, box_out = (f"{GATEWAY_MOUNT}/{p.name}" for p in paths)
         ok, no = (f"\\builtin printf '\\n__FTE_{w}_%s\\n' {nonce}" for w in ("CHAN", "NOCHAN"))
         # plain exec (a fresh shell: nothing of the agent's yet): `builtin exec 1>f` would undo it after

@@ -75,7 +75,7 @@ def truncation_line(omitted: int, note: str = "") -> str:
     return f"[... output truncated: {omitted:,} bytes omitted{extra} ...]"
 
 
-def _cut_utf8(data: bytes, n: int, *, from_end: bool = False) -> bytes:
+def _cut_utf8(data: bytes | bytearray, n: int, *, from_end: bool = False) -> bytes | bytearray:
     """At most ``n`` bytes of ``data`` without splitting a UTF-8 character at the cut."""
     if len(data) <= n:
         return data
@@ -97,7 +97,8 @@ def split_cap(cap: int) -> tuple[int, int]:
     return head, max(cap - head, 0)
 
 
-def align_to_lines(head: bytes, tail: bytes, omitted: int) -> tuple[bytes, bytes, int]:
+def align_to_lines(head: bytes | bytearray, tail: bytes | bytearray, omitted: int
+                   ) -> tuple[bytes | bytearray, bytes | bytearray, int]:
     """Cut the head after its last newline and start the tail after its first one, when that loses at
     most a quarter of each, so the truncation line sits between whole lines. Returns the new head, tail
     and omitted count (which grows by what was cut)."""
@@ -112,7 +113,7 @@ def align_to_lines(head: bytes, tail: bytes, omitted: int) -> tuple[bytes, bytes
     return head, tail, omitted
 
 
-def join_head_tail(head: bytes, tail: bytes, omitted: int, note: str = "") -> str:
+def join_head_tail(head: bytes | bytearray, tail: bytes | bytearray, omitted: int, note: str = "") -> str:
     """Clean a head and a tail (aligned to whole lines when cheap) and join them with the truncation
     line."""
     head, tail, omitted = align_to_lines(head, tail, omitted)
@@ -123,7 +124,7 @@ def join_head_tail(head: bytes, tail: bytes, omitted: int, note: str = "") -> st
     return f"{h}{truncation_line(omitted, note)}\n{t}"
 
 
-def cap_output(data: bytes, cap: int) -> tuple[str, bool]:
+def cap_output(data: bytes | bytearray, cap: int) -> tuple[str, bool]:
     """Clean ``data`` and keep at most ``cap`` raw bytes of it: a head and a tail around a line like
     ``[... output truncated: 1,234,567 bytes omitted ...]``. Returns ``(text, truncated)``."""
     if cap <= 0:
@@ -136,10 +137,11 @@ def cap_output(data: bytes, cap: int) -> tuple[str, bool]:
     return join_head_tail(head, tail, len(data) - len(head) - len(tail)), True
 
 
-def reported_text(data: bytes, size: int, cap: int, buffer_size: str) -> tuple[str, bool, str]:
+def reported_text(data: bytes | bytearray, size: int, cap: int, buffer_size: str) -> tuple[str, bool, str]:
     """(text, truncated, note) of what the shell's end-of-command report sent: all of the output when
-    ``size`` < 0, else the head and tail (:func:`split_cap`) of an output of ``size`` bytes; the note
-    says when the output filled the box's ``buffer_size`` output buffer."""
+    ``size`` < 0, else, of an output of ``size`` bytes, its first ``cap`` + 1 bytes and its last
+    ``tail`` (:func:`split_cap`; the head is the first ``head`` of them); the note says when the output
+    filled the box's ``buffer_size`` output buffer."""
     if size < 0:
         text, truncated = cap_output(data, cap)
         return text, truncated, ""
@@ -151,8 +153,8 @@ def reported_text(data: bytes, size: int, cap: int, buffer_size: str) -> tuple[s
             "was discarded (the writer got 'No space left on device')"
         )
     head, tail = split_cap(cap)
-    if len(data) == head + tail:
-        return join_head_tail(data[:head], data[head:], size - head - tail), True, note
+    if len(data) == cap + 1 + tail:
+        return join_head_tail(data[:head], data[cap + 1 :], size - head - tail), True, note
     text, _ = cap_output(data, cap)
     return text, True, note
 

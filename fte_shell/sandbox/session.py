@@ -36,7 +36,7 @@ from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
 from .ownership import box_clock_offset, write_sweep_request
 from .reset import WIPED
-from .shell_script import command_payload, init_script
+from .shell_script import command_payload, end_fields, init_script
 from .warden_shell import START_WAIT_S, WardenSpawn, spawn_by_warden
 
 __all__ = ["ShellSession"]
@@ -82,10 +82,9 @@ class ShellSession:
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self, prelude: Sequence[str] = (), *, by_warden: bool = False) -> None:
         """Spawn the shell (in ``self.cwd``) and wait until it is ready; ``prelude``: a command its process
-        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`, ending with
-        its :data:`.reset.WIPED` line). ``by_warden``: the box's warden starts it where it can (no engine
-        exec: :mod:`.warden_shell`). A start that ends at once while the box runs (a loaded daemon, a box
-        out of pids for a moment) is tried again by the engine, three times in all."""
+        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`, ending with its
+        :data:`.reset.WIPED` line). ``by_warden``: the box's warden starts it where it can (:mod:`.warden_shell`).
+        A start that ends at once while the box runs is tried again by the engine, three times in all."""
         deadline = time.monotonic() + START_TIMEOUT_S
         for attempt in range(3):
             exited = self._spawn(deadline, prelude, by_warden=by_warden and attempt == 0)
@@ -98,8 +97,7 @@ class ShellSession:
     def _new_shell(self, argv: list[str], deadline: float, by_warden: bool) -> Spawn:
         """The shell's process: started by the warden when asked and possible, else by the engine."""
         timeout = max(1.0, deadline - time.monotonic())
-        owner = channel_owner(self.cfg.user) if by_warden else None
-        if owner is not None:
+        if by_warden and (owner := channel_owner(self.cfg.user)) is not None:
             with contextlib.suppress(SandboxError):
                 return spawn_by_warden(self.box, argv, owner, timeout=timeout)
         return self.box.spawn(argv, timeout=timeout)
@@ -120,8 +118,8 @@ class ShellSession:
         try:
             # the set-up goes to the shell, not to the wipe (which drains the terminal's input)
             warden = isinstance(tty_exec, WardenSpawn)
-            wipe_deadline = min(deadline, time.monotonic() + START_WAIT_S) if warden else deadline
-            if prelude and self._await(child, WIPED, wipe_deadline, buf) is None:
+            if prelude and self._await(child, WIPED, min(deadline, time.monotonic() + START_WAIT_S) if warden
+                                       else deadline, buf) is None:
                 self._kill_child()
                 if warden:  # the warden did not do it: the engine will
                     return f"the box's warden did not start the shell within {START_WAIT_S:.0f} s"
@@ -143,9 +141,8 @@ class ShellSession:
 
     @staticmethod
     def _await(child: ShellStream, line: bytes, deadline: float, buf: bytearray) -> bytes | None:
-        """Read into ``buf`` until ``line`` came; what came before it (taken out of ``buf`` with the line), or
-        None when it did not come in time. Raises pexpect.EOF or OSError when the stream ended first
-        (``buf`` holds what it wrote)."""
+        """Read into ``buf`` until ``line`` came: what came before it (taken out of ``buf`` with the line),
+        None when it did not come in time; pexpect.EOF or OSError when the stream ended (``buf`` kept)."""
         while (i := buf.find(line)) < 0:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -230,7 +227,7 @@ class ShellSession:
             res = self._recover(nonce, post, None)
         if res.cwd:
             self.cwd = res.cwd
-        text, truncated, note = reported_text(bytes(res.data), res.size, cap, self.cfg.output_buffer_size)
+        text, truncated, note = reported_text(res.data, res.size, cap, self.cfg.output_buffer_size)
         return Observation(
             output=text,
             exit_code=None if timed_out else res.status,
@@ -253,19 +250,20 @@ class ShellSession:
         child = self._child
         assert child is not None
         begin_m = f"\n__FTE_BEGIN_{nonce}\n".encode()
-        end_m = f"\n__FTE_END_{nonce} ".encode()
+        nb = nonce.encode()  # one search for it finds the END and any BEGIN sent again
+        end_p, begin_p = b"\n__FTE_END_", b"\n__FTE_BEGIN_"
         swept_m = b"\n__FTE_SWEPT\n"
         bound = 2 * self.cfg.output_cap_bytes + (1 << 20)
         buf, self._rest = self._rest, bytearray()
-        begin = -1
-        scan = 0  # END cannot start before this offset of buf (searched already): a long output is O(n)
+        begin, start = -1, 0  # start: where the output begins in buf (after the last BEGIN: one sent again)
+        scan = 0  # the nonce cannot start before this offset of buf (searched already): a long output is O(n)
         while True:
             if stop_on_swept:
                 w = buf.find(swept_m)
                 b = buf.find(begin_m) if (begin < 0 and not skip_end) else -1
                 if w >= 0 and begin >= 0:  # the warden wrote while the output was streaming
                     del buf[w : w + len(swept_m)]
-                    self._swept_seen, scan = True, 0
+                    self._swept_seen, scan, start = True, 0, 0
                 elif w >= 0 and (b < 0 or w < b):
                     self._rest = buf[w + len(swept_m) :]
                     return "swept"
@@ -273,27 +271,29 @@ class ShellSession:
                 i = buf.find(begin_m)
                 if i >= 0:
                     del buf[: i + len(begin_m)]
-                    begin = 0
-                    scan = 0
+                    begin, scan, start = 0, 0, 0
             if begin >= 0:
-                j = buf.find(end_m, scan)
-                scan = j if j >= 0 else max(0, len(buf) - len(end_m) + 1)
-                if j >= 0:
-                    k = buf.find(b"\n", j + len(end_m))
-                    if k >= 0:
-                        fields = bytes(buf[j + len(end_m) : k]).decode("utf-8", "replace").split(" ", 2)
-                        try:
-                            status, size = int(fields[0]), int(fields[1])
-                        except (ValueError, IndexError):
-                            status, size = None, -1
-                        cwd = fields[2] if len(fields) > 2 else ""
+                j = buf.find(nb, scan)
+                while j >= 0:
+                    e = j + len(nb)
+                    if e >= len(buf):  # what follows the nonce has not come yet
+                        break
+                    if buf[e] == 0x20 and buf[j - len(end_p) : j] == end_p:  # END <nonce> <status> …
+                        k = buf.find(b"\n", e)
+                        if k < 0:
+                            break
+                        status, size, cwd = end_fields(buf[e + 1 : k])
                         self._rest = buf[k:]
-                        # a report that was interrupted and sent again: its last BEGIN holds the output
-                        b = buf.rfind(begin_m, 0, j)
-                        return _End(buf[b + len(begin_m) if b >= 0 else 0 : j], status, size, cwd)
-                elif len(buf) > bound:  # noise written to the terminal directly: keep it bounded
+                        del buf[j - len(end_p) :]  # the output in place: no copy of a large one
+                        del buf[:start]
+                        return _End(buf, status, size, cwd)
+                    if buf[e] == 0x0A and buf[j - len(begin_p) : j] == begin_p:  # a report sent again
+                        start = e + 1
+                    j = buf.find(nb, e)
+                scan = j if j >= 0 else max(0, len(buf) - len(nb) + 1)
+                if j < 0 and len(buf) > bound:  # noise written to the terminal directly: keep it bounded
                     del buf[bound // 2 : len(buf) - bound // 4]
-                    scan = 0
+                    scan, start = 0, 0
             elif len(buf) > 8192:  # before BEGIN: only noise; keep a tail for a split marker
                 del buf[: len(buf) - 256]
             left = deadline - time.monotonic()
