@@ -28,7 +28,9 @@ def test_pool_hands_out_ready_isolated_sandboxes_and_refills(docker_ready: None)
         waiting = [sb.container_id for _, sb in pool._ready]
         a = pool.acquire(run_id="question-a")
         b = pool.acquire(run_id="question-b")
-        assert {a.container_id, b.container_id} == set(waiting)
+        # a: one that was waiting; b: the other waiting one, or the filler's replacement of a when that came
+        # first (acquire hands out the newest)
+        assert a.container_id in waiting and b.container_id != a.container_id
         assert a.run_id == "question-a" and a.gateway is not None
         assert a.run("test -S /run/fte/gw.sock && echo socket").output == "socket\n"
         (a.workspace / "only-a.txt").write_text("a")
