@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import time
 
 import pytest
@@ -190,3 +191,25 @@ def test_the_pool_hands_a_released_box_out_again_reset(provider_case: ProviderCa
         d = pool.acquire()
     assert not pool.release(d)  # the pool closed meanwhile: the box is removed, not kept
     assert gone(provider_case, d.container_id)
+
+
+def test_a_trainer_holding_many_descriptors_resets_and_runs(provider_case: ProviderCase) -> None:
+    """A trainer with hundreds of boxes holds descriptors numbered past 1024, where select() fails: the
+    session, its command channel and the warden's shells wait on theirs with poll."""
+    if refused(provider_case):
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert held[-1] > 1024
+        with Sandbox(provider_case.config()) as sb:
+            assert sb.run("echo one").output == "one\n"
+            sb.reset()
+            assert sb.run("echo two; head -c 200000 /dev/zero | tr '\\0' x | wc -c").output == "two\n200000\n"
+            assert sb.run("sleep 30", timeout=1).timed_out
+            assert sb.run("echo three").output == "three\n"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -78,13 +78,16 @@ def _await_answer(tty: ShellStream, rfd: int, nonce: str, deadline: float) -> bo
     """True when CHAN came through the FIFO, False when NOCHAN came over the terminal."""
     ok, no = (f"\n__FTE_{w}_{nonce}\n".encode() for w in ("CHAN", "NOCHAN"))
     fifo, term = bytearray(), bytearray()
+    poll = select.poll()  # (not select: descriptors past 1024 too, a trainer holds many)
+    for fd in (rfd, tty.child_fd):  # type: ignore[attr-defined]
+        poll.register(fd, select.POLLIN)
     while ok not in fifo:
         if no in term:
             return False
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the shell did not answer on its command channel")
-        ready, _, _ = select.select([rfd, tty.child_fd], [], [], min(left, 1.0))  # type: ignore[attr-defined]
+        ready = [fd for fd, _ in poll.poll(int(min(left, 1.0) * 1000))]
         if rfd in ready:
             with contextlib.suppress(BlockingIOError):
                 fifo += os.read(rfd, 4096)

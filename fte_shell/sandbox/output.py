@@ -350,7 +350,9 @@ class ChannelStream:
             except BlockingIOError:  # the shell has not read the last 64 KiB yet
                 if not self.tty.isalive():
                     raise OSError("the shell ended") from None
-                select.select([], [self._wfd], [], 1.0)
+                out = select.poll()
+                out.register(self._wfd, select.POLLOUT)
+                out.poll(1000)
         return done
 
     def read_nonblocking(self, size: int = 1, timeout: float | None = -1) -> Any:

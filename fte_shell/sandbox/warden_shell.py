@@ -63,6 +63,13 @@ def root_reachable(box: Box) -> int | None:
         return None
 
 
+def _readable(fd: int, timeout_s: float) -> bool:
+    """``fd`` is readable within ``timeout_s`` (poll: descriptors past 1024 too, a trainer holds many)."""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(max(0, int(timeout_s * 1000))))
+
+
 class _Leader:
     """The terminal's session leader (the started shell), as :class:`~.output.PtySpawn` drives a process:
     ``poll``, ``kill``, ``wait``. Found by ``TIOCGSID`` on the master, watched through a pidfd."""
@@ -93,7 +100,7 @@ class _Leader:
                 self.returncode = -1
                 return self.returncode
             self.pid = sid
-        if self.returncode is None and self._pidfd is not None and select.select([self._pidfd], [], [], 0)[0]:
+        if self.returncode is None and self._pidfd is not None and _readable(self._pidfd, 0):
             self.returncode = -1  # ended; not our child: its status is the warden's to reap
             os.close(self._pidfd)
             self._pidfd = None
@@ -110,7 +117,7 @@ class _Leader:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired("the session shell", timeout or 0.0)
-            select.select([self._pidfd], [], [], left)
+            _readable(self._pidfd, left)
         return -1
 
     def release(self) -> None:

@@ -122,7 +122,7 @@ class PodmanBox(BoxFields):
             # directory when the box's memory runs out; it was the caller's, e.g. a checkout)
             child = _ExecChild(cli.binary(), ["--log-level=error", "exec", "-it", "-u", self.user, self.id, *argv],
                                env=cli.client_env(), timeout=timeout, maxread=1 << 20, dimensions=(50, 200),
-                               encoding=None, cwd=str(self.gateway_dir.parent))
+                               encoding=None, cwd=str(self.gateway_dir.parent), use_poll=True)
         except pexpect.ExceptionPexpect as e:
             raise SandboxError(f"could not start a shell in podman box {self.id[:12]}: {e}") from e
         child.delaybeforesend = None
