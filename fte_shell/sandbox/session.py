@@ -3,16 +3,16 @@
 One ``bash --norc --noprofile --noediting`` started with a terminal as USER in the box (Docker: an exec
 attached over the API socket) and driven by pexpect through the box's :class:`~.base.Spawn`; the
 terminal runs raw with echo off. Per command the host sends, in one write, one line
-(:func:`~.shell_script.command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
+(:func:`command_payload`): the command text verbatim as a ``$'…'`` word, ``eval``'d in
 the shell itself (cd, exports, functions and aliases persist) with stdin from /dev/null and
 stdout+stderr to a file on the box's private size-capped tmpfs; then ``__fte_post`` writes ``BEGIN
 <nonce>``, the output (head and tail beyond the cap) and ``END <nonce> <status> <size> <cwd>``
 (:mod:`.shell_script`). The nonce is fresh per command and never visible to it. On timeout the host
 writes a fresh request to the gateway directory (a token, the command's start on the box's clock, the
 shell's stdout between commands) and signals the box's warden (``sandbox/lib/warden.sh``), which kills
-the command's processes and reports ``SWEPT``; a shell that dies is restarted in the last
-working directory, one that does not answer is killed and restarted. The whole protocol and its
-guarantees: docs/sandbox.md, "The session".
+the command's processes and reports ``SWEPT``; a shell that dies is restarted in the last working
+directory (:mod:`.shell_start` starts it), one that does not answer is killed and restarted. The whole
+protocol and its guarantees: docs/sandbox.md, "The session".
 
 The shell functions of :data:`~.shell_script._INIT` are installed in every (re)started shell. Aliases
 the agent defines later cannot change them (aliases expand when a function is defined); absolute paths
@@ -32,21 +32,15 @@ import pexpect
 from ..config import SandboxConfig
 from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
-from .channel import channel_owner, open_channel
 from .output import Observation, reported_text, split_cap
-from .ownership import box_clock_offset, write_sweep_request
-from .reset import WIPED
-from .shell_script import command_payload, end_fields, init_script
-from .warden_shell import START_WAIT_S, WardenSpawn, spawn_by_warden
+from .ownership import write_sweep_request
+from .shell_start import START_TIMEOUT_S, ShellStarter
 
 __all__ = ["ShellSession"]
 
 RUN = RUN_MOUNT
-STATE = f"{RUN}/state"
 # Waits for the sandbox's own machinery (not for the agent's command). Each ends as soon as the answer
 # comes; the limits only matter when something is broken, so they are sized for a host at load 10+.
-START_TIMEOUT_S = 60.0
-"""A new shell prints its READY line; a dead shell's output file is read back."""
 SWEEP_GRACE_S = 30.0
 """After a timeout, the warden reports that it killed the command's processes."""
 RESYNC_GRACE_S = 20.0
@@ -57,6 +51,42 @@ the shell late may have discarded the line)."""
 READ_BYTES = 1 << 16
 """One read of the shell's stream: a pipe's capacity (a terminal gives at most 4 KiB). A larger buffer
 made Python map and unmap 1 MiB for every report (three system calls and, under threads, TLB flushes)."""
+
+
+def end_fields(line: bytes | bytearray) -> tuple[int | None, int, str]:
+    """The status, size (-1: the whole output was sent) and working directory of an END line, from what
+    follows its nonce and space; None and -1 when they do not parse."""
+    fields = bytes(line).decode("utf-8", "replace").split(" ", 2)
+    try:
+        status, size = int(fields[0]), int(fields[1])
+    except (ValueError, IndexError):
+        status, size = None, -1
+    return status, size, fields[2] if len(fields) > 2 else ""
+
+
+_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(256) if not 0x20 <= c < 0x7F}, ord("'"): "\\'", ord("\\"): "\\\\"}
+"""Byte -> its spelling inside bash's ``$'…'`` (what is not printable ASCII as ``\\xHH``)."""
+
+
+def ansi_c_quoted(text: str) -> str:
+    """``text`` as one bash ``$'…'`` word on one printable-ASCII line: bash gives back its exact bytes
+    (UTF-8; lone surrogates as the bytes they escape), whatever control characters it holds."""
+    return "$'" + text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES) + "'"
+
+
+def command_payload(command: str, out_file: str, post: str) -> str:
+    """One line: the command, verbatim as a ``$'…'`` word, into a variable; ``eval``'d with stdin from
+    /dev/null and its output to ``out_file``; then the end-of-command report ``post``. (Nothing the
+    shell reads byte by byte, as it reads a here-document, and no ``/dev/null`` around ``set +x``: with
+    ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
+    body = command if command.endswith("\n") else command + "\n"
+    return (
+        f"__fte_c={ansi_c_quoted(body)}; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
+        + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
+        + post
+    )
+
+
 class ShellSession:
     """A persistent bash session in one box (not thread-safe: one command at a time)."""
 
@@ -70,8 +100,7 @@ class ShellSession:
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
-        self._no_channel = False
-        """The box's shell could not use the command channel: the terminal carries everything."""
+        self._starter = ShellStarter(box, cfg)
         self._clock_offset = 0.0
         """Seconds from this host's ``CLOCK_BOOTTIME`` to the box's uptime (measured at start)."""
         self._idle_stdout = "-"
@@ -81,95 +110,10 @@ class ShellSession:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self, prelude: Sequence[str] = (), *, by_warden: bool = False) -> None:
-        """Spawn the shell (in ``self.cwd``) and wait until it is ready; ``prelude``: a command its process
-        runs first, which then execs the shell (the reset's wipe, :data:`.reset.RESET_SCRIPT`, ending with its
-        :data:`.reset.WIPED` line). ``by_warden``: the box's warden starts it where it can (:mod:`.warden_shell`).
-        A start that ends at once while the box runs is tried again by the engine, three times in all."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        for attempt in range(3):
-            exited = self._spawn(deadline, prelude, by_warden=by_warden and attempt == 0)
-            if exited is None:
-                return
-            if attempt == 2 or not self.box.is_running():
-                raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {exited}")
-            time.sleep(0 if by_warden and attempt == 0 else 0.5 * (attempt + 1))
-
-    def _new_shell(self, argv: list[str], deadline: float, by_warden: bool) -> Spawn:
-        """The shell's process: started by the warden when asked and possible, else by the engine."""
-        timeout = max(1.0, deadline - time.monotonic())
-        if by_warden and (owner := channel_owner(self.cfg.user)) is not None:
-            with contextlib.suppress(SandboxError):
-                return spawn_by_warden(self.box, argv, owner, timeout=timeout)
-        return self.box.spawn(argv, timeout=timeout)
-
-    def _spawn(self, deadline: float, prelude: Sequence[str], *, by_warden: bool = False) -> str | None:
-        """One start of the shell: None when it is ready, else what it printed before it ended."""
-        nonce = secrets.token_hex(8)
-        try:
-            tty_exec = self._new_shell([*prelude, "bash", "--norc", "--noprofile", "--noediting"], deadline, by_warden)
-        except (SandboxError, OSError) as e:
-            return str(e)
-        self._exec = tty_exec
-        child = self._child = tty_exec.child
-        self._idle_stdout = "-"
-        init = init_script(STATE, self.cwd, nonce)
-        marker = f"\n__FTE_READY_{nonce} ".encode()
-        buf = bytearray()
-        try:
-            # the set-up goes to the shell, not to the wipe (which drains the terminal's input)
-            warden = isinstance(tty_exec, WardenSpawn)
-            if prelude and self._await(child, WIPED, min(deadline, time.monotonic() + START_WAIT_S) if warden
-                                       else deadline, buf) is None:
-                self._kill_child()
-                if warden:  # the warden did not do it: the engine will
-                    return f"the box's warden did not start the shell within {START_WAIT_S:.0f} s"
-                raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
-            sent = time.clock_gettime(time.CLOCK_BOOTTIME)
-            child.send(init.encode())
-            ready = self._await(child, marker, deadline, buf) is not None and self._await(child, b"\n", deadline, buf)
-            if not ready:  # READY <nonce> <pid> <box uptime>
-                self._kill_child()
-                raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
-            pid, uptime = ready.split()
-            self.shell_pid = int(pid)
-            self._clock_offset = box_clock_offset(float(uptime), sent, time.clock_gettime(time.CLOCK_BOOTTIME))
-            self._open_channel(child, nonce, deadline)
-            return None
-        except (pexpect.EOF, OSError):
-            self._kill_child()
-            return bytes(buf[-500:]).decode("utf-8", "replace").strip()
-
-    @staticmethod
-    def _await(child: ShellStream, line: bytes, deadline: float, buf: bytearray) -> bytes | None:
-        """Read into ``buf`` until ``line`` came: what came before it (taken out of ``buf`` with the line),
-        None when it did not come in time; pexpect.EOF or OSError when the stream ended (``buf`` kept)."""
-        while (i := buf.find(line)) < 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            with contextlib.suppress(pexpect.TIMEOUT):
-                buf += child.read_nonblocking(1 << 16, timeout=left)
-            if len(buf) > 1 << 16:  # only noise so far: keep a tail for a split line
-                del buf[: len(buf) - 4096]
-        before = bytes(buf[:i])
-        del buf[: i + len(line)]
-        return before
-
-    def _open_channel(self, tty: ShellStream, nonce: str, deadline: float) -> None:
-        """Commands and reports past the engine's relay (:mod:`.channel`) where the box allows it; a
-        shell that did not answer on it is replaced by one over its terminal alone."""
-        owner = channel_owner(self.cfg.user) if getattr(self.box, "direct_channel", False) else None
-        if owner is None or self._no_channel:
-            return
-        try:
-            chan = open_channel(tty, self.box.gateway_dir, owner, nonce, min(deadline, time.monotonic() + 10))
-        except TimeoutError:
-            self._no_channel = True
-            raise OSError("the shell did not answer on its command channel") from None
-        if chan is None:
-            self._no_channel = True
-        else:
-            self._child, self._idle_stdout = chan, chan.box_stdout
+        """Start the shell in ``self.cwd`` and wait until it is ready (:meth:`.ShellStarter.start`)."""
+        shell = self._starter.start(self.cwd, prelude, by_warden=by_warden)
+        self._exec, self._child, self.shell_pid = shell.exec, shell.stream, shell.pid
+        self._clock_offset, self._idle_stdout = shell.clock_offset, shell.idle_stdout
 
     def close(self) -> None:
         self._kill_child()

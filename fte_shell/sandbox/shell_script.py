@@ -1,7 +1,6 @@
 """What the persistent shell runs: the functions installed in every (re)started shell (:data:`_INIT`,
-:func:`init_script`), the one line the host sends per command (:func:`command_payload`) and the fields
-of the report's END line as the host reads them (:func:`end_fields`); the host side that reads the report
-is in :mod:`.session`.
+:func:`init_script`); the host side, which sends one line per command and reads the report, is
+:mod:`.session` (nothing here runs per command).
 
 A new shell writes its pid and terminal to the state file the warden reads (once: nothing per command;
 the host's sweep request carries the command's start, on the box's clock, which the READY line gives)
@@ -80,37 +79,3 @@ def init_script(state: str, cwd: str, nonce: str) -> str:
     uptime`` (the box's /proc/uptime: the host measures the box's clock by it)."""
     return (_INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
             .replace("@INLINE1@", str(INLINE_BYTES + 1)))
-
-
-def end_fields(line: bytes | bytearray) -> tuple[int | None, int, str]:
-    """The status, size (-1: the whole output was sent) and working directory of an END line, from what
-    follows its nonce and space; None and -1 when they do not parse."""
-    fields = bytes(line).decode("utf-8", "replace").split(" ", 2)
-    try:
-        status, size = int(fields[0]), int(fields[1])
-    except (ValueError, IndexError):
-        status, size = None, -1
-    return status, size, fields[2] if len(fields) > 2 else ""
-
-
-_ESCAPES = {**{c: f"\\x{c:02x}" for c in range(256) if not 0x20 <= c < 0x7F}, ord("'"): "\\'", ord("\\"): "\\\\"}
-"""Byte -> its spelling inside bash's ``$'…'`` (what is not printable ASCII as ``\\xHH``)."""
-
-
-def ansi_c_quoted(text: str) -> str:
-    """``text`` as one bash ``$'…'`` word on one printable-ASCII line: bash gives back its exact bytes
-    (UTF-8; lone surrogates as the bytes they escape), whatever control characters it holds."""
-    return "$'" + text.encode("utf-8", "surrogateescape").decode("latin-1").translate(_ESCAPES) + "'"
-
-
-def command_payload(command: str, out_file: str, post: str) -> str:
-    """One line: the command, verbatim as a ``$'…'`` word, into a variable; ``eval``'d with stdin from
-    /dev/null and its output to ``out_file``; then the end-of-command report ``post``. (Nothing the
-    shell reads byte by byte, as it reads a here-document, and no ``/dev/null`` around ``set +x``: with
-    ``set -x`` its trace goes to the terminal before the report's BEGIN, where the host ignores it.)"""
-    body = command if command.endswith("\n") else command + "\n"
-    return (
-        f"__fte_c={ansi_c_quoted(body)}; \\builtin eval \"$__fte_c\" </dev/null >|{out_file} 2>&1; "
-        + "__fte_st=$? __fte_f=$-; \\builtin set +x; "
-        + post
-    )
