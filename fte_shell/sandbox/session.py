@@ -34,7 +34,7 @@ from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .output import Observation, reported_text, split_cap
 from .ownership import write_sweep_request
-from .shell_start import START_TIMEOUT_S, ShellStarter
+from .shell_start import START_TIMEOUT_S, ShellStarter, StartedShell
 
 __all__ = ["ShellSession"]
 
@@ -94,26 +94,22 @@ class ShellSession:
         self.box = box
         self.cfg = cfg
         self.cwd = "/work"
-        self.shell_pid: int | None = None
+        self._shell: StartedShell | None = None
+        """The last shell started (its pid and clock outlive its stream: a wedged one is killed by pid)."""
         self._child: ShellStream | None = None
         self._exec: Spawn | None = None
         self._seq = 0
         self._rest = bytearray()
         self._swept_seen = False
         self._starter = ShellStarter(box, cfg)
-        self._clock_offset = 0.0
-        """Seconds from this host's ``CLOCK_BOOTTIME`` to the box's uptime (measured at start)."""
-        self._idle_stdout = "-"
-        """The shell's stdout between commands as the box names it (``-``: its terminal)."""
         self._start_cs = 0
         """When the running command was sent, in hundredths of a second of the box's clock."""
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self, prelude: Sequence[str] = (), *, by_warden: bool = False) -> None:
         """Start the shell in ``self.cwd`` and wait until it is ready (:meth:`.ShellStarter.start`)."""
-        shell = self._starter.start(self.cwd, prelude, by_warden=by_warden)
-        self._exec, self._child, self.shell_pid = shell.exec, shell.stream, shell.pid
-        self._clock_offset, self._idle_stdout = shell.clock_offset, shell.idle_stdout
+        shell = self._shell = self._starter.start(self.cwd, prelude, by_warden=by_warden)
+        self._exec, self._child = shell.exec, shell.stream
 
     def close(self) -> None:
         self._kill_child()
@@ -151,7 +147,9 @@ class ShellSession:
         head, tail = split_cap(cap)
         post = f"\\__fte_post {nonce} {out_file} {cap} {head} {tail}\n"
         payload = command_payload(command, out_file, post)
-        self._start_cs = int((time.clock_gettime(time.CLOCK_BOOTTIME) + self._clock_offset) * 100)  # early
+        assert self._shell is not None  # started: alive, or restarted above
+        box_now = time.clock_gettime(time.CLOCK_BOOTTIME) + self._shell.clock_offset
+        self._start_cs = int(box_now * 100)  # early
         res = self._send(payload.encode("utf-8", "surrogateescape")) or self._collect(
             nonce, time.monotonic() + timeout
         )
@@ -275,7 +273,8 @@ class ShellSession:
         The next command is sent only after the warden reported ``SWEPT`` (or its grace ran out), so a
         sweep never touches the next command's processes."""
         try:
-            write_sweep_request(self.box.gateway_dir, self._start_cs, self._idle_stdout)
+            assert self._shell is not None  # a command ran in it
+            write_sweep_request(self.box.gateway_dir, self._start_cs, self._shell.idle_stdout)
             self.box.signal_warden()
         except SandboxError:
             return "wedged"
@@ -322,7 +321,7 @@ class ShellSession:
 
     def _hard_restart(self) -> None:
         """The shell does not answer: kill it inside the container, then start a fresh one."""
-        pid = self.shell_pid
+        pid = self._shell.pid if self._shell is not None else None
         self._kill_child()
         if pid:
             with contextlib.suppress(Exception):  # the container may be gone; _restart says so

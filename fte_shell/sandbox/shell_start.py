@@ -63,13 +63,14 @@ class ShellStarter:
         ``by_warden``: the box's warden starts it where it can. A start that ends at once while the box
         runs is tried again by the engine, three times in all."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        attempt = 0
-        while isinstance(res := self._once(cwd, deadline, prelude, by_warden=by_warden and attempt == 0), str):
+        for attempt in range(3):
+            res = self._once(cwd, deadline, prelude, by_warden=by_warden and attempt == 0)
+            if isinstance(res, StartedShell):
+                return res
             if attempt == 2 or not self.box.is_running():
-                raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {res}")
+                break
             time.sleep(0 if by_warden and attempt == 0 else 0.5 * (attempt + 1))
-            attempt += 1
-        return res
+        raise SandboxError(f"the shell in container {self.box.id[:12]} exited at start: {res}")
 
     def _new_shell(self, argv: list[str], deadline: float, by_warden: bool) -> Spawn:
         """The shell's process: started by the warden when asked and possible, else by the engine."""
@@ -79,7 +80,9 @@ class ShellStarter:
                 return spawn_by_warden(self.box, argv, owner, timeout=timeout)
         return self.box.spawn(argv, timeout=timeout)
 
-    def _once(self, cwd: str, deadline: float, prelude: Sequence[str], *, by_warden: bool) -> StartedShell | str:
+    def _once(
+        self, cwd: str, deadline: float, prelude: Sequence[str], *, by_warden: bool
+    ) -> StartedShell | str:
         """One start of the shell: the shell when it is ready, else what it printed before it ended."""
         nonce = secrets.token_hex(8)
         try:
