@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SandboxError
-from .base import GATEWAY_MOUNT, SPAWN_REQUEST, Box
+from .base import GATEWAY_MOUNT, SPAWN_REQUEST, Box, ShellStream
 from .output import PtySpawn
 
 TIOCSPTLCK = 0x40045431
@@ -162,7 +162,7 @@ class WardenTerminal(PtySpawn):
 class WardenSpawn:
     """A shell the warden started (:class:`~.base.Spawn`)."""
 
-    child: WardenTerminal
+    child: ShellStream
 
     def exit_code(self, wait_s: float = 5.0) -> int | None:
         return None  # the warden reaps it; nobody here can say
