@@ -230,12 +230,42 @@ def test_failed_calls_while_the_endpoint_answers_are_redone_a_bounded_number_of_
                             corpus_dir=corpus_dir, probe_backoff_s=0.05, outage_retries=2)
         sweep = SweepThread(bench, RunConfig(model=fast_model(srv.base_url)))
         stats = sweep.join()
-    assert sweep.logged("is not answering") == 0 and stats.outages == 0  # the endpoint answered every probe
+    # the endpoint answered every probe
+    assert sweep.logged("is not answering") == 0 and stats.outages == 0, [m for k, m in sweep.events if k == "log"]
     assert (stats.done, stats.failed, stats.pending) == (2, 1 + 3, 1)  # once: 1 failure; always: 1 + 2 redos
     rows = failure_rows(out)
     assert Counter(r["qid"] for r in rows).most_common(1)[0][1] == 3
     assert all("500" in r["error"] for r in rows)
     assert json.loads((out / "sweep.json").read_text())["status"] == "finished"
+
+
+def test_a_probe_in_progress_when_the_sweep_ends_is_waited_for_and_says_nothing() -> None:
+    """A run's failure started a probe; the sweep ended while the probe was still asking (then it failed:
+    the test's endpoint was already shut down). Its watcher is waited for and neither announces an
+    outage nor counts one: nothing is logged after the sweep returned (CI saw exactly that once)."""
+    from fte_shell.sweep.outage import Outages
+
+    asking, answer = threading.Event(), threading.Event()
+
+    class EndpointGoneMidProbe:
+        resource, label = "endpoint", "the model endpoint"
+
+        def check(self) -> str | None:
+            asking.set()
+            answer.wait(30)
+            return "GET /v1/models: ConnectError: connection refused"
+
+    logs: list[str] = []
+    outages = Outages({"endpoint": EndpointGoneMidProbe()}, wait_s=60, backoff_s=0.01, log=logs.append,
+                      stop=threading.Event())
+    outages.report("endpoint", "HTTP 500")
+    assert asking.wait(30)
+    threading.Timer(0.2, answer.set).start()  # the probe fails only once the sweep is ending
+    outages.finish()
+    assert answer.is_set()  # finish waited for the probe in progress
+    assert not [t for t in threading.enumerate() if t.name == "probe-endpoint"]
+    time.sleep(0.1)
+    assert logs == [] and outages.count == 0 and outages.gave_up is None
 
 
 def test_a_finished_run_whose_clean_up_fails_keeps_its_result(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:

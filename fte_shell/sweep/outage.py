@@ -158,6 +158,7 @@ class Outages:
         self.paused_s = 0.0
         """Seconds the gate was closed, all outages together."""
         self._down: dict[str, float] = {}
+        self._watchers: list[threading.Thread] = []
         self._closed_at: float | None = None
         self._cond = threading.Condition()
 
@@ -175,7 +176,11 @@ class Outages:
             if self._closed_at is None:
                 self._closed_at = time.monotonic()
         first = (problem or "").strip().splitlines()[0][:300] if (problem or "").strip() else "a run failed"
-        threading.Thread(target=self._watch, args=(resource, first), name=f"probe-{resource}", daemon=True).start()
+        watcher = threading.Thread(target=self._watch, args=(resource, first), name=f"probe-{resource}",
+                                   daemon=True)
+        with self._cond:
+            self._watchers.append(watcher)
+        watcher.start()
 
     def _watch(self, resource: str, cause: str) -> None:
         probe = self.probes[resource]
@@ -186,6 +191,8 @@ class Outages:
         announced = False
         while not self.stop.is_set():
             problem = probe.check()
+            if self.stop.is_set():  # the sweep ended while it probed: nothing to announce or wait for
+                return
             waited = time.monotonic() - since
             if problem is None:
                 if announced:
@@ -240,7 +247,14 @@ class Outages:
         return self.wait_open()
 
     def finish(self) -> None:
-        """Account the time of an outage still open when the sweep ends."""
+        """The sweep ends: stop the watchers and wait for them (each ends after its probe in progress, which
+        :data:`PROBE_TIMEOUT_S` bounds; none logs or counts once the sweep ended); account the time of an
+        outage still open."""
+        self.stop.set()
+        with self._cond:
+            watchers, self._watchers = self._watchers, []
+        for w in watchers:
+            w.join(2 * PROBE_TIMEOUT_S)
         with self._cond:
             if self._closed_at is not None:
                 self.paused_s += time.monotonic() - self._closed_at
