@@ -34,10 +34,19 @@ class SearchResult:
     """A short excerpt of the page relevant to the query."""
     date: str | None = None
     """Publication date as the backend gave it (free text), if any."""
+    docid: str | None = None
+    """The document's docid when the hit is a local corpus's document (the same in every retriever)."""
+    score: float | None = None
+    """The retriever's score when it gives one (BM25, inner product); None for web search."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (used by the result cache)."""
-        return asdict(self)
+        """A JSON-ready dict (used by the result cache and the snapshot); ``docid`` and ``score`` only when
+        set, so a web result's record is what it was before they existed."""
+        d = asdict(self)
+        for key in ("docid", "score"):
+            if d[key] is None:
+                del d[key]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SearchResult:
@@ -48,6 +57,8 @@ class SearchResult:
             url=str(d["url"]),
             snippet=str(d["snippet"]),
             date=None if d.get("date") is None else str(d["date"]),
+            docid=None if d.get("docid") is None else str(d["docid"]),
+            score=None if d.get("score") is None else float(d["score"]),
         )
 
 
