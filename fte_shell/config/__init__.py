@@ -29,7 +29,7 @@ from .model import ModelConfig
 from .reference import reference_toml
 from .run import RunConfig
 from .sandbox import FetchPolicy, SandboxConfig, SandboxProviderName
-from .search import SearchConfig, SnapshotConfig
+from .search import EmbeddingsConfig, SearchConfig, SnapshotConfig
 
 __all__ = [
     "ENV_VARS",

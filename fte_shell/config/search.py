@@ -5,9 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
 from .base import StrictModel
+
+
+class EmbeddingsConfig(StrictModel):
+    """``[search.embeddings]``: how a dense retriever embeds queries and documents."""
+
+    base_url: str | None = None
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint for ``dense:openai:MODEL`` (vLLM, llama.cpp's server
+    with ``--embedding``, text-embeddings-inference); defaults to ``FTE_EMBEDDINGS_BASE_URL``."""
+
+    api_key: SecretStr | None = None
+    """Its key; defaults to ``FTE_EMBEDDINGS_API_KEY``. Stays on the host."""
+
+    query_prefix: str | None = None
+    """Text put before every query (never before a document). None: the model's own instruction where it
+    has one (Qwen3-Embedding: the instruction BrowseComp-Plus uses), else none; ``""``: none."""
+
+    normalize: bool = True
+    """L2-normalise query and document vectors (inner product = cosine), as BrowseComp-Plus's
+    ``--normalize``."""
+
+    batch_size: int = 64
+    """Documents embedded per batch (per request to an endpoint)."""
+
+    max_length: int = 512
+    """Tokens of a document the embedder sees (longer ones are cut by the model's tokenizer)."""
+
+    timeout_s: float = 60.0
+    """Timeout of one request to an embeddings endpoint."""
+
+    max_retries: int = 3
+    """Retries of an endpoint request on 429, 5xx, timeouts and connection errors, with backoff."""
 
 
 class SearchConfig(StrictModel):
@@ -25,6 +56,16 @@ class SearchConfig(StrictModel):
 
     corpus: Path | None = None
     """Directory of a local corpus index (made by ``fte-shell corpus build``)."""
+
+    retriever: str = "bm25"
+    """What ranks a local corpus: ``bm25`` (Lucene's BM25 as Pyserini/Anserini run it: k1 0.9, b 0.4,
+    Lucene's English analyzer), ``bm25s`` (the bm25s ranking of earlier versions), ``dense:MODEL`` (a
+    sentence-transformers model, a name or a path), ``dense:openai:MODEL`` (an embeddings endpoint,
+    ``[search.embeddings]``), or a third-party kind as ``module:attr``. Its index is built once, beside the
+    corpus."""
+
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+    """How a dense retriever embeds (``[search.embeddings]``)."""
 
     num_results: int = 10
     """Default number of results per query."""

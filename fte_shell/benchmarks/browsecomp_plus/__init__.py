@@ -30,13 +30,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import BenchmarkOptions, RunConfig
-from ..errors import ConfigError
-from ..metrics import RunMetrics
-from ..record.jsonio import iter_jsonl
-from .base import Log, Question, QuestionAnswer, WorldPlan, safe_id
-from .corpora import default_cache_root
-from .sections import Placed, ReportData, Section, pct
+from ...config import BenchmarkOptions, RunConfig
+from ...errors import ConfigError
+from ...metrics import RunMetrics
+from ...record.jsonio import iter_jsonl
+from ..base import Log, Question, QuestionAnswer, WorldPlan, safe_id
+from ..corpora import default_cache_root
+from ..sections import Placed, ReportData, Section, pct
 
 QUERY_FILES = ("data/browsecomp_plus_decrypted.jsonl", "browsecomp_plus_decrypted.jsonl", "queries.jsonl")
 QREL_FILES = {"evidence": ("topics-qrels/qrel_evidence.txt", "qrel_evidence.txt"),
@@ -165,7 +165,7 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 
 def corpus_docs(root: Path) -> Iterator[Any]:
     """The corpus as :class:`fte_shell.search.corpus.CorpusDoc` (docids unique: the first row wins)."""
-    from ..search.corpus import CorpusDoc
+    from ...search.corpus import CorpusDoc
 
     files = corpus_files(root)
     seen: set[str] = set()
@@ -193,7 +193,7 @@ _lock = threading.Lock()
 
 def ensure_corpus(root: Path, corpus_dir: Path | None = None, log: Log | None = None) -> Path:
     """Index the corpus of ``root`` once (reused while its files are unchanged); returns the index dir."""
-    from ..search.corpus import META, build_corpus
+    from ...search.corpus import META, build_corpus
 
     root = Path(root).resolve()
     files = corpus_files(root) or [queries_file(root)]
@@ -222,7 +222,7 @@ def run_evidence(run: RunMetrics, question: dict[str, Any]) -> dict[str, Any] | 
     """Evidence numbers of one run against its question's judgments (None without judgments): recalls
     among fetched/opened/visited documents and among search results seen, and the revisited documents
     (count, and how many are evidence)."""
-    from ..search.corpus import url_key
+    from ...search.corpus import url_key
 
     meta = question.get("meta") or {}
     ev, gold = list(meta.get("evidence_docids") or []), list(meta.get("gold_docids") or [])
