@@ -38,13 +38,6 @@ def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -
     return shown
 
 
-def usd(x: float | None) -> str:
-    """Dollars as the live log and the progress bar show them (4 decimals below a cent)."""
-    if x is None:
-        return "–"
-    return f"${x:.4f}" if abs(x) < 0.01 else f"${x:,.2f}"
-
-
 def _meta_facts(meta: dict[str, Any]) -> list[str]:
     """Short notes from a tool call's meta (exit status, timeout, truncation) for the log line."""
     facts = []
@@ -80,6 +73,7 @@ class EventPrinter:
         self._said_no_price = False
 
     def __call__(self, ev: dict[str, Any]) -> None:
+        from ..model.prices import usd
         c = self.console
         kind = ev.get("type")
         if kind == "start":
@@ -180,6 +174,7 @@ def describe_search(cfg: Any) -> str:
 
 
 def _print_result(result: Any, run_dir: Path) -> None:
+    from ..model.prices import usd
     if result.answer is not None:
         _out.print(Panel(escape(result.answer), title="answer", expand=False, border_style="green"))
     else:
