@@ -7,9 +7,11 @@ variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``SERPER_A
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +38,21 @@ def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -
     if rest > 0:
         shown += f"\n… {rest} more line{'s' if rest != 1 else ''}"
     return shown
+
+
+@contextlib.contextmanager
+def run_exits(partial: str) -> Iterator[None]:
+    """How a run's command ends when the run does not: Ctrl-C exits 130 saying where the partial run is
+    (``partial``); an :class:`FteError` is printed and exits 2 when the set-up the user gave cannot work
+    (a config error, a search backend that cannot be used, e.g. ``--search serper`` without a key), else 1."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _err.print(f"[yellow]interrupted[/yellow]; {partial}")
+        raise typer.Exit(130) from None
+    except FteError as e:
+        _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
 
 
 def _meta_facts(meta: dict[str, Any]) -> list[str]:
@@ -247,15 +264,8 @@ def register(app: typer.Typer) -> None:
             if cfg.snapshot.dir is not None:
                 _err.print(f"[dim]snapshot: {escape(str(cfg.snapshot.dir))} ({cfg.snapshot.mode}"
                            f"{'; nothing is fetched or searched live' if cfg.snapshot.mode == 'replay' else ''})[/dim]")
-        try:
+        with run_exits(f"the partial run is in {run_dir}"):
             result = run_question(question, cfg, run_dir, log=None if quiet else EventPrinter())
-        except KeyboardInterrupt:
-            _err.print(f"[yellow]interrupted[/yellow]; the partial run is in {run_dir}")
-            raise typer.Exit(130) from None
-        except FteError as e:
-            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            # 2: the set-up the user gave cannot work (e.g. --search serper without a key); 1: the run failed
-            raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
         _print_result(result, run_dir)
         code = exit_code(result.stop_reason)
         if code:
