@@ -161,7 +161,7 @@ def test_cost_per_profile_and_per_correct_answer(tmp_path: Path) -> None:
     head = next(line for line in md.splitlines() if line.startswith("| Profile"))
     assert "| Cost | Cost/run | Cost/correct |" in head
     fte_row = next(line for line in md.splitlines() if line.startswith("| fte "))
-    assert "| $0.6000 | $0.2000 | $0.3000 |" in fte_row
+    assert "| $0.60 | $0.20 | $0.30 |" in fte_row
 
 
 def test_price_limits_and_budget_stay_out_of_the_config_digest() -> None:

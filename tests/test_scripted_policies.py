@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from fte_shell.search.base import result_refs
 from fte_shell.search import SearchResult, format_results
 from fte_shell.standins.reading import (
     best_line,
@@ -14,7 +15,6 @@ from fte_shell.standins.reading import (
     grep_terms,
     parse_grep_shell,
     parse_grep_structured,
-    parse_refs,
     question_terms,
     score,
     term_pattern,
@@ -89,7 +89,7 @@ def test_answer_spans() -> None:
 
 
 def test_parsers_read_the_real_formats() -> None:
-    assert parse_refs(SEARCH_OUT) == ["json", "json.JSONDecoder", "https://example.org/a_(b)"]
+    assert result_refs(SEARCH_OUT) == ["json", "json.JSONDecoder", "https://example.org/a_(b)"]
     shell = "/work/a-1.txt:7:json.dumps: x\n/work/b-2.txt:12:y: z\n[exit status 0]"
     assert [(h.path, h.line, h.text) for h in parse_grep_shell(shell)] == [
         ("/work/a-1.txt", 7, "json.dumps: x"),

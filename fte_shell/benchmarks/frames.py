@@ -12,10 +12,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ..config import BenchmarkOptions, RunConfig
 from ..errors import ConfigError
+from ..workspace import url_title
 from .base import Log, Question, QuestionAnswer, WorldPlan, question_id, read_csv, require_fields
 from .corpora import default_cache_root, file_lock
 from .sections import Placed, ReportData, Section, accuracy_tables
@@ -53,7 +54,7 @@ def load_frames(path: Path) -> list[Question]:
 
 # --- the closed world ------------------------------------------------------------------------------------
 def _title(url: str) -> str:
-    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]).replace("_", " ") or url
+    return url_title(url).replace("_", " ") or url
 
 
 def linked_docs(urls: Sequence[str], snapshot_dir: Path, log: Log | None) -> Iterator[CorpusDoc]:

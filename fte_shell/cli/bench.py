@@ -148,7 +148,7 @@ def _print_stats(stats: Any, cfg: Any, out: Path) -> None:
     if stats.outages:
         _out.print(f"paused {stats.outages} time(s) for unavailable infrastructure, {stats.outage_s:.0f} s in all")
     from ..model.prices import unknown_price_note
-    from .run import usd
+    from ..model.prices import usd
 
     spent = (f"spent now: {stats.tokens:,} tokens" + (f", {usd(stats.cost_usd)}" if stats.cost_usd is not None
                                                       else f" ({unknown_price_note(cfg.model)})")
@@ -328,7 +328,7 @@ def _run_with_progress(bench: Any, cfg: Any, show: bool, executor: Any = None) -
                                 concurrency=bench.concurrency)
 
         def on_event(kind: str, task: Any, stats: Any) -> None:
-            from .run import usd
+            from ..model.prices import usd
 
             todo = stats.total - stats.skipped
             spent = f"{stats.tokens:,} tok" + (f" {usd(stats.cost_usd)}" if stats.cost_usd is not None else "")

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import ConfigError, FteError, SearchUnavailable
+from ..errors import ConfigError, FteError
 from .options import config_flags
 
 _out = Console(highlight=False)
@@ -45,7 +45,7 @@ def fork_cmd(
     from ..episode.fork import Parent, child_config, describe
     from ..model import resolve_endpoint
     from ..runner import fork_run
-    from .run import EventPrinter, _print_result, exit_code
+    from .run import EventPrinter, _print_result, exit_code, run_exits
 
     if n < 1:
         raise _fail(ConfigError(f"-n must be >= 1 (got {n})"))
@@ -62,14 +62,8 @@ def fork_cmd(
         if not quiet:
             _err.print(f"[dim]fork of {escape(str(run_dir))} at turn {at_turn} → {escape(str(d))}; "
                        f"turns 1–{at_turn} replayed without the model[/dim]")
-        try:
+        with run_exits(f"the partial fork is in {d}"):
             result = fork_run(run_dir, at_turn, d, config=cfg, log=None if quiet else EventPrinter())
-        except KeyboardInterrupt:
-            _err.print(f"[yellow]interrupted[/yellow]; the partial fork is in {d}")
-            raise typer.Exit(130) from None
-        except FteError as e:
-            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
         if result.forked_from is not None:
             style = "green" if result.forked_from.get("equal") else "red"
             _out.print(f"[{style}]{escape(describe(result.forked_from))}[/{style}]", soft_wrap=True)

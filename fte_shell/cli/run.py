@@ -7,9 +7,11 @@ variables (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``SERPER_A
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -38,11 +40,19 @@ def preview(text: str, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS) -
     return shown
 
 
-def usd(x: float | None) -> str:
-    """Dollars as the live log and the progress bar show them (4 decimals below a cent)."""
-    if x is None:
-        return "–"
-    return f"${x:.4f}" if abs(x) < 0.01 else f"${x:,.2f}"
+@contextlib.contextmanager
+def run_exits(partial: str) -> Iterator[None]:
+    """How a run's command ends when the run does not: Ctrl-C exits 130 saying where the partial run is
+    (``partial``); an :class:`FteError` is printed and exits 2 when the set-up the user gave cannot work
+    (a config error, a search backend that cannot be used, e.g. ``--search serper`` without a key), else 1."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _err.print(f"[yellow]interrupted[/yellow]; {partial}")
+        raise typer.Exit(130) from None
+    except FteError as e:
+        _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
 
 
 def _meta_facts(meta: dict[str, Any]) -> list[str]:
@@ -80,6 +90,7 @@ class EventPrinter:
         self._said_no_price = False
 
     def __call__(self, ev: dict[str, Any]) -> None:
+        from ..model.prices import usd
         c = self.console
         kind = ev.get("type")
         if kind == "start":
@@ -180,6 +191,7 @@ def describe_search(cfg: Any) -> str:
 
 
 def _print_result(result: Any, run_dir: Path) -> None:
+    from ..model.prices import usd
     if result.answer is not None:
         _out.print(Panel(escape(result.answer), title="answer", expand=False, border_style="green"))
     else:
@@ -252,15 +264,8 @@ def register(app: typer.Typer) -> None:
             if cfg.snapshot.dir is not None:
                 _err.print(f"[dim]snapshot: {escape(str(cfg.snapshot.dir))} ({cfg.snapshot.mode}"
                            f"{'; nothing is fetched or searched live' if cfg.snapshot.mode == 'replay' else ''})[/dim]")
-        try:
+        with run_exits(f"the partial run is in {run_dir}"):
             result = run_question(question, cfg, run_dir, log=None if quiet else EventPrinter())
-        except KeyboardInterrupt:
-            _err.print(f"[yellow]interrupted[/yellow]; the partial run is in {run_dir}")
-            raise typer.Exit(130) from None
-        except FteError as e:
-            _err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            # 2: the set-up the user gave cannot work (e.g. --search serper without a key); 1: the run failed
-            raise typer.Exit(2 if isinstance(e, ConfigError | SearchUnavailable) else 1) from None
         _print_result(result, run_dir)
         code = exit_code(result.stop_reason)
         if code:

@@ -159,23 +159,34 @@ def provider_here(cfg: SandboxConfig, gc: bool = True) -> dict[str, Any]:
             "gc_removed": removed, "provider": mine.provider}
 
 
-def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env: dict[str, Any] | None) -> None:
+def _on_each(nodes: list[NodeInfo], fn: Callable[..., Any], runtime_env: dict[str, Any] | None,
+             *args: Any, timeout: float | None = None) -> list[Any]:
+    """``fn(*args)`` run once on each of ``nodes`` (pinned there, no retry), its results in node order
+    (``ray.get``'s GetTimeoutError after ``timeout`` seconds)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ..errors import SandboxError
+    remote = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(fn)
+    return list(ray.get([remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
+                         .remote(*args) for n in nodes], timeout=timeout))
 
-    fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(provider_here)
-    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg)
-            for n in nodes]
-    for n, r in zip(nodes, ray.get(refs), strict=True):
-        n.sandbox_error, n.gc_removed, n.provider = r["sandbox_error"], r["gc_removed"], r["provider"]
+
+def _refuse_bad(nodes: list[NodeInfo], error: type[Exception], why: Callable[[NodeInfo], str]) -> None:
+    """Raise ``error`` naming every node whose sandbox check failed (``why``: the advice for one)."""
     bad = [n for n in nodes if n.sandbox_error]
     if bad:
-        raise SandboxError("; ".join(
-            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot start {cfg.provider} "
-            f"sandboxes ({n.sandbox_error}): fix it there (fte-shell sandbox doctor) or restart that node "
-            f"without --resources {SLOT}" for n in bad))
+        raise error("; ".join(f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but {why(n)}"
+                              for n in bad))
+
+
+def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env: dict[str, Any] | None) -> None:
+    from ..errors import SandboxError
+
+    for n, r in zip(nodes, _on_each(nodes, provider_here, runtime_env, cfg), strict=True):
+        n.sandbox_error, n.gc_removed, n.provider = r["sandbox_error"], r["gc_removed"], r["provider"]
+    _refuse_bad(nodes, SandboxError, lambda n: (
+        f"cannot start {cfg.provider} sandboxes ({n.sandbox_error}): fix it there (fte-shell sandbox doctor) "
+        f"or restart that node without --resources {SLOT}"))
 
 
 def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *, sandboxes: bool = True,
@@ -185,7 +196,6 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     of the sweep uses a container): only the slots are listed. ``runtime_env``: the one the runs get, so
     their worker processes (warmed up by the check) are reused."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ..errors import ConfigError
 
@@ -201,18 +211,12 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
         _check_provider_nodes(cfg, nodes, runtime_env)
         return nodes
     want, image_id = driver_image(cfg, log)
-    inspect = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(inspect_here)
-    refs = [inspect.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(cfg.image, want, True, cfg)
-            for n in nodes]
-    for n, r in zip(nodes, ray.get(refs), strict=True):
+    for n, r in zip(nodes, _on_each(nodes, inspect_here, runtime_env, cfg.image, want, True, cfg), strict=True):
         n.sandbox_error, n.image_hash, n.gc_removed = r["sandbox_error"], r["image_hash"], r["gc_removed"]
         n.provider = r.get("provider", "docker")
-    bad = [n for n in nodes if n.sandbox_error]
-    if bad:
-        raise SandboxUnavailable("; ".join(
-            f"Ray node {n.address} ({n.node_id[:12]}) offers {n.slots} {SLOT} but cannot run its sandbox "
-            f"provider {n.provider} ({n.sandbox_error}): start Docker (or set up its FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node "
-            f"without --resources {SLOT}" for n in bad))
+    _refuse_bad(nodes, SandboxUnavailable, lambda n: (
+        f"cannot run its sandbox provider {n.provider} ({n.sandbox_error}): start Docker (or set up its "
+        f"FTE_SANDBOX_PROVIDER) there (bash sandbox/setup-host.sh) or restart that node without --resources {SLOT}"))
     need = [n for n in nodes if n.provider == "docker"
             and (n.image_hash is None or (want is not None and n.image_hash != want))]
     if need and (want is None or image_id is None):
@@ -222,10 +226,7 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
     if need:
         if log:
             log(f"shipping sandbox image {cfg.image} ({want}) to {len(need)} node(s) with docker save/load")
-        blob = ray.put(save_image(image_id))
-        load = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(load_here)
-        got = ray.get([load.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
-                       .remote(blob, cfg.image) for n in need])
+        got = _on_each(need, load_here, runtime_env, ray.put(save_image(image_id)), cfg.image)
         for n, h in zip(need, got, strict=True):
             if h != want:
                 raise SandboxUnavailable(f"Ray node {n.address}: the shipped image has content hash {h}, not {want}")
@@ -246,13 +247,7 @@ def gc_here(provider: str = "docker") -> int:
 
 def gc_nodes(runtime_env: dict[str, Any] | None = None, provider: str = "docker") -> int:
     """Remove, on every alive slot node, the containers of dead harness processes; returns how many."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    fn = ray.remote(num_cpus=0, max_retries=0, **with_env(runtime_env))(gc_here)
-    refs = [fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(provider)
-            for n in slot_nodes()]
     try:
-        return sum(ray.get(refs, timeout=120))
+        return sum(_on_each(slot_nodes(), gc_here, runtime_env, provider, timeout=120))
     except Exception:  # noqa: BLE001 - a node lost meanwhile: best effort
         return 0

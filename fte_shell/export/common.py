@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..metrics.edits import context_label
+from ..profiles import parse_arguments
 from ..record.audit import AuditMark, audit_home, latest_marks, run_key
 from ..record.events import (
     EndEvent,
@@ -291,27 +292,23 @@ def tool_calls_of(turn: Turn) -> list[dict[str, Any]]:
     for tc in turn.call.message.get("tool_calls") or []:
         fn = tc.get("function") or {}
         raw = fn.get("arguments")
-        args, err = parse_arguments(raw)
+        args, err = _parsed(raw)
         out.append({"id": str(tc.get("id") or ""), "name": str(fn.get("name") or ""), "arguments": args,
                     "raw": raw if isinstance(raw, str) else json.dumps(raw), "parse_error": err})
     ids = {c["id"] for c in out}
     for ev in turn.tools:
         if (ev.id or "") not in ids:
-            args, err = parse_arguments(ev.raw_arguments) if ev.arguments is None else (ev.arguments, None)
+            args, err = _parsed(ev.raw_arguments) if ev.arguments is None else (ev.arguments, None)
             out.append({"id": ev.id or "", "name": ev.name, "arguments": args, "raw": ev.raw_arguments,
                         "parse_error": err})
     return out
 
 
-def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Raw tool-call arguments as a dict, and the reason when they are not a JSON object."""
-    if isinstance(raw, dict):
-        return raw, None
-    try:
-        v = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError as e:
-        return {}, f"arguments are not JSON: {e}"
-    return (v, None) if isinstance(v, dict) else ({}, "arguments are not a JSON object")
+def _parsed(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Raw tool-call arguments as the episode parsed them (:func:`fte_shell.profiles.parse_arguments`): the
+    dict (``{}`` when unusable) and the reason when they are not a JSON object."""
+    args, problem = parse_arguments(raw)
+    return args or {}, None if problem is None else f"arguments {problem}"
 
 
 def plain(ev: Event) -> dict[str, Any]:

@@ -23,9 +23,9 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from ..errors import FetchRefused
+from ..workspace import url_title
 from .decode import Kind, decode_text
 
 EXCLUDED_TAGS = ("nav", "footer", "script", "style", "noscript", "form")
@@ -215,11 +215,6 @@ def pdf_to_text(data: bytes) -> tuple[str, str]:
 
 
 # --- dispatch -----------------------------------------------------------------------------------------
-def _title_from_url(url: str) -> str:
-    last = unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
-    return last
-
-
 def _pretty_size(value: Any) -> int:
     """Characters of indentation ``json.dumps(value, indent=1)`` adds (one per nesting level per line)."""
     total, stack = 0, [(value, 0)]
@@ -265,7 +260,7 @@ def convert_bytes(
             ct = (content_type or "").lower()
             if ct == "application/json" or ct.endswith("+json"):
                 text = _pretty_json(text, max_chars)
-            title = _title_from_url(url)
+            title = url_title(url)
     if max_chars is not None and len(text) > max_chars:
         raise FetchRefused(
             f"converted text too large: {len(text):,} characters from a {len(body):,}-byte body "

@@ -21,7 +21,6 @@ from .actions import (
     ngrams,
     records,
     revisited_docs,
-    search_refs,
 )
 from .runs import RunMetrics, collect, judged, run_metrics, run_status
 from .summary import (
@@ -40,6 +39,6 @@ __all__ = [
     "CATEGORY", "EXTRACTING_OPS", "MOUNT", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",
     "STRUCTURED_OPS", "Action", "Category", "Op", "ProfileSummary", "RunMetrics", "actions_from_events",
     "collect", "group_label", "group_runs", "judged", "materialized_pages", "ngrams", "percentile",
-    "percentiles", "records", "revisited_docs", "run_metrics", "run_status", "search_refs",
+    "percentiles", "records", "revisited_docs", "run_metrics", "run_status",
     "summarize", "summarize_profile",
 ]

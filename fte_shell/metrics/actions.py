@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..search.base import result_refs
 from ..record.events import Event, StartEvent, ToolCallEvent
 from .shellparse import parse_command
 
@@ -54,7 +55,6 @@ SHELL_TOOL = "bash"
 MOUNT = "/work"
 RECORD_RE = re.compile(r'^(?P<path>/\S+\.txt)  (?P<chars>[\d,]+) chars  (?P<state>new|held)  (?P<source>\S+)', re.MULTILINE)
 DOC_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.txt")
-SEARCH_REF_RE = re.compile(r"^\[\d+\] .*\n {4}(\S+)", re.MULTILINE)
 UNKNOWN_TOOL = "Error: unknown tool"
 
 Scope = Literal["one", "all", "some"]
@@ -121,11 +121,6 @@ def records(observation: str) -> list[tuple[str, bool, str]]:
             for m in RECORD_RE.finditer(observation)]
 
 
-def search_refs(observation: str) -> list[str]:
-    """References (URL or docid) of a :func:`fte_shell.search.format_results` text, in rank order."""
-    return SEARCH_REF_RE.findall(observation)
-
-
 def fetched(ev: ToolCallEvent, facts: bool) -> list[tuple[str, bool, str]]:
     """(file name, new, source) of every document a tool call's fetches put in the workspace: from the
     event's ``meta.fetches`` when the run recorded facts (``facts``: schema 1), else parsed from the
@@ -144,7 +139,7 @@ def searched(ev: ToolCallEvent, facts: bool) -> list[str]:
     """The result references of a tool call's searches, in order: from ``meta.searches`` when the run
     recorded facts, else parsed from the observation (a schema-0 run)."""
     if not facts:
-        return search_refs(ev.observation)
+        return result_refs(ev.observation)
     return [u for f in ev.meta.searches or [] for u in f.urls]
 
 

@@ -12,6 +12,14 @@ from typing import Any
 
 from ..config import ModelConfig, ModelPrice
 
+def usd(x: float | None) -> str:
+    """THE way fte-shell writes an amount of dollars (live log, progress bar, report): ``$0.0042`` below a
+    cent (4 decimals, so a small run never shows ``$0.00``), ``$1,234.56`` from a cent up, ``–`` when unknown."""
+    if x is None:
+        return "–"
+    return f"${x:.4f}" if abs(x) < 0.01 else f"${x:,.2f}"
+
+
 PRICES_DATE = "2025-09-05"
 """The day the prices below were in effect on the providers' pages."""
 

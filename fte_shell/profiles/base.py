@@ -42,8 +42,8 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "visit-snippet": "visit_snippet:VisitSnippetProfile",
     "visit-summary": "visit_summary:VisitSummaryProfile",
     "open-find": "open_find:OpenFindProfile",
-    "fte-no-grep": "fte_no_grep:FteNoGrepProfile",  # ablation arms (paper Table 5)
-    "fte-no-read": "fte_no_read:FteNoReadProfile",
+    "fte-no-grep": "fte_without:FteNoGrepProfile",  # ablation arms (paper Table 5)
+    "fte-no-read": "fte_without:FteNoReadProfile",
     "fte-single-grep": "fte_single_grep:FteSingleGrepProfile",
 }
 """Profile name -> ``module:class`` under ``fte_shell.profiles`` (imported on first use)."""

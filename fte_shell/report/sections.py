@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct, pcts, pvalue
 from ..metrics import ProfileSummary
+from ..model.prices import usd
 from ..metrics.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
 from ..stops import STOPS
 
@@ -31,11 +32,6 @@ def has_reader_tokens(ps: Sequence[ProfileSummary]) -> bool:
 def has_cost(ps: Sequence[ProfileSummary]) -> bool:
     """Whether any profile's runs have a cost (a known price): only then are the cost columns shown."""
     return any(p.cost_usd is not None for p in ps)
-
-
-def usd(x: float | None) -> str:
-    """A cost cell: ``$0.0123`` below a dollar, ``$12.34`` above, ``–`` when unknown."""
-    return "–" if x is None else f"${x:.4f}" if abs(x) < 1 else f"${x:,.2f}"
 
 
 COST_COLUMNS = ["Cost", "Cost/run", "Cost/correct"]

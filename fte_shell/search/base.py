@@ -7,6 +7,7 @@ interfaces under comparison see the same words.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -121,3 +122,12 @@ def format_results(query: str, results: list[SearchResult]) -> str:
             lines.append(f"    {snippet}")
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+_RESULT_REF = re.compile(r"^\[\d+\] .*\n {4}(\S+)", re.MULTILINE)
+
+
+def result_refs(text: str) -> list[str]:
+    """The references (URL or docid: what ``fetch`` takes) of a :func:`format_results` text, in rank order:
+    the inverse of the rendering, for whoever reads a search observation (metrics, stand-in policies)."""
+    return _RESULT_REF.findall(text)

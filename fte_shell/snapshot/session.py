@@ -205,6 +205,30 @@ class _Lease:
         self._lock = snapshot._locks[(self.kind, key)]
         self.stored = False
 
+    def __enter__(self) -> Self:
+        """Hold this key (one request per key at a time) and look it up: answered from the snapshot
+        (:meth:`_answer`), left to the caller to fetch live, or — replaying — refused (:meth:`_miss`)."""
+        self._lock.acquire()
+        try:
+            cap = self.snapshot.resolve(self.kind, self.key)
+            if cap is None and self.snapshot.mode == "replay":
+                self._served(None, "miss")
+                raise self._miss()
+            if cap is not None:
+                self._answer(cap)
+            return self
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _answer(self, cap: Capture) -> None:
+        """Take the snapshot's answer ``cap`` (or raise what it recorded)."""
+        raise NotImplementedError
+
+    def _miss(self) -> Exception:
+        """The error of a replay that finds no capture."""
+        raise NotImplementedError
+
     def _served(self, cap: Capture | None, served: str) -> None:
         if cap is not None:
             self.snapshot.pin(cap)
@@ -227,27 +251,18 @@ class PageLease(_Lease):
         self.document: Document | None = None
         self.hops: list[Hop] = []
 
-    def __enter__(self) -> Self:
-        self._lock.acquire()
-        try:
-            cap = self.snapshot.resolve("page", self.key)
-            if cap is None:
-                if self.snapshot.mode == "replay":
-                    self._served(None, "miss")
-                    raise self.snapshot.miss(f"refused {_shown(self.key)}", self.view)
-                return self
-            if cap.status != "ok":
-                meta = self.snapshot.store.metadata(cap)
-                if self.snapshot.mode == "record" and not meta.get("redirects"):
-                    return self  # refused before any request (address policy, DNS): checked again, live
-                self._served(cap, "snapshot")
-                raise FetchRefused(str(meta.get("error") or "refused (recorded)"))
-            self.document = parse_document(self.snapshot.store.body(cap).decode("utf-8"))
+    def _miss(self) -> Exception:
+        return self.snapshot.miss(f"refused {_shown(self.key)}", self.view)
+
+    def _answer(self, cap: Capture) -> None:
+        if cap.status != "ok":
+            meta = self.snapshot.store.metadata(cap)
+            if self.snapshot.mode == "record" and not meta.get("redirects"):
+                return  # refused before any request (address policy, DNS): checked again, live
             self._served(cap, "snapshot")
-            return self
-        except BaseException:
-            self._lock.release()
-            raise
+            raise FetchRefused(str(meta.get("error") or "refused (recorded)"))
+        self.document = parse_document(self.snapshot.store.body(cap).decode("utf-8"))
+        self._served(cap, "snapshot")
 
     def hop(self, hop: Hop) -> None:
         self.hops.append(hop)
@@ -281,26 +296,17 @@ class SearchLease(_Lease):
         super().__init__(snapshot, view, search_key(backend, params))
         self.results: list[SearchResult] | None = None
 
-    def __enter__(self) -> Self:
+    def _miss(self) -> Exception:
+        err = self.snapshot.miss(f'search {json.dumps(self.params.get("q", ""), ensure_ascii=False)} '
+                                 f'({self.backend})', self.view, "searched")
+        return err if isinstance(err, SnapshotMiss) else SearchNotInSnapshot(err.message)
+
+    def _answer(self, cap: Capture) -> None:
         from ..search.base import SearchResult
 
-        self._lock.acquire()
-        try:
-            cap = self.snapshot.resolve("search", self.key)
-            if cap is None:
-                if self.snapshot.mode == "replay":
-                    self._served(None, "miss")
-                    err = self.snapshot.miss(f'search {json.dumps(self.params.get("q", ""), ensure_ascii=False)} '
-                                             f'({self.backend})', self.view, "searched")
-                    raise err if isinstance(err, SnapshotMiss) else SearchNotInSnapshot(err.message)
-                return self
-            data = json.loads(self.snapshot.store.body(cap))
-            self.results = [SearchResult.from_dict(r) for r in data["results"]]
-            self._served(cap, "snapshot")
-            return self
-        except BaseException:
-            self._lock.release()
-            raise
+        data = json.loads(self.snapshot.store.body(cap))
+        self.results = [SearchResult.from_dict(r) for r in data["results"]]
+        self._served(cap, "snapshot")
 
     def store(self, results: list[SearchResult], exchange: Any = None) -> None:
         cap = self.snapshot.store.add_search(self.backend, self.params, [r.to_dict() for r in results],

@@ -45,7 +45,6 @@ SENTENCE_END = re.compile(r"(?<=[a-z0-9)][.!?])\s+(?=[A-Z])")
 """Where a line splits into sentences (the answer is taken from one sentence)."""
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
-_REF_LINE = re.compile(r"^\[(\d+)\] .*\n {4}(\S+)", re.MULTILINE)
 _WORK_PATH = re.compile(r"(/work/[^\s:]+\.txt)")
 _DOTTED_DEF = re.compile(r"^\W*([A-Za-z_]\w*(?:\.\w+)+)\s*[:(]")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
@@ -151,11 +150,6 @@ class Hit:
     path: str
     line: int
     text: str
-
-
-def parse_refs(search_output: str) -> list[str]:
-    """The fetchable references (URL or docid) of a :func:`fte_shell.search.format_results` text."""
-    return [m.group(2) for m in _REF_LINE.finditer(search_output)]
 
 
 def parse_paths(output: str) -> list[str]:

@@ -25,6 +25,7 @@ import re
 import shlex
 from typing import Any
 
+from ..search.base import result_refs
 from ..benchmarks.registry import scripted_task
 from .reading import (
     SENTENCE_END,
@@ -35,7 +36,6 @@ from .reading import (
     parse_grep_shell,
     parse_grep_structured,
     parse_paths,
-    parse_refs,
     question_terms,
     term_pattern,
 )
@@ -102,7 +102,7 @@ class ResearchPolicy:
         terms = question_terms(q)
         if "p-search" not in obs:
             return _call("p-search", "bash", {"command": f"search {shlex.quote(q)}"})
-        refs = parse_refs(obs["p-search"])[: self.fetch_top]
+        refs = result_refs(obs["p-search"])[: self.fetch_top]
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-fetch-0" not in obs:
@@ -139,7 +139,7 @@ class ResearchPolicy:
         terms = question_terms(q)
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
-        refs = parse_refs(obs["p-search"])[: self.fetch_top]
+        refs = result_refs(obs["p-search"])[: self.fetch_top]
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-fetch-0" not in obs:
@@ -180,7 +180,7 @@ class ResearchPolicy:
     def _visit(self, q: str, obs: dict[str, str]) -> ScriptTurn:
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
-        refs = parse_refs(obs["p-search"])
+        refs = result_refs(obs["p-search"])
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-visit" not in obs:
@@ -191,7 +191,7 @@ class ResearchPolicy:
         terms = question_terms(q)
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
-        refs = parse_refs(obs["p-search"])
+        refs = result_refs(obs["p-search"])
         if not refs:
             return _answer("unknown", "The search found nothing.")
         if "p-open" not in obs:
@@ -214,7 +214,7 @@ class ResearchPolicy:
             for s in re.split(r"(?<=[.!?])\s+|\s+…\s*|^\s*…\s*", line.strip())
             if s
         ]
-        refs = parse_refs(text)
+        refs = result_refs(text)
         return self._answer_from(q, segments, question_terms(q), refs[0] if refs else "unknown")
 
     # --- answering ----------------------------------------------------------------------------------

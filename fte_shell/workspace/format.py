@@ -23,7 +23,7 @@ import hashlib
 import re
 import unicodedata
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import FetchRefused, ToolError
 from .document import Document, Kind
@@ -54,6 +54,12 @@ def _encode_unprintable(part: str) -> str:
         else:
             out.append(c)
     return "".join(out)
+
+
+def url_title(url: str) -> str:
+    """The last segment of a URL's path, percent-decoded (``…/wiki/Ars_Electronica`` -> ``Ars_Electronica``):
+    the title of a page that names none; ``""`` when the path has no segment."""
+    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
 
 
 def canonical_url(url: str) -> str:

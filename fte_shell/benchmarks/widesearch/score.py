@@ -128,7 +128,9 @@ def align_columns(resp: Table, ev: Evaluation, judge: TableJudge | None, out: Ta
 
 
 def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJudge | None = None) -> TableScore:
-    """Score ``answer`` (the agent's final answer text) against ``gold`` (required columns only)."""
+    """Score ``answer`` (the agent's final answer text) against ``gold`` (required columns only): parse its
+    table, align its columns, map its key values to the gold vocabulary, preprocess, join on the key, score
+    every cell, then the row and item totals."""
     out = TableScore()
     if answer is None:
         out.msg = "no answer"
@@ -140,10 +142,34 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
     resp = align_columns(parsed, ev, judge, out)
     if resp is None:
         return out
-    key = ev.unique_columns
-    gold, resp = dedupe(gold.select(ev.required), key), dedupe(resp, key)
+    gold, resp = dedupe(gold.select(ev.required), ev.unique_columns), dedupe(resp, ev.unique_columns)
+    before = _map_keys(ev, gold, resp, judge, out)
+    for col, spec in ev.eval_pipeline.items():
+        for t in (resp, gold):
+            i = t.columns.index(col)
+            for r in t.rows:
+                for name in spec.preprocess:
+                    r[i] = PREPROCESSORS[name](r[i])
+    out.response_rows, out.gold_rows = len(resp.rows), len(gold.rows)
+    identical = sorted(map(tuple, resp.rows)) == sorted(map(tuple, gold.rows))
+    kidx = [ev.required.index(k) for k in ev.unique_columns]
+    by_key: dict[tuple[str, ...], list[int]] = {}
+    for j, r in enumerate(resp.rows):
+        by_key.setdefault(tuple(r[i] for i in kidx), []).append(j)
+    pairs = [(g, j) for g, gr in enumerate(gold.rows) for j in by_key.get(tuple(gr[i] for i in kidx), [])]
+    row_min, tp_item = _record_cells(ev, gold, resp, pairs, _score_cells(ev, gold, resp, pairs, judge, out),
+                                     before, out)
+    _record_unmatched(ev, gold, resp, pairs, kidx, out)
+    _totals(out, sum(row_min), tp_item, len(ev.required), len(resp.rows), len(gold.rows), identical)
+    return out
+
+
+def _map_keys(ev: Evaluation, gold: Table, resp: Table, judge: TableJudge | None,
+              out: TableScore) -> dict[str, list[str]]:
+    """Map the answer's key values that are not in the gold vocabulary onto it (the judge), in place;
+    returns each mapped key column as it was before."""
     before: dict[str, list[str]] = {}
-    for col in key:
+    for col in ev.unique_columns:
         spec = ev.eval_pipeline.get(col)
         if spec is None or not ({"exact_match", "llm_judge"} & set(spec.metric)):
             continue
@@ -158,22 +184,15 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
         before[col] = resp.column(col)
         for r in resp.rows:
             r[i] = mapping.get(r[i], r[i])
-    for col, spec in ev.eval_pipeline.items():
-        for t in (resp, gold):
-            i = t.columns.index(col)
-            for r in t.rows:
-                for name in spec.preprocess:
-                    r[i] = PREPROCESSORS[name](r[i])
-    out.response_rows, out.gold_rows = len(resp.rows), len(gold.rows)
-    identical = sorted(map(tuple, resp.rows)) == sorted(map(tuple, gold.rows))
-    kidx = [ev.required.index(k) for k in key]
-    by_key: dict[tuple[str, ...], list[int]] = {}
-    for j, r in enumerate(resp.rows):
-        by_key.setdefault(tuple(r[i] for i in kidx), []).append(j)
-    pairs = [(g, j) for g, gr in enumerate(gold.rows) for j in by_key.get(tuple(gr[i] for i in kidx), [])]
+    return before
+
+
+def _score_cells(ev: Evaluation, gold: Table, resp: Table, pairs: list[tuple[int, int]],
+                 judge: TableJudge | None, out: TableScore) -> dict[tuple[int, str, str], tuple[float, str]]:
+    """(pair, column, metric) -> (score, why) for every non-key cell of every joined row pair."""
     scores: dict[tuple[int, str, str], tuple[float, str]] = {}
     for col in ev.required:
-        if col in key:
+        if col in ev.unique_columns:
             continue
         spec = ev.eval_pipeline[col]
         c = ev.required.index(col)
@@ -190,12 +209,20 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
                 fn = CELL_METRICS[metric]
                 for p, (g, j) in enumerate(pairs):
                     scores[(p, col, metric)] = fn(resp.rows[j][c], gold.rows[g][c], spec.criterion)
+    return scores
+
+
+def _record_cells(ev: Evaluation, gold: Table, resp: Table, pairs: list[tuple[int, int]],
+                  scores: dict[tuple[int, str, str], tuple[float, str]], before: dict[str, list[str]],
+                  out: TableScore) -> tuple[list[float], float]:
+    """Every joined pair's cells into ``out.cells``; returns each row's minimum score and the item total."""
+    kidx = [ev.required.index(k) for k in ev.unique_columns]
     row_min = [1.0] * len(pairs)
     tp_item = 0.0
     for p, (g, j) in enumerate(pairs):
         rk = " | ".join(gold.rows[g][i] for i in kidx)
         for c, col in enumerate(ev.required):
-            if col in key:
+            if col in ev.unique_columns:
                 tp_item += 1.0
                 was = before.get(col, [None] * len(resp.rows))[j]
                 note = f"key mapped from {was!r}" if was is not None and was != resp.rows[j][c] else "key"
@@ -208,6 +235,12 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
                 tp_item += s
                 out.cells.append(Cell(row_key=rk, column=col, response=resp.rows[j][c], gold=gold.rows[g][c],
                                       metric=metric, score=s, note=why))
+    return row_min, tp_item
+
+
+def _record_unmatched(ev: Evaluation, gold: Table, resp: Table, pairs: list[tuple[int, int]], kidx: list[int],
+                      out: TableScore) -> None:
+    """The gold rows missing from the answer and the answer's extra rows, cell by cell."""
     matched_gold = {g for g, _ in pairs}
     matched_resp = {j for _, j in pairs}
     for g, gr in enumerate(gold.rows):
@@ -220,9 +253,11 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
             rk = " | ".join(r[i] for i in kidx)
             out.cells += [Cell(row_key=rk, column=col, response=r[c], gold=None, metric="extra", score=None,
                                note="answer row not in the gold table") for c, col in enumerate(ev.required)]
-    tp_row = sum(row_min)
-    n_cols = len(ev.required)
-    np_, ng = len(resp.rows), len(gold.rows)
+
+
+def _totals(out: TableScore, tp_row: float, tp_item: float, n_cols: int, np_: int, ng: int,
+            identical: bool) -> None:
+    """Precision, recall and F1 by row and by item, and success (identical tables or all six at 1)."""
     out.precision_by_row = tp_row / np_ if np_ else 0.0
     out.recall_by_row = tp_row / ng if ng else 0.0
     out.precision_by_item = tp_item / (np_ * n_cols) if np_ else 0.0
@@ -232,4 +267,3 @@ def score_table(ev: Evaluation, gold: Table, answer: str | None, judge: TableJud
     six = (out.precision_by_row, out.recall_by_row, out.f1_by_row, out.precision_by_item, out.recall_by_item,
            out.f1_by_item)
     out.score = 1.0 if identical or all(v == 1.0 for v in six) else 0.0
-    return out

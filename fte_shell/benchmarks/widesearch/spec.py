@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ...errors import ConfigError
 from ...record.jsonio import iter_jsonl
@@ -46,20 +46,13 @@ class ColumnEval(BaseModel):
     criterion: float | str | None = None
     """``number_near``: the relative tolerance; ``llm_judge``: the grading instructions."""
 
-    @field_validator("preprocess")
+    @field_validator("preprocess", "metric")
     @classmethod
-    def _known_preprocess(cls, v: list[str]) -> list[str]:
-        bad = [p for p in v if p not in PREPROCESSORS]
+    def _known(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        known = PREPROCESSORS if info.field_name == "preprocess" else METRICS
+        bad = [name for name in v if name not in known]
         if bad:
-            raise ValueError(f"unknown preprocess {bad} (known: {', '.join(PREPROCESSORS)})")
-        return v
-
-    @field_validator("metric")
-    @classmethod
-    def _known_metric(cls, v: list[str]) -> list[str]:
-        bad = [m for m in v if m not in METRICS]
-        if bad:
-            raise ValueError(f"unknown metric {bad} (known: {', '.join(sorted(METRICS))})")
+            raise ValueError(f"unknown {info.field_name} {bad} (known: {', '.join(sorted(known))})")
         return v
 
 
