@@ -28,24 +28,24 @@ __all__ = [
     "open_corpus",
 ]
 
-_corpora: dict[Path, tuple[int, LocalCorpus]] = {}
+_corpora: dict[tuple[Path, str, str], tuple[int, LocalCorpus]] = {}
 _corpora_lock = threading.Lock()
 
 
-def open_corpus(index_dir: Path) -> LocalCorpus:
-    """The :class:`LocalCorpus` of ``index_dir``, opened once per process and shared (it is thread-safe);
-    reopened when the index was rebuilt since (its ``meta.json`` changed)."""
+def open_corpus(index_dir: Path, retriever: str = "bm25s", settings: SearchConfig | None = None) -> LocalCorpus:
+    """The :class:`LocalCorpus` of ``index_dir`` searched with ``retriever``, opened once per process and
+    shared (it is thread-safe); reopened when the corpus was rebuilt since (its ``meta.json`` changed)."""
     from .corpus import META
-
     path = Path(index_dir).expanduser().resolve()
     try:
         stamp = (path / META).stat().st_mtime_ns
     except OSError:
         stamp = -1  # LocalCorpus raises the error that names the fix
+    key = (path, retriever, settings.embeddings.model_dump_json() if settings is not None else "")
     with _corpora_lock:
-        held = _corpora.get(path)
+        held = _corpora.get(key)
         if held is None or held[0] != stamp:
-            held = _corpora[path] = (stamp, LocalCorpus(path))
+            held = _corpora[key] = (stamp, LocalCorpus(path, retriever, settings))
         return held[1]
 
 
@@ -67,7 +67,7 @@ def backend_name(cfg: SearchConfig, *, serper_recorded: bool = False) -> str | N
         from .serper import serper_name  # httpx is imported only when Serper is used
 
         return serper_name(cfg.serper_url)
-    return open_corpus(cfg.corpus).name if cfg.corpus is not None else "local"
+    return open_corpus(cfg.corpus, cfg.retriever, cfg).name if cfg.corpus is not None else "local"
 
 
 def make_search(cfg: SearchConfig) -> SearchBackend | None:
@@ -98,7 +98,7 @@ def make_search(cfg: SearchConfig) -> SearchBackend | None:
                 "`fte-shell corpus build`)"
             )
         # shared by every run of this process (open_corpus): closing one run's search must not close it
-        return CachedSearch(open_corpus(cfg.corpus), cfg.cache_dir, owns_backend=False, default_n=cfg.num_results)
+        return CachedSearch(open_corpus(cfg.corpus, cfg.retriever, cfg), cfg.cache_dir, owns_backend=False, default_n=cfg.num_results)
     return CachedSearch(backend, cfg.cache_dir, default_n=cfg.num_results)
 
 
@@ -107,4 +107,4 @@ def make_page_source(cfg: SearchConfig) -> LocalCorpus | None:
     HTTP), or None when no corpus is configured."""
     if cfg.corpus is None:
         return None
-    return open_corpus(cfg.corpus)
+    return open_corpus(cfg.corpus, cfg.retriever, cfg)

@@ -1,13 +1,13 @@
 """A local corpus as a search backend AND a page source (fetch without HTTP).
 
-``LocalCorpus(index_dir)`` opens a directory made by :func:`fte_shell.search.corpus.build_corpus`
-(``fte-shell corpus build``). ``search`` ranks with bm25s; ``lookup`` serves a document by docid or by its
-url from SQLite (one indexed row read), so ``fetch`` of either writes a ``Docid:`` file with no network.
+``LocalCorpus(corpus_dir, retriever)`` opens a directory made by :func:`fte_shell.search.corpus.build_corpus`
+(``fte-shell corpus build``). ``search`` ranks with the retriever the spec names (its index built on first
+use, :func:`fte_shell.search.retrievers.open_retriever`); ``lookup`` serves a document by docid or by its url
+from SQLite (one indexed row read), so ``fetch`` of either writes a ``Docid:`` file with no network.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import threading
@@ -17,80 +17,89 @@ from typing import TYPE_CHECKING
 
 from ..errors import SearchUnavailable
 from .base import SNIPPET_CHARS, SearchResult
-from .corpus import BM25_DIR, DOCS_DB, FORMAT, META, CorpusDoc, url_key
+from .corpus import DOCS_DB, CorpusDoc, CorpusError, read_meta, url_key
+from .retrievers import Retriever, RetrieverSpec, kind_of, open_retriever, parse_spec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SearchConfig
     from ..workspace import Document
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
+LEGACY_RETRIEVER = "bm25s"
+"""The retriever of earlier versions: its backend name is the one they recorded (``local:NAME:FP8``)."""
+
+
+def corpus_backend_name(corpus_name: str, fingerprint: str, spec: RetrieverSpec) -> str:
+    """The backend name of a corpus searched with ``spec``: ``local:NAME:FP8`` for ``bm25s`` (the name
+    earlier versions recorded, so their result caches and snapshots stay valid), ``local:NAME:FP8@SPEC``
+    for any other retriever (each ranks differently, so each has its own cache and snapshot entries)."""
+    base = f"local:{corpus_name}:{fingerprint[:8]}"
+    return base if spec.text == LEGACY_RETRIEVER else f"{base}@{spec.text}"
+
 
 class LocalCorpus:
-    """bm25s search and docid/url lookup over one corpus directory. Thread-safe."""
+    """Search (with one retriever) and docid/url lookup over one corpus directory. Thread-safe."""
 
-    def __init__(self, index_dir: Path) -> None:
-        import bm25s
+    def __init__(self, index_dir: Path, retriever: str = LEGACY_RETRIEVER,
+                 settings: SearchConfig | None = None) -> None:
         from bm25s.stopwords import STOPWORDS_EN
 
+        from ..config import SearchConfig
+
         self.index_dir = Path(index_dir).expanduser().resolve()
-        meta_path = self.index_dir / META
-        if not meta_path.is_file():
-            raise SearchUnavailable(
-                f"no local corpus index at {self.index_dir}: build one with "
-                "`fte-shell corpus build DOCS.jsonl --out DIR` (or `fte-shell corpus hotpotqa --out DIR`)"
-            )
         try:
-            self.meta = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise SearchUnavailable(f"corpus index {self.index_dir} is damaged ({META}: {e}); rebuild it") from e
-        if self.meta.get("format") != FORMAT:
-            raise SearchUnavailable(
-                f"corpus index {self.index_dir} has format {self.meta.get('format')!r}, this version reads "
-                f"{FORMAT}; rebuild it with `fte-shell corpus build`"
-            )
-        self.name = f"local:{self.meta.get('name', self.index_dir.name)}:{str(self.meta.get('fingerprint', ''))[:8]}"
+            self.meta = read_meta(self.index_dir)
+        except CorpusError as e:
+            raise SearchUnavailable(str(e)) from e
+        self.spec = parse_spec(retriever)
+        kind_of(self.spec)  # an unknown or broken kind fails here, not at the first search
+        self.settings = settings if settings is not None else SearchConfig(retriever=self.spec.text)
+        self.name = corpus_backend_name(
+            str(self.meta.get("name", self.index_dir.name)), str(self.meta.get("fingerprint", "")), self.spec
+        )
         self._stop = frozenset(STOPWORDS_EN)
         self._lock = threading.Lock()
+        self._retriever: Retriever | None = None
         try:
-            self._bm25 = bm25s.BM25.load(str(self.index_dir / BM25_DIR), show_progress=False)
             self._db = sqlite3.connect(
                 f"file:{self.index_dir / DOCS_DB}?mode=ro", uri=True, check_same_thread=False
             )
             self._n = int(self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
         except Exception as e:
-            raise SearchUnavailable(f"corpus index {self.index_dir} cannot be opened ({e}); rebuild it") from e
+            raise SearchUnavailable(f"corpus {self.index_dir} cannot be opened ({e}); rebuild it") from e
 
     def __repr__(self) -> str:
-        return f"LocalCorpus({str(self.index_dir)!r}, docs={self._n})"
+        return f"LocalCorpus({str(self.index_dir)!r}, {self.spec.text!r}, docs={self._n})"
 
     def __len__(self) -> int:
         return self._n
 
     def close(self) -> None:
-        """Close the document store."""
+        """Close the document store (the retriever is shared by the process and stays open)."""
         with self._lock:
             self._db.close()
 
+    @property
+    def retriever(self) -> Retriever:
+        """The opened retriever (its index built on first use)."""
+        r = self._retriever
+        if r is None:
+            r = self._retriever = open_retriever(self.index_dir, self.spec, self.settings)
+        return r
+
     # --- SearchBackend ---------------------------------------------------------------------------------
     def search(self, query: str, n: int) -> list[SearchResult]:
-        """Top ``n`` documents by BM25 (documents sharing no term with the query are left out). A result's
-        ``url`` is the document's url when it has one, else its docid: either works with ``fetch``."""
-        import bm25s
-
-        n = max(1, int(n))
-        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)
-        if not tokens or not tokens[0]:
-            return []
-        k = min(n, self._n)
+        """Top ``n`` documents by the retriever. A result's ``url`` is the document's url when it has one,
+        else its docid (either works with ``fetch``); ``docid`` and ``score`` are the retriever's."""
+        hits = self.retriever.search(query, max(1, int(n)))
         with self._lock:
-            rows, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
-            hits = [(int(i), float(s)) for i, s in zip(rows[0], scores[0], strict=True) if s > 0]
-            docs = [self._row("i = ?", (i,)) for i, _ in hits]
+            docs = [(self._row("docid = ?", (h.docid,)), h.score) for h in hits]
         terms = {t for t in _WORD.findall(query.lower()) if t not in self._stop}
         out: list[SearchResult] = []
-        for doc in docs:
-            if doc is None:  # pragma: no cover - index and store are built together
+        for doc, score in docs:
+            if doc is None:  # pragma: no cover - an index is built from the store
                 continue
             out.append(
                 SearchResult(
@@ -98,6 +107,8 @@ class LocalCorpus:
                     title=doc.title,
                     url=doc.url or doc.docid,
                     snippet=snippet(doc.text, terms),
+                    docid=doc.docid,
+                    score=score,
                 )
             )
         return out
