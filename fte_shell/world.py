@@ -23,7 +23,7 @@ from typing import Any, Self
 from .config import RunConfig, SearchConfig
 from .fetch import ClosedWorld, PageArchive, PageCache, PageSource
 from .record.rundir import EventListener
-from .search import SearchBackend, backend_name, make_page_source, make_search
+from .search import SearchBackend, backend_name, make_page_source, make_search, uses_corpus
 from .search.serper import serper_name
 from .snapshot import RunView, Snapshot, SnapshotSearch, open_session
 
@@ -76,6 +76,8 @@ class World:
             page_source = ClosedWorld(page_source)
         self.search, self.page_source, self.page_cache, self.snapshot = search, page_source, page_cache, snapshot
         self.owns_search = owns_search
+        self.meta: dict[str, Any] = {}
+        """What ``result.json``'s ``meta`` records about every run of this world (its retriever)."""
 
     @classmethod
     def from_config(cls, config: RunConfig, *, manifest: Path | None = None, page_cache_dir: Path | None = None,
@@ -87,16 +89,29 @@ class World:
         page_source = make_page_source(config.search) if pages else None
         snap = open_session(config, manifest=manifest)
         if snap is not None:
-            return cls(snapshot_search(config.search, snap), page_source, snapshot=snap,
-                       open_web=config.search.open_web, owns_search=True)
-        cache = PageCache(page_cache_dir) if page_cache_dir is not None else None
-        return cls(make_search(config.search), page_source, cache, open_web=config.search.open_web, owns_search=True)
+            world = cls(snapshot_search(config.search, snap), page_source, snapshot=snap,
+                        open_web=config.search.open_web, owns_search=True)
+        else:
+            cache = PageCache(page_cache_dir) if page_cache_dir is not None else None
+            world = cls(make_search(config.search), page_source, cache, open_web=config.search.open_web,
+                        owns_search=True)
+        world.meta = retriever_meta(config.search)
+        return world
+
+    def with_search(self, cfg: SearchConfig) -> World:
+        """A world with this one's page source, page cache and snapshot but the search of ``cfg`` (e.g.
+        another retriever over the same corpus: a sweep's retriever arm); it owns that search."""
+        w = World(page_cache=self.page_cache, snapshot=self.snapshot, owns_search=True)
+        w.page_source = self.page_source  # already a closed world when this one's is
+        w.search = snapshot_search(cfg, self.snapshot) if self.snapshot is not None else make_search(cfg)
+        w.meta = retriever_meta(cfg)
+        return w
 
     def bind(self, run_id: str | None, run_dir: Path | None, log: EventListener | None = None) -> RunWorld:
         """The world of one run (``run_dir`` None: no ``snapshot.jsonl``, e.g. the interactive shell)."""
         snap = self.snapshot
         if snap is None:
-            return RunWorld(self.search, self.page_source, self.page_cache, listener=log)
+            return RunWorld(self.search, self.page_source, self.page_cache, meta=dict(self.meta), listener=log)
         view = snap.bind(run_id, run_dir)
         search = self.search
         if isinstance(search, SnapshotSearch):
@@ -104,8 +119,8 @@ class World:
         elif search is not None:
             given = search
             search = SnapshotSearch(view, given.name, lambda: given, owns=False, default_n=getattr(given, "default_n", None))
-        meta = {"snapshot": {"dir": str(snap.dir), "mode": snap.mode, "on_miss": snap.on_miss,
-                             "replayed": snap.mode == "replay"}}
+        meta = {**self.meta, "snapshot": {"dir": str(snap.dir), "mode": snap.mode, "on_miss": snap.on_miss,
+                                          "replayed": snap.mode == "replay"}}
         return RunWorld(search, self.page_source, view, view, meta, view.listener(log))
 
     def close(self) -> None:
@@ -120,6 +135,12 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def retriever_meta(cfg: SearchConfig) -> dict[str, Any]:
+    """``{"retriever": SPEC}`` when the configured search ranks a local corpus (what ``result.json``'s
+    ``meta`` records), else nothing."""
+    return {"retriever": cfg.retriever} if uses_corpus(cfg) else {}
 
 
 def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotSearch | None:

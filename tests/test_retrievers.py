@@ -237,3 +237,35 @@ def test_bm25s_refuses_a_corpus_of_stopwords(tmp_path: Path) -> None:
     with pytest.raises(SearchUnavailable, match="no indexable words"):
         open_retriever(corpus, parse_spec("bm25s"), settings())
     assert [p.name for p in (corpus / INDEXES_DIR).iterdir() if p.is_dir()] == []
+
+
+# --- the config digest -----------------------------------------------------------------------------------
+def test_digest_of_the_retriever_and_the_embeddings(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from fte_shell.config import RunConfig
+    from fte_shell.config.search import EmbeddingsConfig
+    from fte_shell.digest import DROPPED, EMBEDDINGS_DEFAULTS, canonical_config, config_digest
+
+    defaults = EmbeddingsConfig().model_dump(mode="json")
+    assert EMBEDDINGS_DEFAULTS == {k: v for k, v in defaults.items() if k not in DROPPED["embeddings"]}
+    corpus = build_corpus(DOCS, tmp_path / "c")
+    old = RunConfig()
+    old.search.corpus = corpus
+    old.search.retriever = "bm25s"
+    canon = canonical_config(old)["search"]
+    assert "retriever" not in canon and "embeddings" not in canon  # as every run before retrievers
+    dense = old.model_copy(deep=True)
+    dense.search.retriever = "dense:openai:e5"
+    assert canonical_config(dense)["search"]["retriever"] == "dense:openai:e5"
+    moved = dense.model_copy(deep=True)  # the same embedder elsewhere, with another key and timeouts
+    moved.search.embeddings = EmbeddingsConfig(base_url="http://10.0.0.2:8000/v1", api_key=SecretStr("k2"),
+                                               timeout_s=5, max_retries=9)
+    assert config_digest(moved) == config_digest(dense)
+    prefixed = dense.model_copy(deep=True)
+    prefixed.search.embeddings = EmbeddingsConfig(query_prefix="query: ")
+    assert canonical_config(prefixed)["search"]["embeddings"]["query_prefix"] == "query: "
+    web = RunConfig()  # no corpus: nothing for a retriever to rank, whatever it says
+    web2 = web.model_copy(deep=True)
+    web2.search.retriever = "dense:x"
+    assert config_digest(web) == config_digest(web2) and "retriever" not in canonical_config(web)["search"]

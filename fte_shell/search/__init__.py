@@ -26,6 +26,7 @@ __all__ = [
     "make_page_source",
     "make_search",
     "open_corpus",
+    "uses_corpus",
 ]
 
 _corpora: dict[tuple[Path, str, str], tuple[int, LocalCorpus]] = {}
@@ -70,6 +71,12 @@ def backend_name(cfg: SearchConfig, *, serper_recorded: bool = False) -> str | N
     return open_corpus(cfg.corpus, cfg.retriever, cfg).name if cfg.corpus is not None else "local"
 
 
+def uses_corpus(cfg: SearchConfig) -> bool:
+    """Whether the configured search ranks the local corpus (``local``, or ``auto`` with a corpus and no
+    Serper key)."""
+    return cfg.corpus is not None and (cfg.backend == "local" or (cfg.backend == "auto" and not _serper_key(cfg)))
+
+
 def make_search(cfg: SearchConfig) -> SearchBackend | None:
     """The configured backend wrapped in :class:`CachedSearch` (``cfg.cache_dir``), or None for
     ``backend = "none"`` and for ``auto`` with neither a Serper key nor a corpus.
@@ -98,7 +105,8 @@ def make_search(cfg: SearchConfig) -> SearchBackend | None:
                 "`fte-shell corpus build`)"
             )
         # shared by every run of this process (open_corpus): closing one run's search must not close it
-        return CachedSearch(open_corpus(cfg.corpus, cfg.retriever, cfg), cfg.cache_dir, owns_backend=False, default_n=cfg.num_results)
+        return CachedSearch(open_corpus(cfg.corpus, cfg.retriever, cfg), cfg.cache_dir, owns_backend=False,
+                            default_n=cfg.num_results)
     return CachedSearch(backend, cfg.cache_dir, default_n=cfg.num_results)
 
 

@@ -5,7 +5,7 @@ converted-page cache or the snapshot)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..benchmarks.base import Dataset
@@ -29,6 +29,14 @@ class Shared:
     BrowseComp-Plus), and the converted-page cache (``OUT/shared/page-cache``) or the snapshot
     (``[snapshot]``: the one store, its manifest in ``OUT/shared/``) shared by every profile."""
 
+    worlds: dict[str, World] = field(default_factory=dict)
+    """``bench --retrievers``: the world of each retriever arm (its own search over the same corpus; the
+    page source, page cache and snapshot are :attr:`world`'s)."""
+
+    def world_for(self, retriever: str | None) -> World:
+        """The world of a run of the retriever arm ``retriever`` (None: the sweep's own)."""
+        return self.world if retriever is None else self.worlds[retriever]
+
 
 def sweep_config(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: Callable[[str], None] | None = None) -> RunConfig:
     """The run configuration with the sweep's search settings filled in: the benchmark's world
@@ -41,6 +49,8 @@ def sweep_config(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: C
         cfg.search.corpus = plan.corpus
     if cfg.search.cache_dir is None or plan.closed:
         cfg.search.cache_dir = SweepDir(Path(bench.out)).shared / "search-cache"
+    if bench.retrievers:  # the shared world is the first arm's (the setting varies by arm)
+        cfg.search.retriever = bench.retrievers[0]
     return cfg
 
 
@@ -50,4 +60,10 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
     :func:`sweep_config` when the caller has it already."""
     cfg = filled if filled is not None else sweep_config(bench, dataset, config, log)
     shared = SweepDir(Path(bench.out)).shared
-    return Shared(config=cfg, world=World.from_config(cfg, manifest=shared / MANIFEST, page_cache_dir=shared / "page-cache"))
+    world = World.from_config(cfg, manifest=shared / MANIFEST, page_cache_dir=shared / "page-cache")
+    worlds = {}
+    for spec in bench.retrievers:
+        arm = cfg.model_copy(deep=True)
+        arm.search.retriever = spec
+        worlds[spec] = world if spec == cfg.search.retriever else world.with_search(arm.search)
+    return Shared(config=cfg, world=world, worlds=worlds)
