@@ -269,3 +269,37 @@ def test_digest_of_the_retriever_and_the_embeddings(tmp_path: Path) -> None:
     web2 = web.model_copy(deep=True)
     web2.search.retriever = "dense:x"
     assert config_digest(web) == config_digest(web2) and "retriever" not in canonical_config(web)["search"]
+
+
+def test_a_recorded_config_before_retrievers_is_forked_with_bm25s(tmp_path: Path) -> None:
+    from fte_shell.episode.fork import config_over
+
+    old = {"search": {"backend": "local", "corpus": "/c", "num_results": 5}, "agent": {"profile": "fte"}}
+    assert config_over(old, environ={}).search.retriever == "bm25s"
+    assert config_over({**old, "search": {**old["search"], "retriever": OVERLAP}}, environ={}).search.retriever == OVERLAP
+    f = tmp_path / "c.toml"
+    f.write_text('[search]\nretriever = "bm25"\n')
+    assert config_over(old, config_file=f, environ={}).search.retriever == "bm25"  # given: it wins
+
+
+def test_corpus_build_prebuilds_and_search_takes_a_retriever(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fte_shell.cli import app
+
+    src = tmp_path / "bcp.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"docid": "1", "text": "Koala\nThe koala eats eucalyptus leaves.", "url": "https://a.example/k"},
+        {"docid": "2", "text": "Kangaroo\nKangaroos hop across Australia."}]))
+    out = tmp_path / "c"
+    runner = CliRunner()
+    r = runner.invoke(app, ["corpus", "build", str(src), "--out", str(out), "--retriever", "bm25s",
+                            "--retriever", OVERLAP])
+    assert r.exit_code == 0, r.output
+    assert "2 documents" in r.output
+    assert (out / INDEXES_DIR / "bm25s").is_dir() and (out / INDEXES_DIR / "overlap-1").is_dir()
+    r = runner.invoke(app, ["corpus", "search", str(out), "kangaroos", "hop", "--retriever", OVERLAP])
+    assert r.exit_code == 0 and "[1] Kangaroo" in r.output and "\n    2\n" in r.output, r.output
+    r = runner.invoke(app, ["corpus", "build", str(src), "--out", str(tmp_path / "d"), "--retriever", "nosuch"])
+    assert r.exit_code == 1 and "unknown retriever" in r.output
+    assert not (tmp_path / "d").exists()  # refused before anything was written

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
 from .base import StrictModel
+
+
+LEGACY_RETRIEVER = "bm25s"
+"""What ranked a local corpus in every run recorded before ``[search] retriever`` existed: a recorded
+configuration without the key (a sweep's manifest, a run's start event) is resumed or forked with it."""
+
+
+def recorded_retriever(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded configuration (JSON) with ``search.retriever = "bm25s"`` when it predates the key."""
+    search = recorded.get("search")
+    if isinstance(search, dict) and "retriever" not in search:
+        return {**recorded, "search": {**search, "retriever": LEGACY_RETRIEVER}}
+    return recorded
 
 
 class EmbeddingsConfig(StrictModel):

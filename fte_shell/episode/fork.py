@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import RunConfig
 from ..config.load import deep_merge, load_config
+from ..config.search import recorded_retriever
 from ..digest import file_sha256
 from ..errors import ConfigError
 from ..model import Completion
@@ -187,7 +188,7 @@ def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = Non
                 environ: dict[str, str] | None = None) -> RunConfig:
     """A recorded configuration (a start event's or a sweep's, secrets masked) < ``config_file`` < the API
     keys of the environment (``OPENAI_API_KEY``, ``SERPER_API_KEY``; never recorded) < ``overrides``."""
-    data = _unmasked(recorded)
+    data = recorded_retriever(_unmasked(recorded))  # recorded before [search] retriever: bm25s ranked it
     if config_file is not None:
         try:
             data = deep_merge(data, tomllib.loads(Path(config_file).read_text()))

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config.search import LEGACY_RETRIEVER
 from ..errors import SearchUnavailable
 from .base import SNIPPET_CHARS, SearchResult
 from .corpus import DOCS_DB, CorpusDoc, CorpusError, read_meta, url_key
@@ -26,10 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-
-LEGACY_RETRIEVER = "bm25s"
-"""The retriever of earlier versions: its backend name is the one they recorded (``local:NAME:FP8``)."""
-
 
 def corpus_backend_name(corpus_name: str, fingerprint: str, spec: RetrieverSpec) -> str:
     """The backend name of a corpus searched with ``spec``: ``local:NAME:FP8`` for ``bm25s`` (the name

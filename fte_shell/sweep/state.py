@@ -10,6 +10,7 @@ from typing import Any
 
 from ..benchmarks.base import Dataset, Question
 from ..config import ContextConfig, RunConfig
+from ..config.search import LEGACY_RETRIEVER
 from ..digest import canonical_config, config_changes, config_digest, digest_of
 from ..errors import ConfigError
 from ..record.rundir import ARM_SEP, arm_name, read_result
@@ -63,10 +64,6 @@ def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextCo
     ]
 
 
-RECORDED_RETRIEVER = "bm25s"
-"""What ranked a local corpus in every sweep recorded before ``[search] retriever`` existed."""
-
-
 def resumed_retriever(out: Path, cfg: RunConfig) -> RunConfig:
     """``cfg`` with ``[search] retriever = "bm25s"`` when ``out`` holds a sweep recorded before the setting
     existed (its manifest's configuration has none) and the setting was not given (file or flag): the
@@ -76,7 +73,7 @@ def resumed_retriever(out: Path, cfg: RunConfig) -> RunConfig:
     if not isinstance(search, dict) or "retriever" in search or "retriever" in cfg.search.model_fields_set:
         return cfg
     cfg = cfg.model_copy(deep=True)
-    cfg.search.retriever = RECORDED_RETRIEVER
+    cfg.search.retriever = LEGACY_RETRIEVER
     return cfg
 
 
