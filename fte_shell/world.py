@@ -15,6 +15,7 @@ every URL it does not hold) unless ``search.open_web``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,8 @@ from typing import Any, Self
 from .config import RunConfig, SearchConfig
 from .fetch import ClosedWorld, PageArchive, PageCache, PageSource
 from .record.rundir import EventListener
-from .search import SearchBackend, backend_name, make_page_source, make_search, uses_corpus
-from .search.serper import serper_name
+from .search import SearchBackend, make_page_source, make_search, uses_corpus
+from .search.registry import selected, selected_for_replay
 from .snapshot import RunView, Snapshot, SnapshotSearch, open_session
 
 
@@ -144,14 +145,16 @@ def retriever_meta(cfg: SearchConfig) -> dict[str, Any]:
 
 
 def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotSearch | None:
-    """The configured search through ``archive``, keyed by the name the backend records under (found
-    without building it: a replay needs no key; the real backend is built on the first live search)."""
+    """The configured search through ``archive``, keyed by the name the backend records under and the
+    parameters it sends (found without building it: a replay needs no key; the real backend is built on
+    the first live search). In a replay, ``auto`` also picks a backend whose searches the snapshot holds."""
     snap = archive.snapshot if isinstance(archive, RunView) else archive
-    serper = serper_name(cfg.serper_url)
-    recorded = snap.mode == "replay" and any(
-        c.kind == "search" and f'"backend": "{serper}"' in c.key for c in snap.store.index.all())
-    name = backend_name(cfg, serper_recorded=recorded)
-    if name is None:
+    recorded: Callable[[str], bool] | None = None
+    if snap.mode == "replay":
+        keys = [c.key for c in snap.store.index.all() if c.kind == "search"]
+        recorded = lambda name: any(f'"backend": {json.dumps(name, ensure_ascii=False)}' in k for k in keys)  # noqa: E731
+    plugin = selected(cfg) if recorded is None else selected_for_replay(cfg, recorded)
+    if plugin.name == "none":
         return None
-    return SnapshotSearch(archive, name, lambda: make_search(cfg), default_n=cfg.num_results)
-
+    return SnapshotSearch(archive, plugin.recorded_name(cfg), lambda: make_search(cfg), default_n=cfg.num_results,
+                          params=plugin.search_params)

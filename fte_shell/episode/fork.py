@@ -195,7 +195,9 @@ def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = Non
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"config file {config_file}: {e}") from e
     env = os.environ if environ is None else environ
-    keys = {v: env[v] for v in ("OPENAI_API_KEY", "SERPER_API_KEY") if env.get(v)}
+    from ..search.registry import secrets  # every search backend's key variables (SERPER_API_KEY …)
+
+    keys = {v: env[v] for v in ("OPENAI_API_KEY", *(x.env for x in secrets())) if env.get(v)}
     return load_config(None, deep_merge(data, overrides or {}), environ=keys)
 
 

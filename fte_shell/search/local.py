@@ -13,12 +13,12 @@ import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.search import LEGACY_RETRIEVER
 from ..errors import SearchUnavailable
-from .base import SNIPPET_CHARS, SearchResult
-from .corpus import DOCS_DB, CorpusDoc, CorpusError, read_meta, url_key
+from .base import SNIPPET_CHARS, SearchResult, Secret
+from .corpus import DOCS_DB, META, CorpusDoc, CorpusError, read_meta, url_key
 from .retrievers import Retriever, RetrieverSpec, kind_of, open_retriever, parse_spec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,3 +166,72 @@ def snippet(text: str, terms: set[str], limit: int = SNIPPET_CHARS) -> str:
         size += len(s) + 1
     lead = "… " if best else ""
     return lead + " ".join(out)
+
+
+_corpora: dict[tuple[Path, str, str], tuple[int, LocalCorpus]] = {}
+_corpora_lock = threading.Lock()
+
+
+def open_corpus(index_dir: Path, retriever: str = "bm25s", settings: SearchConfig | None = None) -> LocalCorpus:
+    """The :class:`LocalCorpus` of ``index_dir`` searched with ``retriever``, opened once per process and
+    shared (it is thread-safe); reopened when the corpus was rebuilt since (its ``meta.json`` changed)."""
+    from .corpus import META
+    path = Path(index_dir).expanduser().resolve()
+    try:
+        stamp = (path / META).stat().st_mtime_ns
+    except OSError:
+        stamp = -1  # LocalCorpus raises the error that names the fix
+    key = (path, retriever, settings.embeddings.model_dump_json() if settings is not None else "")
+    with _corpora_lock:
+        held = _corpora.get(key)
+        if held is None or held[0] != stamp:
+            held = _corpora[key] = (stamp, LocalCorpus(path, retriever, settings))
+        return held[1]
+
+
+class LocalPlugin:
+    """The ``local`` search backend plugin (:mod:`fte_shell.search.registry`): ``[search] corpus`` ranked by
+    ``[search] retriever``."""
+
+    name = "local"
+    config_keys = ("corpus", "retriever", "embeddings", "num_results", "cache_dir", "open_web")
+    secrets: tuple[Secret, ...] = ()  # [search.embeddings] api_key: the dense retriever's own
+    remote = False
+
+    def usable(self, cfg: SearchConfig) -> bool:
+        return cfg.corpus is not None
+
+    def recorded_name(self, cfg: SearchConfig) -> str:
+        """:func:`corpus_backend_name` of the corpus (read from its ``meta.json``; nothing is built)."""
+        if cfg.corpus is None:
+            return "local"
+        return open_corpus(cfg.corpus, cfg.retriever, cfg).name
+
+    def search_params(self, query: str, n: int) -> dict[str, Any]:
+        return {"n": int(n), "q": query}
+
+    def probe(self, cfg: SearchConfig, timeout_s: float) -> str | None:
+        """The corpus opens and its retriever's kind loads (its index is built at the first search)."""
+        try:
+            self.build(cfg)
+        except Exception as e:  # noqa: BLE001 - the backend cannot be opened
+            return f"{e.__class__.__name__}: {e}"
+        return None
+
+    def build(self, cfg: SearchConfig) -> LocalCorpus:
+        """The corpus, shared by every run of this process (:func:`fte_shell.search.open_corpus`)."""
+        if cfg.corpus is None:
+            raise SearchUnavailable(
+                "search backend 'local' needs a corpus: set [search] corpus = DIR (an index made by "
+                "`fte-shell corpus build`)"
+            )
+        return open_corpus(cfg.corpus, cfg.retriever, cfg)
+
+    def describe(self, cfg: SearchConfig) -> str:
+        if cfg.corpus is None:
+            return "search: a local corpus was asked for, but none is configured (--corpus DIR)"
+        why = "" if cfg.backend == "local" else " — no SERPER_API_KEY is set, so the configured local corpus is used"
+        return f"search: local corpus {cfg.corpus} ranked by {cfg.retriever}{why}"
+
+
+PLUGIN = LocalPlugin()

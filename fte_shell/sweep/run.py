@@ -232,8 +232,10 @@ def _validate(bench: BenchConfig) -> None:
 
 def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
     """The resources the sweep probes before its first run."""
+    from ..search.registry import selected
+
     return (["endpoint"] + (["sandbox"] if "shell" in bench.profiles else [])
-            + (["search"] if cfg.search.backend == "serper" else []))
+            + (["search"] if selected(cfg.search).remote else []))
 
 
 def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None) -> None:
