@@ -60,6 +60,7 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
     :func:`sweep_config` when the caller has it already."""
     cfg = filled if filled is not None else sweep_config(bench, dataset, config, log)
     shared = SweepDir(Path(bench.out)).shared
+    build_indexes(cfg, bench.retrievers or [cfg.search.retriever], log)
     world = World.from_config(cfg, manifest=shared / MANIFEST, page_cache_dir=shared / "page-cache")
     worlds = {}
     for spec in bench.retrievers:
@@ -67,3 +68,20 @@ def prepare_shared(bench: BenchConfig, dataset: Dataset, config: RunConfig, log:
         arm.search.retriever = spec
         worlds[spec] = world if spec == cfg.search.retriever else world.with_search(arm.search)
     return Shared(config=cfg, world=world, worlds=worlds)
+
+
+def build_indexes(cfg: RunConfig, specs: list[str], log: Callable[[str], None] | None = None) -> None:
+    """Build the index each retriever of ``specs`` needs over the sweep's local corpus before the first run
+    (not inside a run's time budget); nothing when the search is no local corpus or is replayed."""
+    from ..search import uses_corpus
+    from ..search.retrievers import build_index, index_path, parse_spec
+
+    if not uses_corpus(cfg.search) or cfg.search.corpus is None or (
+            cfg.snapshot.dir is not None and cfg.snapshot.mode == "replay"):
+        return
+    for text in specs:
+        spec = parse_spec(text)
+        settings = cfg.search.model_copy(update={"retriever": text})
+        if log and not index_path(cfg.search.corpus, spec, settings).is_dir():
+            log(f"building the {text} index of {cfg.search.corpus} (once)")
+        build_index(cfg.search.corpus, spec, settings)
