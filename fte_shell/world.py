@@ -149,11 +149,15 @@ def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotS
     parameters it sends (found without building it: a replay needs no key; the real backend is built on
     the first live search). In a replay, ``auto`` also picks a backend whose searches the snapshot holds."""
     snap = archive.snapshot if isinstance(archive, RunView) else archive
-    recorded: Callable[[str], bool] | None = None
     if snap.mode == "replay":
         keys = [c.key for c in snap.store.index.all() if c.kind == "search"]
-        recorded = lambda name: any(f'"backend": {json.dumps(name, ensure_ascii=False)}' in k for k in keys)  # noqa: E731
-    plugin = selected(cfg) if recorded is None else selected_for_replay(cfg, recorded)
+
+        def recorded(name: str) -> bool:
+            return any(f'"backend": {json.dumps(name, ensure_ascii=False)}' in k for k in keys)
+
+        plugin = selected_for_replay(cfg, recorded)
+    else:
+        plugin = selected(cfg)
     if plugin.name == "none":
         return None
     return SnapshotSearch(archive, plugin.recorded_name(cfg), lambda: make_search(cfg), default_n=cfg.num_results,

@@ -132,7 +132,7 @@ def test_third_party_kind_by_reference(hotpotqa_dir: Path, tmp_path: Path) -> No
     target = docs[17]
     results = c.search(target.title, 3)
     assert results and results[0].docid is not None and results[0].score is not None
-    best = max(len(set(w.lower() for w in target.title.split() if len(w) >= 4)), 1)
+    best = max(len({w.lower() for w in target.title.split() if len(w) >= 4}), 1)
     assert results[0].score <= best
     assert (corpus / INDEXES_DIR / "overlap-4" / "words.json").is_file()
     assert json.loads((corpus / INDEXES_DIR / "overlap-4" / ".fte-index.json").read_text())["retriever"] == OVERLAP + ":4"

@@ -25,7 +25,7 @@ REF = "notes_search:NotesBackend"
 def notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The documented example as its own module on the path, and a notes file."""
     section = DOC.read_text().split("## Adding a search backend", 1)[1]
-    code = re.search(r"```python\n# notes_search\.py\n(.*?)```", section, re.S)
+    code = re.search(r"```python\n# notes_search\.py\n(.*?)```", section, re.DOTALL)
     assert code, "docs/search.md lost its example"
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "notes_search.py").write_text(code.group(1))

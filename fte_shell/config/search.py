@@ -10,7 +10,6 @@ from pydantic import Field, SecretStr, field_validator
 
 from .base import StrictModel
 
-
 LEGACY_RETRIEVER = "bm25s"
 """What ranked a local corpus in every run recorded before ``[search] retriever`` existed: a recorded
 configuration without the key (a sweep's manifest, a run's start event) is resumed or forked with it."""

@@ -175,7 +175,6 @@ _corpora_lock = threading.Lock()
 def open_corpus(index_dir: Path, retriever: str = "bm25s", settings: SearchConfig | None = None) -> LocalCorpus:
     """The :class:`LocalCorpus` of ``index_dir`` searched with ``retriever``, opened once per process and
     shared (it is thread-safe); reopened when the corpus was rebuilt since (its ``meta.json`` changed)."""
-    from .corpus import META
     path = Path(index_dir).expanduser().resolve()
     try:
         stamp = (path / META).stat().st_mtime_ns

@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import random
 import time
-from urllib.parse import urlsplit
-
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import httpx
 
