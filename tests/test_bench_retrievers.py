@@ -54,10 +54,11 @@ def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path
     assert manifest["retrievers"] == ["bm25s", OVERLAP] and manifest["bench"]["retrievers"] == ["bm25s", OVERLAP]
     assert set(manifest["run_config_digests"]) == set(arms)
     assert "retriever" not in manifest["config_canonical"]["search"]  # it varies by arm
-    res = results(out)
-    assert len(res) == 8
     meta = json.loads((corpus_dir / "meta.json").read_text())
     base = f"local:{meta['name']}:{meta['fingerprint'][:8]}"  # bm25s: the name of every earlier version
+    assert manifest["search"] == {"backend": "local", "recorded_as": {"bm25s": base, OVERLAP: f"{base}@{OVERLAP}"}}
+    res = results(out)
+    assert len(res) == 8
     for run_dir, rec in res.items():
         arm = run_dir.parent.parent.name
         spec = "bm25s" if arm.endswith("@bm25s") else OVERLAP

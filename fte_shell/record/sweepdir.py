@@ -113,6 +113,9 @@ class SweepManifest(_Record):
     """A :data:`fte_shell.stops.SweepStatus` (a ``str`` here, so that a newer version's status still opens)."""
     stats: dict[str, Any] | None = None
     """The counts of the last invocation (``fte_shell.sweep.config.SweepStats``, as JSON)."""
+    search: dict[str, Any] = Field(default_factory=dict)
+    """How the search backend is named: ``{"backend": its plugin's name ("local", "serper", "pkg.mod:Class"),
+    "recorded_as": {retriever or "": the name its searches are recorded under}}`` (docs/search.md)."""
     sandboxes: dict[str, int] = Field(default_factory=dict)
     """``{"provider/runtime": shell runs done with it}`` (a Ray node may choose its own provider)."""
 

@@ -12,7 +12,7 @@ from ..benchmarks.base import Dataset, Question
 from ..config import ContextConfig, RunConfig
 from ..config.search import LEGACY_RETRIEVER
 from ..digest import canonical_config, config_changes, config_digest, digest_of
-from ..errors import ConfigError
+from ..errors import ConfigError, FteError
 from ..record.rundir import ARM_SEP, arm_name, read_result
 from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
 from ..stops import RunState, SweepStatus, is_infra_failure
@@ -190,8 +190,25 @@ def write_manifest(
         status=status,
         stats=stats.model_dump() if stats else None,
         sandboxes=sandboxes or {},
+        search=search_names(cfg, bench),
     )
     SweepDir(Path(bench.out)).write_manifest(manifest)
+
+
+def search_names(cfg: RunConfig, bench: BenchConfig) -> dict[str, Any]:
+    """How ``sweep.json`` names the sweep's search: the backend plugin's name and, per retriever arm ("" for
+    the configuration's own), the name its searches are recorded under (:mod:`fte_shell.search.registry`)."""
+    from ..search.registry import selected
+
+    try:
+        plugin = selected(cfg.search)
+        recorded = {}
+        for r in retriever_arms(bench):
+            arm = cfg.search if r is None else cfg.search.model_copy(update={"retriever": r})
+            recorded[r or ""] = plugin.recorded_name(arm)
+    except FteError as e:  # a backend that cannot be named now: the runs will say why
+        return {"backend": cfg.search.backend, "error": str(e)}
+    return {"backend": plugin.name, "recorded_as": recorded}
 
 
 def write_questions(out: Path, questions: list[Question]) -> None:
