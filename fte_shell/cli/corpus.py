@@ -137,7 +137,7 @@ def hotpotqa(
     jsonl: Annotated[Path | None, typer.Option(help="Also keep the intermediate corpus JSONL here.")] = None,
     download: Annotated[bool, typer.Option("--download", help="Where the data is absent, download it first from "
                         "its public distribution (the AMOR repository at a pinned commit), sha256-checked.")] = False,
-    index: Annotated[bool, typer.Option("--index/--no-index", help="Build the search index (--no-index: only "
+    index: Annotated[bool, typer.Option("--index/--no-index", help="Build the corpus (--no-index: only "
                      "obtain the data, e.g. for the tests).")] = True,
 ) -> None:
     """Build a corpus of the HotpotQA Wikipedia paragraphs (one document per unique title; CC BY-SA 4.0)."""
