@@ -158,3 +158,26 @@ def test_old_sweep_resumes_with_bm25s(tmp_path: Path, hotpotqa_dir: Path, corpus
     # a retriever given explicitly is a change of the sweep's configuration, refused
     r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir), "--retriever", OVERLAP])
     assert r.exit_code == 2 and "search.retriever" in r.output and "--allow-config-change" in r.output
+
+
+def test_retriever_arms_recorded_apart_in_a_snapshot(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+    """With ``--snapshot``, each arm's searches are captures of its own backend name; a replay of the same
+    sweep answers every search from them."""
+    snap = tmp_path / "snap"
+    args = [*bench(tmp_path / "rec", hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}"),
+            "--profiles", "fte", "--limit", "1", "--snapshot", str(snap)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    from fte_shell.snapshot import SnapshotStore
+
+    names = {json.loads(c.key)["backend"] for c in SnapshotStore(snap).index.all() if c.kind == "search"}
+    meta = json.loads((corpus_dir / "meta.json").read_text())
+    base = f"local:{meta['name']}:{meta['fingerprint'][:8]}"
+    assert names == {base, f"{base}@{OVERLAP}"}
+    replay = [*bench(tmp_path / "rep", hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}"),
+              "--profiles", "fte", "--limit", "1", "--snapshot", str(snap), "--snapshot-mode", "replay"]
+    r = runner.invoke(app, replay)
+    assert r.exit_code == 0, r.output
+    for run_dir in (tmp_path / "rep" / "runs").glob("*/*/r*"):
+        made = searches(run_dir)
+        assert made and all(s.cache_hit for s in made)  # the snapshot answered every search
