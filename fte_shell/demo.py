@@ -47,13 +47,14 @@ def default_corpus_dir() -> Path:
 
 
 def demo_config(base_url: str, corpus: Path, profile: str, sandbox: dict[str, Any] | None = None) -> RunConfig:
-    """The demo's configuration: the scripted endpoint, the local corpus, ``profile``, a short turn cap, and
-    the ``[sandbox]`` settings given (e.g. ``{"provider": "podman"}`` from ``--sandbox-provider``)."""
+    """The demo's configuration: the scripted endpoint, the local corpus (ranked by bm25s), ``profile``, a short
+    turn cap, and the ``[sandbox]`` settings given (e.g. ``{"provider": "podman"}`` from ``--sandbox-provider``)."""
     return RunConfig.model_validate(
         {
             "model": {"base_url": base_url, "model": SCRIPTED_MODEL, "max_retries": 1},
             "agent": {"profile": profile, "max_turns": 20},
-            "search": {"backend": "local", "corpus": str(corpus), "num_results": 5},
+            # bm25s: the demo needs no extra (bm25 drives Lucene on a JDK: the lucene extra)
+            "search": {"backend": "local", "corpus": str(corpus), "retriever": "bm25s", "num_results": 5},
             "sandbox": dict(sandbox or {}),
         }
     )

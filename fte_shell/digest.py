@@ -5,11 +5,16 @@
 UTF-8) of :func:`canonical_config` — the run's :class:`~fte_shell.config.RunConfig` without what does not
 change the agent's behaviour:
 
-* secrets: ``model.api_key``, ``search.serper_api_key`` (also inside ``agent.summary_model``);
+* secrets: ``model.api_key``, ``search.serper_api_key``, ``search.embeddings.api_key`` (also inside
+  ``agent.summary_model``);
 * where things are, not what they are: ``model.base_url`` (the same model moved to another host),
-  ``search.cache_dir``, ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
+  ``search.embeddings.base_url`` (the same embedder elsewhere), ``search.cache_dir``,
+  ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
 * transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``, ``model.rpm``,
-  ``model.tpm``, ``search.timeout_s``, ``search.max_retries``;
+  ``model.tpm``, ``search.timeout_s``, ``search.max_retries``, ``search.embeddings.timeout_s``,
+  ``search.embeddings.max_retries``;
+* what ranks a local corpus when there is none: ``search.retriever`` and ``search.embeddings`` without a
+  ``search.corpus`` (a web search has no retriever);
 * what things cost: ``model.price``.
 
 Files that are inputs are replaced by their content: ``agent.system_prompt_file`` and
@@ -18,8 +23,9 @@ becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Every
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
 unless listed here; keys added after digests were first written are left out while they hold the value
-every earlier run had (:data:`DEFAULTED`, also inside ``agent.summary_model``), and ``agent.context`` is left
-out whole while its strategy is ``keep_all`` (which ignores its other keys). The ``[judge]`` table (how
+every earlier run had (:data:`DEFAULTED`, also inside ``agent.summary_model``; ``search.retriever`` while it is
+``bm25s``, the ranking of every run before retrievers, and ``search.embeddings`` while it holds its defaults),
+and ``agent.context`` is left out whole while its strategy is ``keep_all`` (which ignores its other keys). The ``[judge]`` table (how
 runs are graded afterwards), the ``[benchmark]`` table (dataset plugin options: what they change shows in
 the dataset, ``questions.jsonl``, and in the search settings the sweep fills in) and the ``[budget]`` table
 (what a sweep may spend) are out as a whole.
@@ -37,17 +43,24 @@ from typing import Any
 DROPPED: dict[str, tuple[str, ...]] = {
     "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s", "price", "rpm", "tpm"),
     "search": ("serper_api_key", "cache_dir", "timeout_s", "max_retries"),
+    "embeddings": ("api_key", "base_url", "timeout_s", "max_retries"),
     "sandbox": ("workspace_dir", "keep_workspace", "auto_build"),
 }
-"""Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
+"""Keys left out of the digest, by table (``agent.summary_model`` is a model table too; ``embeddings`` is
+``search.embeddings``)."""
 
 DEFAULTED: dict[str, dict[str, Any]] = {
     "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
     "agent": {"max_total_tokens": None, "stuck_repeats": None},
     "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
+    "search": {"retriever": "bm25s"},
 }
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
+
+EMBEDDINGS_DEFAULTS: dict[str, Any] = {"query_prefix": None, "normalize": True, "batch_size": 64, "max_length": 512}
+"""``[search.embeddings]``'s defaults without its dropped keys (what every run before the table had): the
+table is left out while it equals them (tests/test_config.py checks they match the config model)."""
 
 OUT_TABLES: tuple[str, ...] = ("judge", "benchmark", "budget")
 """Tables left out of the digest as a whole (how runs are graded; dataset plugin options; what a sweep may
@@ -105,8 +118,15 @@ def canonical_config(config: Any) -> dict[str, Any]:
             if agent.get(k):
                 agent[k] = _file_digest(str(agent[k]))
     search = data.get("search")
-    if isinstance(search, dict) and search.get("corpus"):
-        search["corpus"] = _corpus_fingerprint(str(search["corpus"]))
+    if isinstance(search, dict):
+        if search.get("corpus"):
+            search["corpus"] = _corpus_fingerprint(str(search["corpus"]))
+            embeddings = search.get("embeddings")
+            _drop(embeddings, DROPPED["embeddings"])
+            if embeddings == EMBEDDINGS_DEFAULTS:
+                search.pop("embeddings")
+        else:  # no local corpus: nothing for a retriever to rank
+            _drop(search, ("retriever", "embeddings"))
     return data
 
 

@@ -15,6 +15,7 @@ every URL it does not hold) unless ``search.open_web``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,8 @@ from typing import Any, Self
 from .config import RunConfig, SearchConfig
 from .fetch import ClosedWorld, PageArchive, PageCache, PageSource
 from .record.rundir import EventListener
-from .search import SearchBackend, backend_name, make_page_source, make_search
-from .search.serper import serper_name
+from .search import SearchBackend, make_page_source, make_search, uses_corpus
+from .search.registry import selected, selected_for_replay
 from .snapshot import RunView, Snapshot, SnapshotSearch, open_session
 
 
@@ -76,6 +77,8 @@ class World:
             page_source = ClosedWorld(page_source)
         self.search, self.page_source, self.page_cache, self.snapshot = search, page_source, page_cache, snapshot
         self.owns_search = owns_search
+        self.meta: dict[str, Any] = {}
+        """What ``result.json``'s ``meta`` records about every run of this world (its retriever)."""
 
     @classmethod
     def from_config(cls, config: RunConfig, *, manifest: Path | None = None, page_cache_dir: Path | None = None,
@@ -87,16 +90,29 @@ class World:
         page_source = make_page_source(config.search) if pages else None
         snap = open_session(config, manifest=manifest)
         if snap is not None:
-            return cls(snapshot_search(config.search, snap), page_source, snapshot=snap,
-                       open_web=config.search.open_web, owns_search=True)
-        cache = PageCache(page_cache_dir) if page_cache_dir is not None else None
-        return cls(make_search(config.search), page_source, cache, open_web=config.search.open_web, owns_search=True)
+            world = cls(snapshot_search(config.search, snap), page_source, snapshot=snap,
+                        open_web=config.search.open_web, owns_search=True)
+        else:
+            cache = PageCache(page_cache_dir) if page_cache_dir is not None else None
+            world = cls(make_search(config.search), page_source, cache, open_web=config.search.open_web,
+                        owns_search=True)
+        world.meta = retriever_meta(config.search)
+        return world
+
+    def with_search(self, cfg: SearchConfig) -> World:
+        """A world with this one's page source, page cache and snapshot but the search of ``cfg`` (e.g.
+        another retriever over the same corpus: a sweep's retriever arm); it owns that search."""
+        w = World(page_cache=self.page_cache, snapshot=self.snapshot, owns_search=True)
+        w.page_source = self.page_source  # already a closed world when this one's is
+        w.search = snapshot_search(cfg, self.snapshot) if self.snapshot is not None else make_search(cfg)
+        w.meta = retriever_meta(cfg)
+        return w
 
     def bind(self, run_id: str | None, run_dir: Path | None, log: EventListener | None = None) -> RunWorld:
         """The world of one run (``run_dir`` None: no ``snapshot.jsonl``, e.g. the interactive shell)."""
         snap = self.snapshot
         if snap is None:
-            return RunWorld(self.search, self.page_source, self.page_cache, listener=log)
+            return RunWorld(self.search, self.page_source, self.page_cache, meta=dict(self.meta), listener=log)
         view = snap.bind(run_id, run_dir)
         search = self.search
         if isinstance(search, SnapshotSearch):
@@ -104,8 +120,8 @@ class World:
         elif search is not None:
             given = search
             search = SnapshotSearch(view, given.name, lambda: given, owns=False, default_n=getattr(given, "default_n", None))
-        meta = {"snapshot": {"dir": str(snap.dir), "mode": snap.mode, "on_miss": snap.on_miss,
-                             "replayed": snap.mode == "replay"}}
+        meta = {**self.meta, "snapshot": {"dir": str(snap.dir), "mode": snap.mode, "on_miss": snap.on_miss,
+                                          "replayed": snap.mode == "replay"}}
         return RunWorld(search, self.page_source, view, view, meta, view.listener(log))
 
     def close(self) -> None:
@@ -122,15 +138,27 @@ class World:
         self.close()
 
 
-def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotSearch | None:
-    """The configured search through ``archive``, keyed by the name the backend records under (found
-    without building it: a replay needs no key; the real backend is built on the first live search)."""
-    snap = archive.snapshot if isinstance(archive, RunView) else archive
-    serper = serper_name(cfg.serper_url)
-    recorded = snap.mode == "replay" and any(
-        c.kind == "search" and f'"backend": "{serper}"' in c.key for c in snap.store.index.all())
-    name = backend_name(cfg, serper_recorded=recorded)
-    if name is None:
-        return None
-    return SnapshotSearch(archive, name, lambda: make_search(cfg), default_n=cfg.num_results)
+def retriever_meta(cfg: SearchConfig) -> dict[str, Any]:
+    """``{"retriever": SPEC}`` when the configured search ranks a local corpus (what ``result.json``'s
+    ``meta`` records), else nothing."""
+    return {"retriever": cfg.retriever} if uses_corpus(cfg) else {}
 
+
+def snapshot_search(cfg: SearchConfig, archive: Snapshot | RunView) -> SnapshotSearch | None:
+    """The configured search through ``archive``, keyed by the name the backend records under and the
+    parameters it sends (found without building it: a replay needs no key; the real backend is built on
+    the first live search). In a replay, ``auto`` also picks a backend whose searches the snapshot holds."""
+    snap = archive.snapshot if isinstance(archive, RunView) else archive
+    if snap.mode == "replay":
+        keys = [c.key for c in snap.store.index.all() if c.kind == "search"]
+
+        def recorded(name: str) -> bool:
+            return any(f'"backend": {json.dumps(name, ensure_ascii=False)}' in k for k in keys)
+
+        plugin = selected_for_replay(cfg, recorded)
+    else:
+        plugin = selected(cfg)
+    if plugin.name == "none":
+        return None
+    return SnapshotSearch(archive, plugin.recorded_name(cfg), lambda: make_search(cfg), default_n=cfg.num_results,
+                          params=plugin.search_params)

@@ -48,7 +48,8 @@ def config(base_url: str, corpus: Path, profile: str = "fte") -> RunConfig:
 def test_run_directory_format(tmp_path: Path, pydoc_corpus: Path) -> None:
     seen: list[str] = []
     with ScriptedServer(policy=ResearchPolicy()) as srv:
-        result = run_question(Q, config(srv.base_url, pydoc_corpus), tmp_path / "run", qid="q-7", log=lambda e: seen.append(e["type"]))
+        cfg = config(srv.base_url, pydoc_corpus)
+        result = run_question(Q, cfg, tmp_path / "run", qid="q-7", log=lambda e: seen.append(e["type"]))
     run = tmp_path / "run"
     assert result.answer == "json.dumps" and result.stop_reason == "answer" and result.run_dir == run
     events = trajectory(run)
@@ -73,7 +74,7 @@ def test_run_directory_format(tmp_path: Path, pydoc_corpus: Path) -> None:
     assert [t["name"] for t in tools] == ["search", "fetch", "fetch", "list_fetched", "grep", "read"]
     r = json.loads((run / "result.json").read_text())
     assert set(r) == RESULT_KEYS
-    assert r["answer"] == "json.dumps" and r["run_id"] == "q-7" and r["meta"] == {"qid": "q-7"}
+    assert r["answer"] == "json.dumps" and r["run_id"] == "q-7" and r["meta"] == {"qid": "q-7", "retriever": cfg.search.retriever}
     assert r["tool_calls"] == {"search": 1, "fetch": 2, "list_fetched": 1, "grep": 1, "read": 1}
     assert r["usage"] == {k: sum(c["usage"][k] for c in calls) for k in r["usage"]}
     assert r["usage"]["total_tokens"] == sum(x["usage"]["total_tokens"] for x in srv.responses)

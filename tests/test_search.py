@@ -239,21 +239,21 @@ def test_make_search_selection(monkeypatch: pytest.MonkeyPatch, serper: FakeSerp
     assert make_search(SearchConfig(backend="none", corpus=tiny_corpus)) is None
     assert make_search(SearchConfig()) is None  # auto: no key, no corpus
 
-    local = make_search(SearchConfig(corpus=tiny_corpus, cache_dir=tmp_path / "c"))
+    local = make_search(SearchConfig(corpus=tiny_corpus, retriever="bm25s", cache_dir=tmp_path / "c"))
     assert isinstance(local, CachedSearch) and isinstance(local.backend, LocalCorpus)
     assert local.default_n == 10
     assert [r.url for r in local.search("epsilon", 5)] == ["d2"]
     assert list((tmp_path / "c").rglob("*.json"))
     # one corpus per process, shared: closing one run's search leaves it usable for the next
     local.close()
-    again = make_search(SearchConfig(corpus=tiny_corpus))
+    again = make_search(SearchConfig(corpus=tiny_corpus, retriever="bm25s"))
     assert isinstance(again, CachedSearch) and again.backend is local.backend
     assert again.backend.get("d1") is not None
-    assert make_page_source(SearchConfig(corpus=tiny_corpus)) is local.backend
+    assert make_page_source(SearchConfig(corpus=tiny_corpus, retriever="bm25s")) is local.backend
     assert make_page_source(SearchConfig()) is None
     # a rebuilt index is reopened, not served stale
     build_corpus([CorpusDoc(docid="d9", title="Zeta", text="zeta eta theta")], tiny_corpus)
-    rebuilt = make_page_source(SearchConfig(corpus=tiny_corpus))
+    rebuilt = make_page_source(SearchConfig(corpus=tiny_corpus, retriever="bm25s"))
     assert rebuilt is not None and rebuilt is not local.backend and rebuilt.get("d9") is not None
 
     web = make_search(SearchConfig(serper_api_key=SecretStr("cfg-key"), serper_url=serper.url, corpus=tiny_corpus))

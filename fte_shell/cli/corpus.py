@@ -1,15 +1,16 @@
 """CLI commands: ``fte-shell corpus build|hotpotqa|pydoc|search|show`` — local corpora for offline search.
 
-A corpus is a JSONL of ``{docid, title, text, url?}`` indexed with bm25s into a directory; point
-``[search] corpus`` (or ``--corpus``) at that directory to search it and to fetch its documents by docid
-or url with no network.
+A corpus is a JSONL of ``{docid, title, text, url?}`` (or BrowseComp-Plus's ``{docid, text, url?}``) stored
+in a directory, where each retriever builds its index on first use (``--retriever R`` builds it now);
+point ``[search] corpus`` (or ``--corpus``) at that directory to search it and to fetch its documents by
+docid or url with no network.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,7 +27,7 @@ from ..errors import FteError
 
 corpus_app = typer.Typer(
     name="corpus",
-    help="Build and inspect local corpora (bm25s indexes of a {docid, title, text, url?} JSONL).",
+    help="Build and inspect local corpora (a {docid, title, text, url?} JSONL, searched by a retriever).",
     no_args_is_help=True,
 )
 
@@ -75,9 +76,27 @@ def _summary(out: Path) -> None:
     from ..search import LocalCorpus
 
     corpus = LocalCorpus(out)
-    _out.print(f"corpus {corpus.meta['name']!r}: {len(corpus):,} documents indexed in {out}", highlight=False)
+    _out.print(f"corpus {corpus.meta['name']!r}: {len(corpus):,} documents in {out}", highlight=False)
     _out.print(f"use it with: --corpus {out}   (or [search] corpus = \"{out}\")", highlight=False, markup=False)
     corpus.close()
+
+
+def _settings(config: Path | None, retriever: str | None) -> Any:
+    """The ``[search]`` settings of ``--config`` (its ``[search.embeddings]`` …) with ``retriever`` (None:
+    the file's, else the default)."""
+    from ..config import load_config
+
+    return load_config(config, {"search": {"retriever": retriever}}).search
+
+
+def _prebuild(out: Path, retriever: str, config: Path | None) -> None:
+    """Build ``retriever``'s index of the corpus in ``out`` now (else it is built on first use)."""
+    from ..search.retrievers import build_index, parse_spec
+
+    settings = _settings(config, retriever)
+    with _err.status(f"building the {retriever} index"):
+        path = build_index(out, parse_spec(retriever), settings)
+    _out.print(f"{retriever} index: {path}", highlight=False, markup=False)
 
 
 @corpus_app.command("build")
@@ -85,11 +104,23 @@ def build(
     jsonl: Annotated[Path, typer.Argument(help="Corpus JSONL: one {docid, title, text, url?} object a line.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to create (replaced if a corpus).")],
     name: Annotated[str | None, typer.Option(help="Corpus name (default: the directory name).")] = None,
+    retriever: Annotated[list[str] | None, typer.Option(
+        "--retriever", help="Also build this retriever's index now (bm25, bm25s, dense:MODEL, module:attr; "
+        "repeatable); else each is built on first use.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Config file ([search.embeddings] "
+                      "for a dense retriever).")] = None,
 ) -> None:
-    """Index a corpus JSONL with bm25s into a directory."""
+    """Store a corpus JSONL in a directory: rows of {docid, title, text, url?}, or BrowseComp-Plus's own
+    {docid, text, url?} (the title is then the text's first line, and retrievers index the text alone)."""
+    from ..search.retrievers import kind_of, parse_spec
+
     try:
+        for r in retriever or []:  # an unknown retriever fails before anything is written
+            kind_of(parse_spec(r))
         _build(jsonl, out, name)
         _summary(out)
+        for r in retriever or []:
+            _prebuild(out, r, config)
     except FteError as e:
         raise _fail(e) from None
 
@@ -106,7 +137,7 @@ def hotpotqa(
     jsonl: Annotated[Path | None, typer.Option(help="Also keep the intermediate corpus JSONL here.")] = None,
     download: Annotated[bool, typer.Option("--download", help="Where the data is absent, download it first from "
                         "its public distribution (the AMOR repository at a pinned commit), sha256-checked.")] = False,
-    index: Annotated[bool, typer.Option("--index/--no-index", help="Build the search index (--no-index: only "
+    index: Annotated[bool, typer.Option("--index/--no-index", help="Build the corpus (--no-index: only "
                      "obtain the data, e.g. for the tests).")] = True,
 ) -> None:
     """Build a corpus of the HotpotQA Wikipedia paragraphs (one document per unique title; CC BY-SA 4.0)."""
@@ -150,12 +181,16 @@ def search(
     corpus: Annotated[Path, typer.Argument(help="Corpus index directory.")],
     query: Annotated[list[str], typer.Argument(help="Query words.")],
     n: Annotated[int, typer.Option("-n", "--num", min=1, max=100, help="Number of results.")] = 10,
+    retriever: Annotated[str | None, typer.Option("--retriever", help="What ranks the corpus (default: "
+                         "[search] retriever, bm25).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Config file ([search.embeddings]).")] = None,
 ) -> None:
     """Search a corpus and print the results exactly as the agent sees them."""
     from ..search import LocalCorpus, format_results
 
     try:
-        c = LocalCorpus(corpus)
+        settings = _settings(config, retriever)
+        c = LocalCorpus(corpus, settings.retriever, settings)
         q = " ".join(query)
         print(format_results(q, c.search(q, n)))
     except FteError as e:

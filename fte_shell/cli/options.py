@@ -201,6 +201,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     # [search]
     ConfigFlag("search.backend", ("--search",), commands=WORLD),
     ConfigFlag("search.corpus", ("--corpus",), commands=WORLD),
+    ConfigFlag("search.retriever", ("--retriever",), commands=WORLD),
     # [sandbox]: a run's workspace is its run directory's
     ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=WORLD | {"demo", "doctor"}),
     ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=WORLD | {"demo", "doctor"}),
@@ -272,6 +273,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("profiles", ("--profiles", "-p"), note=" Comma-separated."),
     SweepFlag("runs", ("--runs", "-k")),
     SweepFlag("contexts", ("--context",), note=" Comma-separated, e.g. keep_all,keep_recent:5,discard_all."),
+    SweepFlag("retrievers", ("--retrievers",), note=" Comma-separated, e.g. bm25,dense:all-MiniLM-L6-v2."),
     SweepFlag("concurrency", ("--concurrency", "-j")),
     SweepFlag("split", ("--split",)),
     SweepFlag("limit", ("--limit",)),

@@ -172,22 +172,10 @@ def default_out_dir(question: str, root: Path = Path("runs")) -> Path:
 
 
 def describe_search(cfg: Any) -> str:
-    """One line saying which search backend the run will use, and why."""
-    s = cfg.search
-    has_key = bool(s.serper_api_key and s.serper_api_key.get_secret_value())
-    if s.backend == "none":
-        return "search: none (backend = none): the agent can only fetch URLs it already knows"
-    if s.backend == "serper" or (s.backend == "auto" and has_key):
-        return "search: Serper (web)" if has_key else "search: Serper was asked for, but no SERPER_API_KEY is set"
-    if s.corpus is not None:
-        why = "" if s.backend == "local" else " — no SERPER_API_KEY is set, so the configured local corpus is used"
-        return f"search: local corpus {s.corpus}{why}"
-    if s.backend == "local":
-        return "search: a local corpus was asked for, but none is configured (--corpus DIR)"
-    return (
-        "search: none — no SERPER_API_KEY and no local corpus configured (set SERPER_API_KEY, or --corpus DIR "
-        "built by `fte-shell corpus build`); the agent can only fetch URLs it already knows"
-    )
+    """One line saying which search backend the run will use, and why (its plugin's own words)."""
+    from ..search.registry import selected
+
+    return selected(cfg.search).describe(cfg.search)
 
 
 def _print_result(result: Any, run_dir: Path) -> None:

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from .base import StrictModel
+
+LEGACY_RETRIEVER = "bm25s"
+"""What ranked a local corpus in every run recorded before ``[search] retriever`` existed: a recorded
+configuration without the key (a sweep's manifest, a run's start event) is resumed or forked with it."""
+
+
+def recorded_retriever(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A recorded configuration (JSON) with ``search.retriever = "bm25s"`` when it predates the key."""
+    search = recorded.get("search")
+    if isinstance(search, dict) and "retriever" not in search:
+        return {**recorded, "search": {**search, "retriever": LEGACY_RETRIEVER}}
+    return recorded
 
 
 class EmbeddingsConfig(StrictModel):
@@ -44,9 +57,14 @@ class EmbeddingsConfig(StrictModel):
 class SearchConfig(StrictModel):
     """Where ``search`` gets its results."""
 
-    backend: Literal["auto", "serper", "local", "none"] = "auto"
-    """``serper`` (web, needs a key), ``local`` (a bm25s index built by ``fte-shell corpus build``),
-    ``none`` (no search tool), or ``auto``: serper when a key is set, else local when ``corpus`` is set."""
+    backend: str = "auto"
+    """``serper`` (web, needs a key), ``local`` (a corpus built by ``fte-shell corpus build``, ranked by
+    ``retriever``), ``none`` (no search tool), a third-party backend as ``module:Class`` (docs/search.md),
+    or ``auto``: serper when a key is set, else local when ``corpus`` is set."""
+
+    options: dict[str, Any] = Field(default_factory=dict)
+    """``[search.options]``: the settings of a third-party backend (its own keys; the built-in ones take
+    none)."""
 
     serper_api_key: SecretStr | None = None
     """Serper API key; defaults to the ``SERPER_API_KEY`` environment variable. Stays on the host."""
@@ -83,6 +101,14 @@ class SearchConfig(StrictModel):
     open_web: bool = False
     """With a local corpus, let fetch reach URLs outside it (live, or from the snapshot). False (the
     default): a run over a local corpus is a closed world; a URL the corpus does not hold is refused."""
+
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_name(cls, v: str) -> str:
+        if re.fullmatch(r"[a-z][a-z0-9_-]*", v) or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", v):
+            return v
+        raise ValueError("a backend name (auto, serper, local, none) or a third-party one as module:Class")
 
 
 class SnapshotConfig(StrictModel):

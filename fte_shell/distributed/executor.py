@@ -135,7 +135,8 @@ class RayExecutor:
 
         cfg, _env = strip_secrets(config)
         cfg.model.rpm, cfg.model.tpm = share(cfg.model.rpm, self._slots), share(cfg.model.tpm, self._slots)
-        spec = RunSpec(question=question, config=cfg, qid=qid or "", meta=dict(meta or {}),
+        world_meta = getattr(_local.get("world"), "meta", None) or {}  # the driver's world: its retriever
+        spec = RunSpec(question=question, config=cfg, qid=qid or "", meta={**world_meta, **(meta or {})},
                        config_digest=config_digest(config), **self._spec_base)
         ref = self._remote.remote(spec, self._actor)
         with self._lock:

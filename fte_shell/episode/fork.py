@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import RunConfig
 from ..config.load import deep_merge, load_config
+from ..config.search import recorded_retriever
 from ..digest import file_sha256
 from ..errors import ConfigError
 from ..model import Completion
@@ -187,14 +188,16 @@ def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = Non
                 environ: dict[str, str] | None = None) -> RunConfig:
     """A recorded configuration (a start event's or a sweep's, secrets masked) < ``config_file`` < the API
     keys of the environment (``OPENAI_API_KEY``, ``SERPER_API_KEY``; never recorded) < ``overrides``."""
-    data = _unmasked(recorded)
+    data = recorded_retriever(_unmasked(recorded))  # recorded before [search] retriever: bm25s ranked it
     if config_file is not None:
         try:
             data = deep_merge(data, tomllib.loads(Path(config_file).read_text()))
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"config file {config_file}: {e}") from e
     env = os.environ if environ is None else environ
-    keys = {v: env[v] for v in ("OPENAI_API_KEY", "SERPER_API_KEY") if env.get(v)}
+    from ..search.registry import secrets  # every search backend's key variables (SERPER_API_KEY …)
+
+    keys = {v: env[v] for v in ("OPENAI_API_KEY", *(x.env for x in secrets())) if env.get(v)}
     return load_config(None, deep_merge(data, overrides or {}), environ=keys)
 
 

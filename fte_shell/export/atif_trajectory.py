@@ -139,7 +139,7 @@ def trajectory(run: Run) -> Any:
     start = plain(st) if st is not None else {}
     agent = Agent(name=AGENT, version=__version__, model_name=run.model,
                   tool_definitions=(st.tools if st is not None else None) or None,
-                  extra={k: v for k, v in {"profile": run.profile, "context": run.context,
+                  extra={k: v for k, v in {"profile": run.profile, "context": run.context, "retriever": run.retriever,
                                            "config": start.get("config"),
                                            "server": start.get("server"),
                                            "reasoning_passback": start.get("reasoning_passback"),

@@ -93,10 +93,20 @@ class Run:
         runs before ``[agent.context]``)."""
         return context_label(self.events)
 
+    @cached_property
+    def retriever(self) -> str | None:
+        """The retriever that ranked the run's local corpus (None: no local corpus;
+        :func:`fte_shell.metrics.runs.run_retriever`)."""
+        from ..metrics.runs import run_retriever
+
+        return run_retriever(self.result, self.start.config if self.start else None)
+
     @property
     def arm(self) -> str:
-        """The run's arm: the profile, or ``profile@strategy`` (:func:`fte_shell.record.rundir.arm_name`)."""
-        return arm_name(self.profile, self.context)
+        """The run's arm: the profile, ``profile@strategy``, or ``profile@retriever[+strategy]`` in a sweep of
+        retrievers (:func:`fte_shell.record.rundir.arm_name`)."""
+        axis = self.manifest is not None and bool(getattr(self.manifest, "retrievers", None))
+        return arm_name(self.profile, self.context, self.retriever if axis else None)
 
     @property
     def stop_reason(self) -> str | None:

@@ -68,7 +68,8 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
     spec, arm, model = key
     first = runs[0]
     profile = first.profile
-    solver_args = {"profile": profile, "context": first.context, "context_config": _context_config(first),
+    solver_args = {"profile": profile, "context": first.context, "retriever": first.retriever,
+                   "context_config": _context_config(first),
                    "config_digest": (first.result or {}).get("config_digest")}
     samples = []
     for r in runs:
@@ -108,7 +109,8 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
                                                  if k != "config"},
                                     "config": cfg, "note": NOTE}}),
         plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={"profile": profile,
-                                                                                 "context": first.context})],
+                                                                                 "context": first.context,
+                                                                                 "retriever": first.retriever})],
                       config=gen),
         results=_results(samples),
         stats=EvalStats(started_at=started, completed_at=completed, model_usage=usage,

@@ -232,7 +232,7 @@ def sample(run: Run) -> Any:
     started = start_t[0].isoformat()
     completed = at(run, end.t).isoformat() if end is not None else started
     kept = {"run_id": run.run_id, "run_dir": str(run.run_dir), "profile": run.profile, "context": run.context,
-            "rep": run.rep,
+            "retriever": run.retriever, "rep": run.rep,
             "stop_reason": run.stop_reason, "answer": res.get("answer"), "turns": res.get("turns"),
             "tool_calls": res.get("tool_calls"), "usage": res.get("usage"), "summary_usage": res.get("summary_usage"),
             "result": {k: v for k, v in res.items() if k not in ("question", "answer")},

@@ -46,6 +46,10 @@ class RunMetrics(_M):
     context: str = "keep_all"
     """The run's context strategy, as spelled on the command line (``keep_recent:5``; its arm in a sweep)."""
 
+    retriever: str | None = None
+    """The retriever that ranked the run's local corpus (``bm25``, ``dense:…``; ``bm25s`` for runs recorded
+    before retrievers); None when the run searched no local corpus."""
+
     stop_reason: str
     """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete``
     (:data:`fte_shell.stops.NO_RESULT`: no result.json)."""
@@ -211,6 +215,19 @@ def _cost(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
+def run_retriever(result: dict[str, Any] | None, config: dict[str, Any] | None) -> str | None:
+    """The run's retriever: ``result.json``'s ``meta.retriever``; else from the start event's configuration
+    (``search.retriever`` when a corpus was set; ``bm25s``, the only ranking then, for a configuration
+    recorded before the setting); None without a local corpus."""
+    meta = (result or {}).get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("retriever"), str):
+        return str(meta["retriever"])
+    search = (config or {}).get("search")
+    if not isinstance(search, dict) or not search.get("corpus") or search.get("backend") in ("serper", "none"):
+        return None
+    return str(search.get("retriever") or "bm25s")
+
+
 def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
@@ -243,6 +260,7 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
         qid=qid or run_dir.name,
         rep=rep,
         context=context_label(events),
+        retriever=run_retriever(result, start.config),
         stop_reason=stop,
         infra_failure=result is None or is_infra_failure(stop),
         config_digest=digest if isinstance(digest, str) and digest else None,

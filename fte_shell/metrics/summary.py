@@ -35,6 +35,9 @@ class ProfileSummary(_M):
     """The runs' context strategy (``keep_recent:5``) when the runs compare several (a row per arm, profile ×
     strategy), else None."""
 
+    retriever: str | None = None
+    """The runs' retriever when the runs compare several (a row per arm, profile × retriever), else None."""
+
     label: str = ""
     """Unique row label: the profile, ``profile · model`` with several models, ``… · cfg XXXXXXXX`` when
     runs of the same profile and model used different configs."""
@@ -312,16 +315,31 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
     )
 
 
+def compares_retrievers(runs: Sequence[RunMetrics]) -> bool:
+    """Whether the runs used more than one retriever (``bench --retrievers``): rows are then arms."""
+    return len({r.retriever for r in runs}) > 1
+
+
 def has_arms(runs: Sequence[RunMetrics]) -> bool:
-    """Whether the runs compare context strategies (some run's is not ``keep_all``): rows are then arms."""
-    return any(r.context != "keep_all" for r in runs)
+    """Whether the runs compare context strategies (some run's is not ``keep_all``) or retrievers
+    (:func:`compares_retrievers`): rows are then arms."""
+    return any(r.context != "keep_all" for r in runs) or compares_retrievers(runs)
 
 
-def group_key(run: RunMetrics, several_models: bool, split_digest: bool, arms: bool = False) -> str:
+def arm_label(run: RunMetrics, retrievers: bool, contexts: bool) -> str:
+    """A run's arm as a row label: ``profile``, then ``· retriever`` when the runs compare retrievers, then
+    ``· strategy`` when they compare context strategies."""
+    label = f"{run.profile} · {run.retriever or 'no corpus'}" if retrievers else run.profile
+    return f"{label} · {run.context}" if contexts else label
+
+
+def group_key(run: RunMetrics, several_models: bool, split_digest: bool, arms: bool = False,
+              retrievers: bool = False) -> str:
     """The row a run belongs to: its profile; ``profile · strategy`` when the runs compare context
-    strategies (``arms``); ``… · model`` when the runs used several models; ``… · cfg XXXXXXXX`` (8 hex
-    of the digest) when split by config digest."""
-    label = f"{run.profile} · {run.context}" if arms else run.profile
+    strategies (``arms``), ``profile · retriever[ · strategy]`` when they compare ``retrievers``; ``… ·
+    model`` when the runs used several models; ``… · cfg XXXXXXXX`` (8 hex of the digest) when split by
+    config digest."""
+    label = arm_label(run, retrievers, arms)
     label = f"{label} · {run.model}" if several_models and run.model else label
     if split_digest:
         label += f" · cfg {run.config_digest[:8]}" if run.config_digest else " · cfg ?"
@@ -334,30 +352,33 @@ def group_label(run: RunMetrics, several_models: bool) -> str:
 
 
 def group_runs(runs: Sequence[RunMetrics]) -> dict[str, list[RunMetrics]]:
-    """Runs per row label, in order of first appearance: by profile; by profile and context strategy when
-    the runs compare strategies (:func:`has_arms`); by model too when the runs used more than one model
+    """Runs per row label, in order of first appearance: by profile; by profile, retriever and context
+    strategy when the runs compare retrievers or strategies (:func:`has_arms`); by model too when the runs used more than one model
     (sweeps of several backbones); and by config digest when runs of one row carry different
     ``config_digest`` values (runs without one form their own row)."""
-    several, arms = len({r.model for r in runs if r.model}) > 1, has_arms(runs)
+    several, retr = len({r.model for r in runs if r.model}) > 1, compares_retrievers(runs)
+    arms = any(r.context != "keep_all" for r in runs)
     digests: dict[str, set[str | None]] = {}
     for r in runs:
-        digests.setdefault(group_key(r, several, False, arms), set()).add(r.config_digest)
+        digests.setdefault(group_key(r, several, False, arms, retr), set()).add(r.config_digest)
     out: dict[str, list[RunMetrics]] = {}
     for r in runs:
-        base = group_key(r, several, False, arms)
-        out.setdefault(group_key(r, several, len(digests[base]) > 1, arms), []).append(r)
+        base = group_key(r, several, False, arms, retr)
+        out.setdefault(group_key(r, several, len(digests[base]) > 1, arms, retr), []).append(r)
     return out
 
 
 def summarize(runs: Sequence[RunMetrics]) -> list[ProfileSummary]:
     """One :class:`ProfileSummary` per row of :func:`group_runs`, in order of first appearance."""
     out = []
-    arms = has_arms(runs)
+    arms, retr = any(r.context != "keep_all" for r in runs), compares_retrievers(runs)
     for label, rs in group_runs(runs).items():
         s = summarize_profile(label, rs)
         if " · cfg " in label:
             s.config_digest = rs[0].config_digest
         if arms:
             s.context = rs[0].context
+        if retr:
+            s.retriever = rs[0].retriever or "no corpus"
         out.append(s)
     return out

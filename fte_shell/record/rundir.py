@@ -199,14 +199,31 @@ def workspace_files(run_dir: Path) -> dict[str, int]:
 
 
 ARM_SEP = "@"
-"""Between the profile and the context strategy in an arm's name (``fte@keep_recent-5``)."""
+"""Between the profile and the arm's retriever or context strategy in an arm's name (``fte@keep_recent-5``)."""
+
+RETRIEVER_SEP = "+"
+"""Between the retriever and the context strategy in an arm's name (``fte@dense-e5+discard_all``)."""
 
 
-def arm_name(profile: str, context: str = "keep_all") -> str:
-    """The name of a sweep's arm (profile × context strategy) and of its directory under ``runs/``: the
-    profile alone for ``keep_all`` (every sweep before the context axis), else ``profile@strategy`` with
-    the strategy's command-line spelling, ``:`` written ``-`` (``fte@keep_recent-5``, ``shell@discard_all``)."""
-    return profile if context == "keep_all" else f"{profile}{ARM_SEP}{context.replace(':', '-')}"
+def retriever_dir(spec: str) -> str:
+    """A retriever spec as one directory-name component: ``:`` written ``-`` (as a context strategy's),
+    ``/`` written ``~``, any other character outside ``[A-Za-z0-9._~-]`` written ``_``
+    (``dense:openai:Qwen/Qwen3-Embedding-0.6B`` -> ``dense-openai-Qwen~Qwen3-Embedding-0.6B``)."""
+    return re.sub(r"[^A-Za-z0-9._~-]", "_", spec.strip().replace(":", "-").replace("/", "~"))
+
+
+def arm_name(profile: str, context: str = "keep_all", retriever: str | None = None) -> str:
+    """The name of a sweep's arm (profile × retriever × context strategy) and of its directory under
+    ``runs/``. Without a retriever axis: the profile alone for ``keep_all`` (every sweep before the context
+    axis), else ``profile@strategy`` with the strategy's command-line spelling, ``:`` written ``-``
+    (``fte@keep_recent-5``, ``shell@discard_all``). With one (``bench --retrievers``):
+    ``profile@retriever`` (:func:`retriever_dir`), ``profile@retriever+strategy`` for a strategy other than
+    keep_all (``fte@bm25+discard_all``)."""
+    strategy = context.replace(":", "-")
+    if retriever is None:
+        return profile if context == "keep_all" else f"{profile}{ARM_SEP}{strategy}"
+    arm = f"{profile}{ARM_SEP}{retriever_dir(retriever)}"
+    return arm if context == "keep_all" else f"{arm}{RETRIEVER_SEP}{strategy}"
 
 
 def arm_profile(name: str) -> str:

@@ -8,7 +8,8 @@
       questions.jsonl   the selected questions with their gold answers (the judge and the report read them)
       failures.jsonl    one line per attempt that ended for an infrastructure reason (not a result)
       runs/<arm>/<qid>/r<k>/   one run directory each (:mod:`.rundir`); the arm is the profile, or
-                        ``profile@strategy`` for a context strategy other than keep_all (``fte@discard_all``)
+                        ``profile@strategy`` for a context strategy other than keep_all (``fte@discard_all``),
+                        or ``profile@retriever[+strategy]`` in a sweep of retrievers (``fte@bm25s+discard_all``)
       shared/           caches shared by the sweep's runs (pages, searches, corpus index, snapshot)
 """
 
@@ -94,6 +95,9 @@ class SweepManifest(_Record):
     run_config_digests: dict[str, str] = Field(default_factory=dict)
     """``{arm: config_digest}``: what each arm's runs carry in ``result.json``; the arm is the profile, or
     ``profile@strategy`` for a context strategy other than keep_all (:func:`fte_shell.record.rundir.arm_name`)."""
+    retrievers: list[str] = Field(default_factory=list)
+    """The retrievers compared (``bench --retrievers``: their specs), each run with every profile and
+    context strategy; empty when the sweep has no retriever axis (its runs use ``[search] retriever``)."""
     contexts: list[str] = Field(default_factory=list)
     """The context strategies compared (their labels, ``keep_all``, ``keep_recent:5``…; ``bench --context``),
     each run with every profile; absent in manifests written before the context axis (keep_all alone)."""
@@ -109,6 +113,9 @@ class SweepManifest(_Record):
     """A :data:`fte_shell.stops.SweepStatus` (a ``str`` here, so that a newer version's status still opens)."""
     stats: dict[str, Any] | None = None
     """The counts of the last invocation (``fte_shell.sweep.config.SweepStats``, as JSON)."""
+    search: dict[str, Any] = Field(default_factory=dict)
+    """How the search backend is named: ``{"backend": its plugin's name ("local", "serper", "pkg.mod:Class"),
+    "recorded_as": {retriever or "": the name its searches are recorded under}}`` (docs/search.md)."""
     sandboxes: dict[str, int] = Field(default_factory=dict)
     """``{"provider/runtime": shell runs done with it}`` (a Ray node may choose its own provider)."""
 
@@ -145,10 +152,11 @@ class SweepDir:
     def runs_dir(self) -> Path:
         return self.root / RUNS
 
-    def run_dir(self, profile: str, qid: str, rep: int, context: str = "keep_all") -> Path:
+    def run_dir(self, profile: str, qid: str, rep: int, context: str = "keep_all", retriever: str | None = None) -> Path:
         """``OUT/runs/<arm>/<qid>/r<rep>``: the arm is the profile, or ``profile@strategy`` for a context
-        strategy (its label) other than keep_all (:func:`fte_shell.record.rundir.arm_name`)."""
-        return self.runs_dir / arm_name(profile, context) / qid / f"r{rep}"
+        strategy (its label) other than keep_all, ``profile@retriever[+strategy]`` in a sweep of retrievers
+        (:func:`fte_shell.record.rundir.arm_name`)."""
+        return self.runs_dir / arm_name(profile, context, retriever) / qid / f"r{rep}"
 
     def runs(self) -> list[tuple[Path, str | None, str | None, int]]:
         """Every run directory: (dir, profile, qid, rep)."""

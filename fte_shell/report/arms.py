@@ -1,5 +1,6 @@
-"""The report's "Context arms" section: when the runs compare context strategies (``bench --context``), a
-row per arm (profile × strategy) with its accuracy, tokens, the prompt share the server's cache served,
+"""The report's "Context arms" section ("Arms" when the runs compare retrievers too): when the runs compare
+context strategies (``bench --context``) or retrievers (``bench --retrievers``), a row per arm (profile ×
+retriever × strategy) with its accuracy, tokens, the prompt share the server's cache served,
 cost, turns, stops, edits, and the FtE behaviour before and after the first edit. The paired tests
 between arms are the "Paired comparisons" section's (every pair of rows). Definitions: docs/metrics.md
 "Context arms"."""
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct
 from ..metrics import ProfileSummary
 from ..metrics.arms import ArmSummary, summarize_arm
-from ..metrics.summary import has_arms
+from ..metrics.summary import compares_retrievers, has_arms
 from .sections import usd
 
 
@@ -45,14 +46,16 @@ def edits_table(arms: Sequence[ArmSummary]) -> Table:
 
 
 def arms_section(d: ReportData) -> Section | None:
-    """The section, when some run's context strategy is not keep_all."""
+    """The section, when some run's context strategy is not keep_all or the runs used several retrievers."""
     if not has_arms(d.runs):
         return None
     arms = arm_summaries(d)
+    retrievers = compares_retrievers(d.runs)
     notes = [
-        ("Arm: profile · context strategy. Cached prompt: prompt tokens the model server's cache served over the "
-         "prompt tokens of the runs whose server reports it (– when none does); an edit changes the prompt's "
-         "prefix, so the cache serves less after it. Cost: USD of the arm's result runs. Turns: mean model turns. "
+        ("Arm: profile" + (" · retriever" if retrievers else "")
+         + (" · context strategy" if any(r.context != "keep_all" for r in d.runs) else "")
+         + ". Cached prompt: prompt tokens the model server's cache served over the prompt tokens of the runs "
+         "whose server reports it (– when none does); an edit changes the prompt's prefix, so the cache serves less after it. Cost: USD of the arm's result runs. Turns: mean model turns. "
          "Overflow: runs that stopped context_overflow; Stops: runs per stop reason. Edited: share of runs with "
          "at least one context edit; Most cleared: mean per run of the most estimated prompt tokens one edit took "
          "out. "
@@ -63,5 +66,5 @@ def arms_section(d: ReportData) -> Section | None:
          "first edit (a run without edits counts wholly before); grep/read of cleared: greps and reads touching a "
          "document whose observation an edit had cleared (got back from the workspace instead of fetched again)."),
     ]
-    return Section("Context arms", [arms_table(d.profiles, arms), edits_table(arms)], notes,
+    return Section("Arms" if retrievers else "Context arms", [arms_table(d.profiles, arms), edits_table(arms)], notes,
                    metrics={"arms": [a.model_dump(mode="json") for a in arms]})

@@ -33,8 +33,8 @@ from ..benchmarks.sections import ReportData, Section, SectionBuilder, Table
 from ..errors import ConfigError, FteError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.arms import ArmSummary
-from ..metrics.summary import has_arms
 from ..metrics.stats import paired, per_question, repetitions
+from ..metrics.summary import has_arms
 from ..record.sweepdir import SweepDir
 from .arms import arm_summaries, arms_section
 from .audit import audit_section
@@ -88,25 +88,31 @@ class Report(BaseModel):
 
 
 def ordered(profiles: Sequence[ProfileSummary], order: Sequence[str] | None = None,
-            contexts: Sequence[str] = ()) -> list[ProfileSummary]:
+            contexts: Sequence[str] = (), retrievers: Sequence[str] = ()) -> list[ProfileSummary]:
     """Rows by model (first appearance), then by the profile's place in ``order`` (default
-    :data:`PROFILE_ORDER`; unknown profiles after, by name), then by the context strategy's place in
-    ``contexts`` (the sweeps' ``--context`` order; keep_all first, others after, by name), then by label."""
+    :data:`PROFILE_ORDER`; unknown profiles after, by name), then by the retriever's place in
+    ``retrievers`` (the sweeps' ``--retrievers`` order, others after), then by the context strategy's place
+    in ``contexts`` (the sweeps' ``--context`` order; keep_all first, others after, by name), then by label."""
     rank = {p: i for i, p in enumerate(order or PROFILE_ORDER)}
     arm = {c: i for i, c in enumerate(dict.fromkeys([*contexts, "keep_all"]))}
+    ret = {r: i for i, r in enumerate(retrievers)}
     models = list(dict.fromkeys(p.model for p in profiles))
     return sorted(profiles, key=lambda s: (models.index(s.model), rank.get(s.profile, len(rank)), s.profile,
-                                           arm.get(s.context or "keep_all", len(arm)), s.label))
+                                           ret.get(s.retriever or "", len(ret)), arm.get(s.context or "keep_all", len(arm)),
+                                           s.label))
 
 
-def _contexts(roots: Sequence[Path]) -> list[str]:
-    """The context strategies of the sweeps under ``roots``, in their ``--context`` order."""
-    out: list[str] = []
+def _axes(roots: Sequence[Path]) -> tuple[list[str], list[str]]:
+    """The context strategies and the retrievers of the sweeps under ``roots``, in their ``--context`` and
+    ``--retrievers`` order."""
+    contexts: list[str] = []
+    retrievers: list[str] = []
     for root in roots:
         with contextlib.suppress(FteError):
             m = SweepDir(Path(root)).manifest()
-            out += m.contexts if m is not None else []
-    return list(dict.fromkeys(out))
+            contexts += m.contexts if m is not None else []
+            retrievers += m.retrievers if m is not None else []
+    return list(dict.fromkeys(contexts)), list(dict.fromkeys(retrievers))
 
 
 def md_table(t: Table) -> str:
@@ -194,7 +200,7 @@ def build_data(roots: Sequence[Path], order: Sequence[str] | None = None, out: P
     if not runs:
         raise ConfigError(f"no run directories under {', '.join(str(r) for r in roots)}")
     groups = group_runs(runs)
-    ps = ordered(summarize(runs), order, _contexts(roots))
+    ps = ordered(summarize(runs), order, *_axes(roots))
     groups = {p.label: groups[p.label] for p in ps}
     pairs = [x for a, b in itertools.combinations(ps, 2) if (x := paired(a.label, groups[a.label], b.label,
                                                                            groups[b.label])).n]

@@ -18,9 +18,9 @@ OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "othe
 
 
 def display_name(p: ProfileSummary) -> str:
-    """The main table's profile cell: the profile, plus the context strategy when the runs compare several,
-    plus the config digest when runs were split by it."""
-    return (p.profile + (f" · {p.context}" if p.context else "")
+    """The main table's profile cell: the profile, plus the retriever and the context strategy when the runs
+    compare several, plus the config digest when runs were split by it."""
+    return (p.profile + (f" · {p.retriever}" if p.retriever else "") + (f" · {p.context}" if p.context else "")
             + (f" · cfg {p.config_digest[:8]}" if p.config_digest else ""))
 
 

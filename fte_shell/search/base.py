@@ -8,6 +8,7 @@ interfaces under comparison see the same words.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -89,6 +90,42 @@ class SearchBackend(Protocol):
         """Return at most ``n`` results, best first, ranks 1..k. Raises
         :class:`fte_shell.errors.SearchUnavailable` when the backend cannot be used at all."""
         ...
+
+
+@dataclass(frozen=True)
+class Secret:
+    """One secret of a backend: the environment variable that carries it (to a Ray worker, into a fork)
+    and, for a built-in backend, the ``[search]`` key that holds it (None: only the environment)."""
+
+    env: str
+    """The environment variable (``SERPER_API_KEY``)."""
+    key: str | None = None
+    """The ``[search]`` key (``serper_api_key``); None when the backend reads the environment only."""
+
+
+_exchange = threading.local()
+"""``want``/``last``: a snapshot asked this thread to keep the next HTTP exchange a backend makes."""
+
+
+def want_exchange() -> None:
+    """Keep this thread's next successful HTTP exchange of a search backend for :func:`take_exchange` (the
+    snapshot writes it as the capture's WARC request and response)."""
+    _exchange.want, _exchange.last = True, None
+
+
+def keep_exchange(request: Any, response: Any) -> None:
+    """What an HTTP search backend calls with its successful (``httpx``) request and response: kept when
+    the snapshot asked (:func:`want_exchange`), ignored otherwise."""
+    if getattr(_exchange, "want", False):
+        _exchange.last = (request, response)
+
+
+def take_exchange() -> tuple[Any, Any] | None:
+    """The exchange kept since :func:`want_exchange` (None when none was made, e.g. a cache hit or a
+    backend without HTTP)."""
+    last = getattr(_exchange, "last", None)
+    _exchange.want, _exchange.last = False, None
+    return last
 
 
 def _cut(text: str, limit: int) -> str:

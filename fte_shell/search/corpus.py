@@ -1,10 +1,18 @@
-"""Local corpora: a JSONL of ``{docid, title, text, url?}`` indexed with bm25s into a directory.
+"""Local corpora: a JSONL of documents stored in a directory that retrievers index.
 
-Index directory layout (written atomically: built next to the target, then renamed into place)::
+The JSONL holds either ``{docid, title, text, url?}`` rows (retrievers index the title, a newline and the
+text) or BrowseComp-Plus's own ``{docid, text, url?}`` rows (no title: a document's title is its text's
+first line, and retrievers index the text alone, as the official indexes do). ``meta.json``'s ``contents``
+records which.
 
-    DIR/meta.json     {"format": 1, "name", "docs", "fingerprint", "built_at", "source"}
+Corpus directory layout (written atomically: built next to the target, then renamed into place)::
+
+    DIR/meta.json     {"format": 2, "name", "docs", "fingerprint", "built_at", "source", "contents"}
     DIR/docs.sqlite   table docs(i, docid UNIQUE, url, url_key UNIQUE, title, text): O(1) lookups
-    DIR/bm25/         the bm25s index (row i of docs = bm25s document i)
+    DIR/indexes/NAME/ one index per retriever, built on first use (fte_shell.search.retrievers)
+
+Format 1 (earlier versions) is still read: no ``contents`` (title and text), and a ``bm25/`` directory
+holding the bm25s index, which the ``bm25s`` retriever reads as it is.
 
 Loaders turn other data into that JSONL: :func:`hotpotqa_to_jsonl` (the HotpotQA paragraphs, one document
 per unique Wikipedia title).
@@ -32,12 +40,17 @@ from ..errors import FetchRefused, FteError
 from ..record.jsonio import iter_jsonl
 from ..workspace import canonical_url
 
-FORMAT = 1
-"""Version of the index directory layout (``meta.json``'s ``format``)."""
+FORMAT = 2
+"""Version of the corpus directory layout (``meta.json``'s ``format``)."""
+
+READABLE_FORMATS = (1, 2)
+"""The layouts this version reads (1: a ``bm25/`` index inside, contents always title + text)."""
+
+CONTENTS = ("title+text", "text")
+"""What retrievers index of a document: its title, a newline and its text; or its text alone."""
 
 META = "meta.json"
 DOCS_DB = "docs.sqlite"
-BM25_DIR = "bm25"
 MAX_DOCID_CHARS = 200
 
 
@@ -88,18 +101,50 @@ def wikipedia_url(title: str) -> str:
     return "https://en.wikipedia.org/wiki/" + quote(title.replace(" ", "_"), safe="_,-.~:/")
 
 
-def read_jsonl(path: Path) -> Iterator[CorpusDoc]:
-    """Yield the documents of a corpus JSONL; a bad line raises :class:`CorpusError` naming its number.
-    Blank lines are skipped."""
+def jsonl_contents(path: Path) -> str:
+    """``text`` when the corpus JSONL's first row has no ``title`` (BrowseComp-Plus's own rows), else
+    ``title+text``; :class:`CorpusError` when it has no row."""
+    for _no, obj in iter_jsonl(Path(path), CorpusError):
+        return "text" if isinstance(obj, dict) and "title" not in obj else "title+text"
+    raise CorpusError(f"{path}: the corpus is empty: no documents to index")
+
+
+def title_of(text: str) -> str:
+    """A title-less document's title: its text's first non-blank line (cut to 200 characters)."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+def read_jsonl(path: Path, contents: str | None = None) -> Iterator[CorpusDoc]:
+    """Yield the documents of a corpus JSONL; a bad line (or a docid seen before) raises
+    :class:`CorpusError` naming its number. Blank lines are skipped. ``contents`` (default: what
+    :func:`jsonl_contents` finds) ``text``: rows are ``{docid, text, url?}``, the title is the text's first
+    line and a numeric docid is taken as its digits."""
     path = Path(path)
+    contents = contents or jsonl_contents(path)
+    expected = "{docid, text, url?}" if contents == "text" else "{docid, title, text, url?}"
+    seen: set[str] = set()
     for no, obj in iter_jsonl(path, CorpusError):
+        if contents == "text" and isinstance(obj, dict):
+            if "title" in obj:
+                raise CorpusError(f"{path}:{no}: title: unknown field (the first row has none; expected {expected})")
+            if isinstance(obj.get("docid"), int):
+                obj = {**obj, "docid": str(obj["docid"])}
+            if isinstance(obj.get("text"), str):
+                obj = {**obj, "title": title_of(obj["text"])}
         try:
-            yield CorpusDoc.model_validate(obj)
+            doc = CorpusDoc.model_validate(obj)
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(p) for p in err["loc"]) or "line"
             what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-            raise CorpusError(f"{path}:{no}: {loc}: {what} (expected {{docid, title, text, url?}})") from e
+            raise CorpusError(f"{path}:{no}: {loc}: {what} (expected {expected})") from e
+        if doc.docid in seen:
+            raise CorpusError(f"{path}:{no}: duplicate docid {doc.docid!r}")
+        seen.add(doc.docid)
+        yield doc
 
 
 def write_jsonl(docs: Iterable[CorpusDoc], out_path: Path) -> int:
@@ -120,9 +165,58 @@ def write_jsonl(docs: Iterable[CorpusDoc], out_path: Path) -> int:
     return n
 
 
-def index_text(doc: CorpusDoc) -> str:
-    """What bm25s indexes for a document: its title, then its text."""
-    return f"{doc.title}\n{doc.text}"
+def index_text(doc: CorpusDoc, contents: str = "title+text") -> str:
+    """What retrievers index of a document: its title, a newline and its text (``title+text``); or its
+    text alone (``text``)."""
+    return doc.text if contents == "text" else f"{doc.title}\n{doc.text}"
+
+
+class SqliteTexts:
+    """:class:`~fte_shell.search.retrievers.base.CorpusTexts` of a corpus directory: its documents in
+    corpus order, as the corpus's ``contents`` says, read from ``docs.sqlite``."""
+
+    def __init__(self, corpus_dir: Path) -> None:
+        self.corpus_dir = Path(corpus_dir)
+        meta = read_meta(self.corpus_dir)
+        self.fingerprint: str = str(meta.get("fingerprint", ""))
+        self.contents: str = str(meta.get("contents", "title+text"))
+        self._n = int(meta.get("docs", 0))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def texts(self) -> Iterator[tuple[str, str]]:
+        """(docid, contents) of every document, in corpus order."""
+        db = sqlite3.connect(f"file:{self.corpus_dir / DOCS_DB}?mode=ro", uri=True)
+        try:
+            for docid, title, text in db.execute("SELECT docid, title, text FROM docs ORDER BY i"):
+                yield docid, (text if self.contents == "text" else f"{title}\n{text}")
+        finally:
+            db.close()
+
+
+def read_meta(corpus_dir: Path) -> dict[str, object]:
+    """``meta.json`` of a corpus directory; :class:`CorpusError` naming the fix when there is none, it is
+    damaged, or its format is not one this version reads."""
+    path = Path(corpus_dir) / META
+    if not path.is_file():
+        raise CorpusError(
+            f"no local corpus index at {corpus_dir}: build one with `fte-shell corpus build DOCS.jsonl --out DIR` "
+            "(or `fte-shell corpus hotpotqa --out DIR`)"
+        )
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CorpusError(f"{path} is damaged ({e}); rebuild the corpus with `fte-shell corpus build`") from e
+    if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
+        got = meta.get("format") if isinstance(meta, dict) else None
+        raise CorpusError(
+            f"{path}: corpus format {got!r}, this version reads {READABLE_FORMATS}; rebuild it with "
+            "`fte-shell corpus build`"
+        )
+    if meta.get("contents", "title+text") not in CONTENTS:
+        raise CorpusError(f"{path}: contents {meta.get('contents')!r} is not one of {CONTENTS}; rebuild it")
+    return meta
 
 
 def build_corpus(
@@ -131,17 +225,21 @@ def build_corpus(
     *,
     name: str | None = None,
     source: str = "",
+    contents: str = "title+text",
     progress: Callable[[int], None] | None = None,
 ) -> Path:
-    """Index ``docs`` into ``out_dir`` (replacing a previous corpus there) and return the directory.
+    """Store ``docs`` in ``out_dir`` (replacing a previous corpus there, and its indexes) and return the
+    directory. ``contents``: what retrievers will index (:data:`CONTENTS`). Retrievers build their indexes
+    on first use (:func:`fte_shell.search.retrievers.build_index`).
 
-    Raises :class:`CorpusError` on a duplicate docid or url, an invalid docid, an empty corpus, or when
-    ``out_dir`` exists, is not empty and is not a corpus (nothing is overwritten then). ``progress`` is
-    called with the number of documents read so far.
+    Raises :class:`CorpusError` (naming ``source``) on a duplicate docid or url, an invalid docid, an empty
+    corpus, or when ``out_dir`` exists, is not empty and is not a corpus (nothing is overwritten then).
+    ``progress`` is called with the number of documents read so far.
     """
-    import bm25s
-
+    if contents not in CONTENTS:
+        raise CorpusError(f"contents {contents!r} is not one of {CONTENTS}")
     out_dir = Path(out_dir).resolve()
+    where = source or str(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / META).exists())):
         raise CorpusError(f"{out_dir} exists and is not a corpus directory; choose another --out")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -153,23 +251,25 @@ def build_corpus(
             "url_key TEXT UNIQUE, title TEXT NOT NULL, text TEXT NOT NULL)"
         )
         fingerprint = hashlib.sha256()
-        texts: list[str] = []
+        if contents != "title+text":  # a title+text corpus keeps the fingerprint of earlier versions
+            fingerprint.update(f"contents={contents}\n".encode())
+        n = 0
         seen_urls: dict[str, str] = {}
         seen_ids: set[str] = set()
         for i, d in enumerate(docs):
             if not d.docid or len(d.docid) > MAX_DOCID_CHARS or any(c.isspace() for c in d.docid):
                 raise CorpusError(
-                    f"document {i + 1}: invalid docid {d.docid[:60]!r} (non-empty, no whitespace, "
+                    f"{where}: document {i + 1}: invalid docid {d.docid[:60]!r} (non-empty, no whitespace, "
                     f"at most {MAX_DOCID_CHARS} characters)"
                 )
             if d.docid in seen_ids:
-                raise CorpusError(f"document {i + 1}: duplicate docid {d.docid!r}")
+                raise CorpusError(f"{where}: document {i + 1}: duplicate docid {d.docid!r}")
             seen_ids.add(d.docid)
             key = url_key(d.url) if d.url else None
             if key is not None:
                 if key in seen_urls:
                     raise CorpusError(
-                        f"document {i + 1}: url {d.url!r} is also the url of docid {seen_urls[key]!r}"
+                        f"{where}: document {i + 1}: url {d.url!r} is also the url of docid {seen_urls[key]!r}"
                     )
                 seen_urls[key] = d.docid
             db.execute(
@@ -177,26 +277,21 @@ def build_corpus(
                 (i, d.docid, d.url, key, d.title, d.text),
             )
             fingerprint.update(json.dumps(d.model_dump(), sort_keys=True).encode())
-            texts.append(index_text(d))
+            n += 1
             if progress is not None:
-                progress(i + 1)
-        if not texts:
-            raise CorpusError("the corpus is empty: no documents to index")
+                progress(n)
+        if not n:
+            raise CorpusError(f"{where}: the corpus is empty: no documents to index")
         db.commit()
         db.close()
-        tokens = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
-        if not any(tokens):
-            raise CorpusError("the corpus has no indexable words (titles and texts are empty or stopwords)")
-        retriever = bm25s.BM25()
-        retriever.index(tokens, show_progress=False)
-        retriever.save(str(tmp / BM25_DIR), show_progress=False)
         meta = {
             "format": FORMAT,
             "name": name or out_dir.name,
-            "docs": len(texts),
+            "docs": n,
             "fingerprint": fingerprint.hexdigest(),
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "source": source,
+            "contents": contents,
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
         if out_dir.exists():
@@ -215,9 +310,11 @@ def build_corpus(
 def build_corpus_from_jsonl(
     jsonl: Path, out_dir: Path, *, name: str | None = None, progress: Callable[[int], None] | None = None
 ) -> Path:
-    """Index a corpus JSONL file into ``out_dir`` (see :func:`build_corpus`)."""
-    return build_corpus(read_jsonl(jsonl), out_dir, name=name, source=str(Path(jsonl).resolve()),
-                        progress=progress)
+    """Store a corpus JSONL file in ``out_dir`` (see :func:`build_corpus`): rows of ``{docid, title, text,
+    url?}``, or BrowseComp-Plus's ``{docid, text, url?}`` (then retrievers index the text alone)."""
+    contents = jsonl_contents(jsonl)
+    return build_corpus(read_jsonl(jsonl, contents), out_dir, name=name, source=str(Path(jsonl).resolve()),
+                        contents=contents, progress=progress)
 
 
 # --- HotpotQA ------------------------------------------------------------------------------------------

@@ -1,96 +1,102 @@
 """A local corpus as a search backend AND a page source (fetch without HTTP).
 
-``LocalCorpus(index_dir)`` opens a directory made by :func:`fte_shell.search.corpus.build_corpus`
-(``fte-shell corpus build``). ``search`` ranks with bm25s; ``lookup`` serves a document by docid or by its
-url from SQLite (one indexed row read), so ``fetch`` of either writes a ``Docid:`` file with no network.
+``LocalCorpus(corpus_dir, retriever)`` opens a directory made by :func:`fte_shell.search.corpus.build_corpus`
+(``fte-shell corpus build``). ``search`` ranks with the retriever the spec names (its index built on first
+use, :func:`fte_shell.search.retrievers.open_retriever`); ``lookup`` serves a document by docid or by its url
+from SQLite (one indexed row read), so ``fetch`` of either writes a ``Docid:`` file with no network.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..config.search import LEGACY_RETRIEVER
 from ..errors import SearchUnavailable
-from .base import SNIPPET_CHARS, SearchResult
-from .corpus import BM25_DIR, DOCS_DB, FORMAT, META, CorpusDoc, url_key
+from .base import SNIPPET_CHARS, SearchResult, Secret
+from .corpus import DOCS_DB, META, CorpusDoc, CorpusError, read_meta, url_key
+from .retrievers import Retriever, RetrieverSpec, kind_of, open_retriever, parse_spec
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SearchConfig
     from ..workspace import Document
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
+def corpus_backend_name(corpus_name: str, fingerprint: str, spec: RetrieverSpec) -> str:
+    """The backend name of a corpus searched with ``spec``: ``local:NAME:FP8`` for ``bm25s`` (the name
+    earlier versions recorded, so their result caches and snapshots stay valid), ``local:NAME:FP8@SPEC``
+    for any other retriever (each ranks differently, so each has its own cache and snapshot entries)."""
+    base = f"local:{corpus_name}:{fingerprint[:8]}"
+    return base if spec.text == LEGACY_RETRIEVER else f"{base}@{spec.text}"
+
 
 class LocalCorpus:
-    """bm25s search and docid/url lookup over one corpus directory. Thread-safe."""
+    """Search (with one retriever) and docid/url lookup over one corpus directory. Thread-safe."""
 
-    def __init__(self, index_dir: Path) -> None:
-        import bm25s
+    def __init__(self, index_dir: Path, retriever: str = LEGACY_RETRIEVER,
+                 settings: SearchConfig | None = None) -> None:
         from bm25s.stopwords import STOPWORDS_EN
 
+        from ..config import SearchConfig
+
         self.index_dir = Path(index_dir).expanduser().resolve()
-        meta_path = self.index_dir / META
-        if not meta_path.is_file():
-            raise SearchUnavailable(
-                f"no local corpus index at {self.index_dir}: build one with "
-                "`fte-shell corpus build DOCS.jsonl --out DIR` (or `fte-shell corpus hotpotqa --out DIR`)"
-            )
         try:
-            self.meta = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise SearchUnavailable(f"corpus index {self.index_dir} is damaged ({META}: {e}); rebuild it") from e
-        if self.meta.get("format") != FORMAT:
-            raise SearchUnavailable(
-                f"corpus index {self.index_dir} has format {self.meta.get('format')!r}, this version reads "
-                f"{FORMAT}; rebuild it with `fte-shell corpus build`"
-            )
-        self.name = f"local:{self.meta.get('name', self.index_dir.name)}:{str(self.meta.get('fingerprint', ''))[:8]}"
+            self.meta = read_meta(self.index_dir)
+        except CorpusError as e:
+            raise SearchUnavailable(str(e)) from e
+        self.spec = parse_spec(retriever)
+        kind_of(self.spec)  # an unknown or broken kind fails here, not at the first search
+        self.settings = settings if settings is not None else SearchConfig(retriever=self.spec.text)
+        self.name = corpus_backend_name(
+            str(self.meta.get("name", self.index_dir.name)), str(self.meta.get("fingerprint", "")), self.spec
+        )
         self._stop = frozenset(STOPWORDS_EN)
         self._lock = threading.Lock()
+        self._retriever: Retriever | None = None
         try:
-            self._bm25 = bm25s.BM25.load(str(self.index_dir / BM25_DIR), show_progress=False)
             self._db = sqlite3.connect(
                 f"file:{self.index_dir / DOCS_DB}?mode=ro", uri=True, check_same_thread=False
             )
             self._n = int(self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
         except Exception as e:
-            raise SearchUnavailable(f"corpus index {self.index_dir} cannot be opened ({e}); rebuild it") from e
+            raise SearchUnavailable(f"corpus {self.index_dir} cannot be opened ({e}); rebuild it") from e
 
     def __repr__(self) -> str:
-        return f"LocalCorpus({str(self.index_dir)!r}, docs={self._n})"
+        return f"LocalCorpus({str(self.index_dir)!r}, {self.spec.text!r}, docs={self._n})"
 
     def __len__(self) -> int:
         return self._n
 
     def close(self) -> None:
-        """Close the document store."""
+        """Close the document store (the retriever is shared by the process and stays open)."""
         with self._lock:
             self._db.close()
 
+    @property
+    def retriever(self) -> Retriever:
+        """The opened retriever (its index built on first use)."""
+        r = self._retriever
+        if r is None:
+            r = self._retriever = open_retriever(self.index_dir, self.spec, self.settings)
+        return r
+
     # --- SearchBackend ---------------------------------------------------------------------------------
     def search(self, query: str, n: int) -> list[SearchResult]:
-        """Top ``n`` documents by BM25 (documents sharing no term with the query are left out). A result's
-        ``url`` is the document's url when it has one, else its docid: either works with ``fetch``."""
-        import bm25s
-
-        n = max(1, int(n))
-        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)
-        if not tokens or not tokens[0]:
-            return []
-        k = min(n, self._n)
+        """Top ``n`` documents by the retriever. A result's ``url`` is the document's url when it has one,
+        else its docid (either works with ``fetch``); ``docid`` and ``score`` are the retriever's."""
+        hits = self.retriever.search(query, max(1, int(n)))
         with self._lock:
-            rows, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
-            hits = [(int(i), float(s)) for i, s in zip(rows[0], scores[0], strict=True) if s > 0]
-            docs = [self._row("i = ?", (i,)) for i, _ in hits]
+            docs = [(self._row("docid = ?", (h.docid,)), h.score) for h in hits]
         terms = {t for t in _WORD.findall(query.lower()) if t not in self._stop}
         out: list[SearchResult] = []
-        for doc in docs:
-            if doc is None:  # pragma: no cover - index and store are built together
+        for doc, score in docs:
+            if doc is None:  # pragma: no cover - an index is built from the store
                 continue
             out.append(
                 SearchResult(
@@ -98,6 +104,8 @@ class LocalCorpus:
                     title=doc.title,
                     url=doc.url or doc.docid,
                     snippet=snippet(doc.text, terms),
+                    docid=doc.docid,
+                    score=score,
                 )
             )
         return out
@@ -158,3 +166,71 @@ def snippet(text: str, terms: set[str], limit: int = SNIPPET_CHARS) -> str:
         size += len(s) + 1
     lead = "… " if best else ""
     return lead + " ".join(out)
+
+
+_corpora: dict[tuple[Path, str, str], tuple[int, LocalCorpus]] = {}
+_corpora_lock = threading.Lock()
+
+
+def open_corpus(index_dir: Path, retriever: str = "bm25s", settings: SearchConfig | None = None) -> LocalCorpus:
+    """The :class:`LocalCorpus` of ``index_dir`` searched with ``retriever``, opened once per process and
+    shared (it is thread-safe); reopened when the corpus was rebuilt since (its ``meta.json`` changed)."""
+    path = Path(index_dir).expanduser().resolve()
+    try:
+        stamp = (path / META).stat().st_mtime_ns
+    except OSError:
+        stamp = -1  # LocalCorpus raises the error that names the fix
+    key = (path, retriever, settings.embeddings.model_dump_json() if settings is not None else "")
+    with _corpora_lock:
+        held = _corpora.get(key)
+        if held is None or held[0] != stamp:
+            held = _corpora[key] = (stamp, LocalCorpus(path, retriever, settings))
+        return held[1]
+
+
+class LocalPlugin:
+    """The ``local`` search backend plugin (:mod:`fte_shell.search.registry`): ``[search] corpus`` ranked by
+    ``[search] retriever``."""
+
+    name = "local"
+    config_keys = ("corpus", "retriever", "embeddings", "num_results", "cache_dir", "open_web")
+    secrets: tuple[Secret, ...] = ()  # [search.embeddings] api_key: the dense retriever's own
+    remote = False
+
+    def usable(self, cfg: SearchConfig) -> bool:
+        return cfg.corpus is not None
+
+    def recorded_name(self, cfg: SearchConfig) -> str:
+        """:func:`corpus_backend_name` of the corpus (read from its ``meta.json``; nothing is built)."""
+        if cfg.corpus is None:
+            return "local"
+        return open_corpus(cfg.corpus, cfg.retriever, cfg).name
+
+    def search_params(self, query: str, n: int) -> dict[str, Any]:
+        return {"n": int(n), "q": query}
+
+    def probe(self, cfg: SearchConfig, timeout_s: float) -> str | None:
+        """The corpus opens and its retriever's kind loads (its index is built at the first search)."""
+        try:
+            self.build(cfg)
+        except Exception as e:  # noqa: BLE001 - the backend cannot be opened
+            return f"{e.__class__.__name__}: {e}"
+        return None
+
+    def build(self, cfg: SearchConfig) -> LocalCorpus:
+        """The corpus, shared by every run of this process (:func:`fte_shell.search.open_corpus`)."""
+        if cfg.corpus is None:
+            raise SearchUnavailable(
+                "search backend 'local' needs a corpus: set [search] corpus = DIR (an index made by "
+                "`fte-shell corpus build`)"
+            )
+        return open_corpus(cfg.corpus, cfg.retriever, cfg)
+
+    def describe(self, cfg: SearchConfig) -> str:
+        if cfg.corpus is None:
+            return "search: a local corpus was asked for, but none is configured (--corpus DIR)"
+        why = "" if cfg.backend == "local" else " — no SERPER_API_KEY is set, so the configured local corpus is used"
+        return f"search: local corpus {cfg.corpus} ranked by {cfg.retriever}{why}"
+
+
+PLUGIN = LocalPlugin()

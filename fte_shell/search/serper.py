@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from ..errors import SearchUnavailable
-from .base import SearchResult
+from .base import SearchResult, Secret, keep_exchange
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import SearchConfig
 
 NO_KEY = (
     "Serper search needs an API key: set SERPER_API_KEY or [search] serper_api_key, "
@@ -25,22 +28,6 @@ _RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 DEFAULT_URL = "https://google.serper.dev/search"
-
-_exchange = threading.local()
-"""``want``/``last``: a snapshot asked this thread to keep its next successful (request, response)."""
-
-
-def want_exchange() -> None:
-    """Keep this thread's next successful Serper HTTP exchange for :func:`take_exchange` (the snapshot)."""
-    _exchange.want, _exchange.last = True, None
-
-
-def take_exchange() -> tuple[httpx.Request, httpx.Response] | None:
-    """The exchange kept since :func:`want_exchange` (None when none was made, e.g. a cache hit)."""
-    last = getattr(_exchange, "last", None)
-    _exchange.want, _exchange.last = False, None
-    return last
-
 
 def serper_name(url: str) -> str:
     """The name searches at ``url`` are recorded under: ``serper``, or ``serper@HOST:PORT`` for another
@@ -118,8 +105,7 @@ class SerperSearch:
             except ValueError as e:
                 raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
             results = parse_organic(data, n)
-            if getattr(_exchange, "want", False):
-                _exchange.last = (resp.request, resp)
+            keep_exchange(resp.request, resp)  # for the snapshot's WARC records, when it asked
             return results
         raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
 
@@ -155,3 +141,51 @@ def parse_organic(data: object, n: int) -> list[SearchResult]:
             )
         )
     return out
+
+
+SECRET = Secret("SERPER_API_KEY", "serper_api_key")
+
+
+class SerperPlugin:
+    """The ``serper`` search backend plugin (:mod:`fte_shell.search.registry`)."""
+
+    name = "serper"
+    config_keys = ("serper_api_key", "serper_url", "timeout_s", "max_retries", "num_results", "cache_dir")
+    secrets = (SECRET,)
+    remote = True
+
+    def usable(self, cfg: SearchConfig) -> bool:
+        from .registry import secret_value
+
+        return secret_value(cfg, SECRET) is not None
+
+    def recorded_name(self, cfg: SearchConfig) -> str:
+        return serper_name(cfg.serper_url)
+
+    def search_params(self, query: str, n: int) -> dict[str, Any]:
+        """Serper's body: ``{q, num}`` (num clamped to 1..100 as sent)."""
+        return {"num": max(1, min(int(n), 100)), "q": query}
+
+    def probe(self, cfg: SearchConfig, timeout_s: float) -> str | None:
+        """Its endpoint answers an HTTP request (not a 502/503/504; a GET spends no query)."""
+        try:
+            r = httpx.get(cfg.serper_url, timeout=timeout_s)
+        except httpx.HTTPError as e:
+            return f"GET {cfg.serper_url}: {e.__class__.__name__}: {e}"
+        # any answer but a gateway/overload status means the backend is up (a GET on Serper's POST-only
+        # endpoint may well be 404, 405 or 501)
+        return f"GET {cfg.serper_url}: HTTP {r.status_code}" if r.status_code in (502, 503, 504) else None
+
+    def build(self, cfg: SearchConfig) -> SerperSearch:
+        from .registry import secret_value
+
+        return SerperSearch(secret_value(cfg, SECRET), url=cfg.serper_url, timeout_s=cfg.timeout_s,
+                            max_retries=cfg.max_retries)
+
+    def describe(self, cfg: SearchConfig) -> str:
+        if not self.usable(cfg):
+            return "search: Serper was asked for, but no SERPER_API_KEY is set"
+        return "search: Serper (web)"
+
+
+PLUGIN = SerperPlugin()

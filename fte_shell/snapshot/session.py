@@ -336,10 +336,9 @@ class _Lazy:
             return self.backend
 
 
-def search_params(backend: str, query: str, n: int) -> dict[str, Any]:
-    """Every parameter the backend is sent for (query, n): Serper's body ``{q, num}``, else ``{q, n}``."""
-    if backend.startswith("serper"):
-        return {"num": max(1, min(int(n), 100)), "q": query}
+def search_params(query: str, n: int) -> dict[str, Any]:
+    """The parameters of a search for a backend that names none of its own (its plugin's
+    ``search_params``, :mod:`fte_shell.search.registry`, says what it sends): ``{q, n}``."""
     return {"n": int(n), "q": query}
 
 
@@ -347,17 +346,21 @@ class SnapshotSearch:
     """A search backend whose every search goes through the snapshot (keyed by backend + parameters)."""
 
     def __init__(self, archive: Snapshot | RunView, name: str, factory: Callable[[], SearchBackend | None], *,
-                 owns: bool = True, default_n: int | None = None, _lazy: _Lazy | None = None):
+                 owns: bool = True, default_n: int | None = None, _lazy: _Lazy | None = None,
+                 params: Callable[[str, int], dict[str, Any]] = search_params):
         self.archive = archive
         self.name = name
         self.default_n = default_n
+        self.params = params
+        """What the backend sends for (query, n): the capture's key besides ``name``."""
         self._lazy = _lazy or _Lazy(factory, owns)
 
     def __repr__(self) -> str:
         return f"SnapshotSearch({self.name!r}, {self.archive.snapshot.dir if isinstance(self.archive, RunView) else self.archive.dir})"
 
     def bind(self, archive: Snapshot | RunView) -> SnapshotSearch:
-        return SnapshotSearch(archive, self.name, self._lazy.factory, default_n=self.default_n, _lazy=self._lazy)
+        return SnapshotSearch(archive, self.name, self._lazy.factory, default_n=self.default_n, _lazy=self._lazy,
+                              params=self.params)
 
     @property
     def backend(self) -> SearchBackend | None:
@@ -367,13 +370,13 @@ class SnapshotSearch:
         from ..search.cache import normalize_query
 
         q = normalize_query(query)
-        with self.archive.search_lease(self.name, search_params(self.name, q, n)) as lease:
+        with self.archive.search_lease(self.name, self.params(q, n)) as lease:
             if lease.results is not None:
                 return SearchResults(lease.results, cache_hit=True)  # the snapshot answered
-            from ..search.serper import take_exchange, want_exchange
+            from ..search.base import take_exchange, want_exchange
 
             backend = self._lazy.get()
-            want_exchange()  # Serper keeps its HTTP exchange for the WARC records (none on a result-cache hit)
+            want_exchange()  # an HTTP backend keeps its exchange for the WARC records (none on a result-cache hit)
             try:
                 inner = backend.search(q, n)
             finally:

@@ -46,8 +46,31 @@ class BenchConfig(BaseModel):
     other ``[agent.context]`` settings (trigger …) are shared by all. Empty = the configuration's own
     ``[agent.context]`` alone."""
 
+    retrievers: list[str] = Field(default_factory=list)
+    """Retrievers to compare over the dataset's local corpus, each with every profile (and context
+    strategy) on every question (``bm25``, ``bm25s``, ``dense:MODEL``, ``module:attr``: as ``[search]
+    retriever``); a run directory per arm, ``runs/<profile>@<retriever>/``. Empty = the configuration's
+    own ``[search] retriever`` alone, in the directories of a sweep without this axis."""
+
     runs: int = 1
     """Repetitions per (question, profile)."""
+
+    @field_validator("retrievers")
+    @classmethod
+    def _known_retrievers(cls, v: list[str]) -> list[str]:
+        from ..record.rundir import retriever_dir
+        from ..search.retrievers import parse_spec
+
+        specs = [parse_spec(spec).text for spec in v]  # a ConfigError names a bad spelling
+        dirs: dict[str, str] = {}
+        for spec in specs:
+            other = dirs.setdefault(retriever_dir(spec), spec)
+            if other != spec:
+                raise ValueError(f"--retrievers {other} and {spec} share the arm directory {retriever_dir(spec)!r}")
+        twice = sorted({x for x in specs if specs.count(x) > 1})
+        if twice:
+            raise ValueError(f"--retrievers names {', '.join(twice)} more than once")
+        return specs
 
     @field_validator("contexts")
     @classmethod
@@ -114,10 +137,15 @@ class Task(BaseModel):
     """Repetition index."""
 
     run_dir: Path
-    """``OUT/runs/<arm>/<qid>/r<rep>`` (the arm: the profile, or ``profile@strategy``)."""
+    """``OUT/runs/<arm>/<qid>/r<rep>`` (the arm: the profile, ``profile@strategy``, or
+    ``profile@retriever[+strategy]``)."""
 
     context: ContextConfig | None = None
     """The run's ``[agent.context]`` (its arm's strategy); None = the sweep configuration's own."""
+
+    retriever: str | None = None
+    """The run's ``[search] retriever`` (its arm's, ``bench --retrievers``); None = the sweep
+    configuration's own."""
 
 
 class SweepStats(BaseModel):

@@ -111,6 +111,8 @@ class Attempt:
         cfg.agent.profile = t.profile
         if t.context is not None:
             cfg.agent.context = t.context
+        if t.retriever is not None:
+            cfg.search.retriever = t.retriever
         if t.run_dir.exists():  # an earlier attempt of this invocation, redone after an outage
             shutil.rmtree(t.run_dir, ignore_errors=True)
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -148,10 +150,11 @@ class Attempt:
 
     def _run(self, t: Task, cfg: Any) -> Any:
         s = self.shared
+        arm = arm_name(t.profile, t.context.label if t.context else "keep_all", t.retriever)
         return self.run_fn(
             t.question.question, cfg, t.run_dir,
-            world=s.world,
-            qid=f"{t.question.id}-{arm_name(t.profile, t.context.label if t.context else 'keep_all')}-r{t.rep}",
+            world=s.world_for(t.retriever),
+            qid=f"{t.question.id}-{arm}-r{t.rep}",
             model=self.model,
             meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
         )

@@ -91,8 +91,8 @@ class SandboxProbe:
 
 @dataclass
 class SearchProbe:
-    """Serper: its endpoint answers an HTTP request (not a 5xx; no query is spent). Local corpus: the
-    index opens."""
+    """The search backend's own health check (its plugin's ``probe``, :mod:`fte_shell.search.registry`):
+    Serper's endpoint answers an HTTP request (no query spent); a local corpus and its index open."""
 
     cfg: SearchConfig
     resource: str = "search"
@@ -106,23 +106,13 @@ class SearchProbe:
     def check(self) -> str | None:
         if self.replayed:
             return None
-        if self.cfg.backend == "serper":
-            import httpx
+        from ..search.registry import selected
 
-            try:
-                r = httpx.get(self.cfg.serper_url, timeout=PROBE_TIMEOUT_S)
-            except httpx.HTTPError as e:
-                return f"GET {self.cfg.serper_url}: {e.__class__.__name__}: {e}"
-            # any answer but a gateway/overload status means the backend is up (a GET on Serper's POST-only
-            # endpoint may well be 404, 405 or 501)
-            return f"GET {self.cfg.serper_url}: HTTP {r.status_code}" if r.status_code in (502, 503, 504) else None
         try:
-            from ..search import make_search
-
-            make_search(self.cfg)
-        except Exception as e:  # noqa: BLE001 - the backend cannot be opened
+            plugin = selected(self.cfg)
+        except Exception as e:  # noqa: BLE001 - the backend's plugin cannot be loaded
             return f"{e.__class__.__name__}: {e}"
-        return None
+        return plugin.probe(self.cfg, PROBE_TIMEOUT_S)
 
 
 def default_probes(cfg: RunConfig, base_url: str | None, api_key: str) -> dict[str, Probe]:

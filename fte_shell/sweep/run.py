@@ -1,6 +1,7 @@
-"""``run_sweep``: run (or resume) a sweep — every (question, profile, context arm, repetition) into its own
-run directory ``OUT/runs/<arm>/<qid>/r<k>/`` (the arm: the profile, or ``profile@strategy`` for a context
-strategy other than keep_all) — in three steps:
+"""``run_sweep``: run (or resume) a sweep — every (question, profile, retriever, context arm, repetition) into
+its own run directory ``OUT/runs/<arm>/<qid>/r<k>/`` (the arm: the profile, or ``profile@strategy`` for a
+context strategy other than keep_all, ``profile@retriever[+strategy]`` with ``--retrievers``) — in three
+steps:
 
 1. **plan** (:mod:`.state`): the runs, the configuration checked against the sweep's, ``questions.jsonl``,
    the infrastructure probed (:mod:`.outage`);
@@ -39,7 +40,16 @@ from .ledger import Ledger, OnEvent
 from .outage import Outages, default_probes
 from .pace import Budget, Gates, Throttle, run_spend
 from .shared import prepare_shared, sweep_config
-from .state import check_compatible, check_config, context_arms, plan, run_digests, write_questions
+from .state import (
+    check_compatible,
+    check_config,
+    context_arms,
+    plan,
+    resumed_retriever,
+    retriever_arms,
+    run_digests,
+    write_questions,
+)
 
 GRACE_S = 10.0
 """Seconds an interrupted sweep waits for its in-flight runs before deleting them and returning."""
@@ -62,6 +72,8 @@ def run_sweep(
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
     _validate(bench)
+    if bench.retrievers and remote is not None:
+        raise ConfigError("a sweep of --retrievers runs in this process: --ray does not take it yet")
     if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
         if remote is not None:
             raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
@@ -87,10 +99,15 @@ def run_sweep(
     unlisten: Callable[[], None] = lambda: None
     try:
         # 1. plan
+        config = resumed_retriever(out, config)  # a sweep recorded before [search] retriever: bm25s
         filled = sweep_config(bench, dataset, config, log)
+        if bench.retrievers and filled.search.corpus is None:
+            raise ConfigError(f"--retrievers compares retrievers of a local corpus; {bench.dataset} has none and "
+                              "no [search] corpus is set")
         arms = context_arms(bench, filled)
         history, changed = check_config(out, filled, bench.allow_config_change,
-                                        run_digests(filled, bench.profiles, arms))
+                                        run_digests(filled, bench.profiles, arms, retriever_arms(bench)),
+                                        retrievers=bool(bench.retrievers))
         if changed:
             say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
         stop = threading.Event()
@@ -215,8 +232,10 @@ def _validate(bench: BenchConfig) -> None:
 
 def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
     """The resources the sweep probes before its first run."""
+    from ..search.registry import selected
+
     return (["endpoint"] + (["sandbox"] if "shell" in bench.profiles else [])
-            + (["search"] if cfg.search.backend == "serper" else []))
+            + (["search"] if selected(cfg.search).remote else []))
 
 
 def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None) -> None:

@@ -1,4 +1,4 @@
-"""A sweep directory's bookkeeping: the plan of runs (every question × profile × context arm ×
+"""A sweep directory's bookkeeping: the plan of runs (every question × profile × retriever × context arm ×
 repetition), each run's state, the manifest ``sweep.json``, ``questions.jsonl``, and the checks that a
 resume runs the same sweep (same dataset, same behaviour-relevant configuration)."""
 
@@ -10,8 +10,9 @@ from typing import Any
 
 from ..benchmarks.base import Dataset, Question
 from ..config import ContextConfig, RunConfig
+from ..config.search import LEGACY_RETRIEVER
 from ..digest import canonical_config, config_changes, config_digest, digest_of
-from ..errors import ConfigError
+from ..errors import ConfigError, FteError
 from ..record.rundir import ARM_SEP, arm_name, read_result
 from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
 from ..stops import RunState, SweepStatus, is_infra_failure
@@ -39,19 +40,41 @@ def context_arms(bench: BenchConfig, cfg: RunConfig) -> list[ContextConfig]:
     return out
 
 
+def retriever_arms(bench: BenchConfig) -> list[str | None]:
+    """The sweep's retrievers (``bench --retrievers``), or ``[None]``: the configuration's own, in the
+    directories of a sweep without the axis."""
+    return list(bench.retrievers) or [None]
+
+
 def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
-    """All runs, repetition-major then question then profile then context arm (a question's runs happen
-    close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default: one arm, the
-    configuration's own ``[agent.context]``, in the keep_all directories)."""
+    """All runs, repetition-major then question then profile then retriever then context arm (a question's
+    runs happen close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default:
+    one arm, the configuration's own ``[agent.context]``, in the keep_all directories); the retrievers:
+    :func:`retriever_arms`."""
     sweep = SweepDir(Path(bench.out))
     arms: list[ContextConfig | None] = list(contexts) if contexts else [None]
     return [
-        Task(question=q, profile=p, rep=k, context=c, run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all"))
+        Task(question=q, profile=p, rep=k, context=c, retriever=r,
+             run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all", r))
         for k in range(bench.runs)
         for q in questions
         for p in bench.profiles
+        for r in retriever_arms(bench)
         for c in arms
     ]
+
+
+def resumed_retriever(out: Path, cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``[search] retriever = "bm25s"`` when ``out`` holds a sweep recorded before the setting
+    existed (its manifest's configuration has none) and the setting was not given (file or flag): the
+    resumed sweep ranks as its first runs did, and its configuration compares equal."""
+    old = read_manifest(out)
+    search = (old.config or {}).get("search") if old is not None else None
+    if not isinstance(search, dict) or "retriever" in search or "retriever" in cfg.search.model_fields_set:
+        return cfg
+    cfg = cfg.model_copy(deep=True)
+    cfg.search.retriever = LEGACY_RETRIEVER
+    return cfg
 
 
 def run_state(run_dir: Path) -> RunState:
@@ -68,26 +91,34 @@ def read_manifest(out: Path) -> SweepManifest | None:
     return SweepDir(Path(out)).manifest()
 
 
-def sweep_canonical(cfg: RunConfig | dict[str, Any]) -> dict[str, Any]:
+def sweep_canonical(cfg: RunConfig | dict[str, Any], retrievers: bool = False) -> dict[str, Any]:
     """The canonical config of a whole sweep: the runs' one without ``agent.profile`` and
-    ``agent.context`` (which vary by arm; each arm's is covered by its run digest, :func:`run_digests`)."""
+    ``agent.context`` (which vary by arm; each arm's is covered by its run digest, :func:`run_digests`), and
+    without ``search.retriever`` when the sweep compares ``retrievers``."""
     data = canonical_config(cfg)
     if isinstance(data.get("agent"), dict):
         data["agent"].pop("profile", None)
         data["agent"].pop("context", None)
+    if retrievers and isinstance(data.get("search"), dict):
+        data["search"].pop("retriever", None)
     return data
 
 
-def run_digests(cfg: RunConfig, profiles: list[str], contexts: list[ContextConfig] | None = None) -> dict[str, str]:
+def run_digests(cfg: RunConfig, profiles: list[str], contexts: list[ContextConfig] | None = None,
+                retrievers: list[str | None] | None = None) -> dict[str, str]:
     """``{arm: config_digest}`` of the runs of each arm (:func:`fte_shell.record.rundir.arm_name`: the
-    profile, or ``profile@strategy``): what their ``result.json`` carries. ``contexts``: :func:`context_arms`
-    (default: the configuration's own)."""
+    profile, ``profile@strategy`` or ``profile@retriever[+strategy]``): what their ``result.json`` carries.
+    ``contexts``: :func:`context_arms`; ``retrievers``: :func:`retriever_arms` (default: the configuration's
+    own)."""
     out = {}
-    for c in contexts or [cfg.agent.context]:
-        for p in profiles:
-            run = cfg.model_copy(deep=True)
-            run.agent.profile, run.agent.context = p, c
-            out[arm_name(p, c.label)] = config_digest(run)
+    for r in retrievers or [None]:
+        for c in contexts or [cfg.agent.context]:
+            for p in profiles:
+                run = cfg.model_copy(deep=True)
+                run.agent.profile, run.agent.context = p, c
+                if r is not None:
+                    run.search.retriever = r
+                out[arm_name(p, c.label, r)] = config_digest(run)
     return out
 
 
@@ -99,8 +130,8 @@ def _arm_changes(old: SweepManifest, digests: dict[str, str]) -> list[str]:
             if ARM_SEP in arm and old.run_config_digests.get(arm, d) != d]
 
 
-def check_config(out: Path, cfg: RunConfig, allow_change: bool,
-                 digests: dict[str, str] | None = None) -> tuple[list[ConfigChange], list[str]]:
+def check_config(out: Path, cfg: RunConfig, allow_change: bool, digests: dict[str, str] | None = None,
+                 retrievers: bool = False) -> tuple[list[ConfigChange], list[str]]:
     """Refuse to resume a sweep whose behaviour-relevant configuration changed (the message names every
     changed key, or the context arm whose ``digests`` entry changed), unless ``allow_change``. Returns the manifest's ``config_changes`` history (with this
     change appended when there is one) and this change's lines (empty: no change)."""
@@ -112,8 +143,8 @@ def check_config(out: Path, cfg: RunConfig, allow_change: bool,
     if before is None:  # older manifests: derive it from the (masked) config snapshot
         if not old.config:
             return history, []
-        before = sweep_canonical(old.config)
-    after = sweep_canonical(cfg)
+        before = sweep_canonical(old.config, retrievers)
+    after = sweep_canonical(cfg, retrievers)
     changes = config_changes(before, after) or _arm_changes(old, digests or {})
     if not changes:
         return history, []
@@ -139,7 +170,7 @@ def write_manifest(
     sandboxes: dict[str, int] | None = None,
 ) -> None:
     """Write ``OUT/sweep.json`` atomically (secrets masked; format in docs/bench.md)."""
-    canonical = sweep_canonical(cfg)
+    canonical = sweep_canonical(cfg, bool(bench.retrievers))
     arms = context_arms(bench, cfg)
     manifest = SweepManifest(
         dataset=ManifestDataset.model_validate(dataset.model_dump(mode="json", exclude={"questions"})),
@@ -149,7 +180,8 @@ def write_manifest(
         runs=bench.runs,
         config=cfg.model_dump(mode="json"),
         config_digest=digest_of(canonical),
-        run_config_digests=run_digests(cfg, bench.profiles, arms),
+        run_config_digests=run_digests(cfg, bench.profiles, arms, retriever_arms(bench)),
+        retrievers=list(bench.retrievers),
         contexts=[c.label for c in arms],
         config_canonical=canonical,
         config_changes=config_changes or [],
@@ -158,8 +190,25 @@ def write_manifest(
         status=status,
         stats=stats.model_dump() if stats else None,
         sandboxes=sandboxes or {},
+        search=search_names(cfg, bench),
     )
     SweepDir(Path(bench.out)).write_manifest(manifest)
+
+
+def search_names(cfg: RunConfig, bench: BenchConfig) -> dict[str, Any]:
+    """How ``sweep.json`` names the sweep's search: the backend plugin's name and, per retriever arm ("" for
+    the configuration's own), the name its searches are recorded under (:mod:`fte_shell.search.registry`)."""
+    from ..search.registry import selected
+
+    try:
+        plugin = selected(cfg.search)
+        recorded = {}
+        for r in retriever_arms(bench):
+            arm = cfg.search if r is None else cfg.search.model_copy(update={"retriever": r})
+            recorded[r or ""] = plugin.recorded_name(arm)
+    except FteError as e:  # a backend that cannot be named now: the runs will say why
+        return {"backend": cfg.search.backend, "error": str(e)}
+    return {"backend": plugin.name, "recorded_as": recorded}
 
 
 def write_questions(out: Path, questions: list[Question]) -> None:
