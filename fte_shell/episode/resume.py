@@ -240,7 +240,7 @@ def _compare(s: Stopped, ep: Child) -> tuple[dict[str, Any], list[str]]:
     mine = [e for e in read_events(ep.run_dir) if isinstance(e, _COMPARED)]
     for child, prior in zip(mine, theirs, strict=False):
         if (what := _differs(child, prior)) is not None:
-            bad.append(f"turn {prior.turn}: {what}")  # type: ignore[union-attr]
+            bad.append(f"turn {prior.turn}: {what.replace(chr(39) + 's', ' one').replace('the parent', 'the recorded')}")  # type: ignore[union-attr]
             break
     extra = mine[len(theirs):]
     if len(mine) < len(theirs) or any(e.turn != s.turn for e in extra):  # type: ignore[union-attr]
