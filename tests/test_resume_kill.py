@@ -13,6 +13,10 @@ does — on docker and on bwrap, and under keep_recent / discard_all killed afte
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,15 @@ KILL_PAGES = [1, 2, 3, 4, 5]
 METRICS = ("stop_reason", "answer", "turns", "tool_calls", "usage", "summary_usage")
 
 
+@pytest.fixture
+def runs_root() -> Iterator[Path]:
+    """Where the run directories go: searchable by the uid a bwrap box started by root runs as."""
+    d = Path(tempfile.mkdtemp(prefix="fte-resume-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _case(case_id: str) -> Any:
     case = next(c for c in CASES if c.id == case_id)
     problem = case.problem()
@@ -50,6 +63,8 @@ def _killed_vs_uninterrupted(tmp_path: Path, provider: str, points: set[tuple[st
                              context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The killed run and the uninterrupted one (same script, same snapshot store: the uninterrupted run
     is served the pages the killed one recorded, so their files carry the same retrieval time)."""
+    tmp_path.mkdir(exist_ok=True)
+    os.chmod(tmp_path, 0o755)
     killer = Killer(points)
     web_k = Web(KILL_PAGES, killer)
     snap = tmp_path / "snap"
@@ -109,30 +124,30 @@ def _assert_lossless(r: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case_id", ["docker", "bwrap"])
-def test_sigkill_at_20_points_loses_nothing(tmp_path: Path, case_id: str) -> None:
+def test_sigkill_at_20_points_loses_nothing(runs_root: Path, case_id: str) -> None:
     case = _case(case_id)
     # before the model request of every turn 2..16, and between the reply and the result of 5 kill pages
     points = {("request", n) for n in range(2, 17)} | {("page", n) for n in KILL_PAGES}
     assert len(points) >= 20
-    r = _killed_vs_uninterrupted(tmp_path, case.provider, points)
+    r = _killed_vs_uninterrupted(runs_root, case.provider, points)
     _assert_lossless(r)
     cut = [e for e in trajectory(r["killed"]) if e["type"] == "resume"]
     assert cut[0]["checks"]["observations"] > 0
 
 
 @pytest.mark.parametrize("strategy", ["keep_recent", "discard_all"])
-def test_a_context_strategy_resumes_with_the_context_the_model_saw(tmp_path: Path, strategy: str) -> None:
+def test_a_context_strategy_resumes_with_the_context_the_model_saw(runs_root: Path, strategy: str) -> None:
     """Killed after the first context edit (before the request it was made for, and after that turn):
     the resumed requests equal the uninterrupted run's, so the edits were taken back."""
     case = _case("docker")
     context = {"strategy": strategy, "trigger_tokens": 1200, **({"keep": 2} if strategy == "keep_recent" else {})}
     # find the first edit's turn from an uninterrupted run of the same script
-    probe = _killed_vs_uninterrupted(tmp_path / "probe", case.provider, set(), context)
+    probe = _killed_vs_uninterrupted(runs_root / "probe", case.provider, set(), context)
     edits = [e for e in trajectory(probe["ref"]) if e["type"] == "context_edit"]
     assert edits, "the trigger makes the strategy act"
     first = edits[0]["turn"]
     points = {("request", first), ("request", first + 1), ("request", first + 3), ("page", 3)}
-    r = _killed_vs_uninterrupted(tmp_path / "killed", case.provider, points, context)
+    r = _killed_vs_uninterrupted(runs_root / "killed", case.provider, points, context)
     _assert_lossless(r)
     replayed = [e for e in trajectory(r["killed"]) if e["type"] == "context_edit" and e.get("replayed")]
     assert replayed and all(e.get("state") for e in replayed)
