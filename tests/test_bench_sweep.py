@@ -192,6 +192,9 @@ def test_interrupt_kill_and_resume(
         done_before = {d: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for d, p in results(out).items()}
         assert n1 + 3 <= len(done_before) < 20
         started_before = Counter(k for b in srv.requests if (k := run_key(b)))
+        # the runs the kill cut part-way, with the replies they have on disk (each a model call paid once)
+        cut = {d: sum(1 for line in (d / "trajectory.jsonl").read_text().splitlines() if '"type": "model_call"' in line)
+               for d in out.glob("runs/*/*/r0") if d not in done_before and (d / "trajectory.jsonl").exists()}
 
         # 3. resume: the same command finishes the sweep
         p3 = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -212,10 +215,21 @@ def test_interrupt_kill_and_resume(
         assert started[key] == started_before[key]  # not started again after the kill
         if d in done_at_term:
             assert started[key] == 1  # finished in the first invocation: never started again
-    # every run has one complete trajectory (partial ones were deleted and redone, not appended to)
+    # every run has one complete trajectory (partial ones resumed in place, not appended to)
     for d in final:
         types = [json.loads(line)["type"] for line in (d / "trajectory.jsonl").read_text().splitlines()]
         assert types.count("start") == 1 and types[-1] == "end"
+    # a run the kill cut after a reply was resumed at its last completed turn (a local corpus is a closed
+    # world: resumable without a snapshot): not started again, its recorded replies replayed, not asked again
+    for d, replies in cut.items():
+        res = json.loads((d / "result.json").read_text())
+        key = (questions[d.parent.name], d.parent.parent.name)
+        if replies:
+            assert res["resumed"]["count"] == 1 and res["resumed"]["redone"] == 0, (d, res.get("resumed"))
+            assert started[key] == started_before[key]
+            replayed = [json.loads(line) for line in (d / "trajectory.jsonl").read_text().splitlines()
+                        if '"replayed": true' in line and '"model_call"' in line]
+            assert len(replayed) >= replies - 1  # a reply whose turn was cut is replayed too
     # no container left behind: the resumed sweep's gc removed the killed harness's ones
     assert our_containers([p1.pid, p2.pid, os.getpid()]) == []
     manifest = json.loads((out / "sweep.json").read_text())
