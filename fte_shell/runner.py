@@ -22,6 +22,7 @@ from .episode.resume import (
     ResumePrefix,
     Stopped,
     clear,
+    closed_world,
     read_stopped,
     redone_before,
     stash,
@@ -62,7 +63,7 @@ def run_question(
     the main thread)."""
     check_question(question, config)
     out_dir = Path(out_dir)
-    stopped, why = find_stopped(out_dir, question, config) if resume else (None, None)
+    stopped, why = find_stopped(out_dir, question, config, world) if resume else (None, None)
     with contextlib.ExitStack() as cleanup:  # undone in reverse order, even on exceptions or Ctrl-C
         if model is None:
             model = ModelClient(config.model)  # fails fast without an endpoint
@@ -88,13 +89,14 @@ def run_question(
         return Agent(config, model).drive(ep)
 
 
-def find_stopped(out_dir: Path, question: str, config: RunConfig) -> tuple[Stopped | None, str | None]:
+def find_stopped(out_dir: Path, question: str, config: RunConfig,
+                 world: World | None = None) -> tuple[Stopped | None, str | None]:
     """The run stopped part-way in ``out_dir`` to resume (None: none, or nothing to replay), and the
     one-line reason it cannot be resumed (None: it can, or there is none)."""
     if not stopped_here(out_dir):
         return None, None
     try:
-        return read_stopped(out_dir, question, config), None
+        return read_stopped(out_dir, question, config, closed=closed_world(world)), None
     except CannotResume as e:
         return None, str(e)
 

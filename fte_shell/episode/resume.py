@@ -140,9 +140,18 @@ def _turns(events: list[Event]) -> tuple[int, bool]:
     return k, cut
 
 
-def read_stopped(run_dir: Path, question: str, config: RunConfig) -> Stopped | None:
+def closed_world(world: Any) -> bool:
+    """Whether a run's world cannot reach the web: a closed local corpus (served here or by a sweep's cache
+    actor) and a local search, or none."""
+    pages, search = getattr(world, "page_source", None), getattr(world, "search", None)
+    return bool(getattr(pages, "closed_world", False)) and (
+        search is None or str(getattr(search, "name", "") or "").startswith("local"))
+
+
+def read_stopped(run_dir: Path, question: str, config: RunConfig, *, closed: bool = False) -> Stopped | None:
     """The stopped run in ``run_dir`` to resume with ``question`` and ``config``; None when it has no
-    recorded reply (nothing to replay: it starts over). Raises :class:`CannotResume` with the reason it
+    recorded reply (nothing to replay: it starts over). ``closed``: its world cannot reach the web
+    (:func:`closed_world`), so it needs no snapshot. Raises :class:`CannotResume` with the reason it
     must be redone from scratch."""
     run_dir = Path(run_dir)
     events = read_events(record_dir(run_dir))  # a torn last line (the kill) is dropped by the reader
@@ -158,7 +167,8 @@ def read_stopped(run_dir: Path, question: str, config: RunConfig) -> Stopped | N
         raise CannotResume(f"{run_dir}: the configuration changed ({'; '.join(changes[:3])}"
                            f"{f' and {len(changes) - 3} more' if len(changes) > 3 else ''})")
     s = config.search
-    if config.snapshot.dir is None and not (s.corpus is not None and not s.open_web and s.backend != "serper"):
+    if config.snapshot.dir is None and not closed and not (s.corpus is not None and not s.open_web
+                                                          and s.backend != "serper"):
         raise CannotResume(f"{run_dir}: recorded without a snapshot, so replaying its turns would fetch its "
                            f"pages and searches again from the web; record runs with --snapshot DIR to resume them")
     k, cut = _turns(events)
@@ -239,8 +249,8 @@ def _compare(s: Stopped, ep: Child) -> tuple[dict[str, Any], list[str]]:
     theirs = s.compared()
     mine = [e for e in read_events(ep.run_dir) if isinstance(e, _COMPARED)]
     for child, prior in zip(mine, theirs, strict=False):
-        if (what := _differs(child, prior)) is not None:
-            bad.append(f"turn {prior.turn}: {what.replace(chr(39) + 's', ' one').replace('the parent', 'the recorded')}")  # type: ignore[union-attr]
+        if (what := _differs(child, prior, "the recorded one")) is not None:
+            bad.append(f"turn {prior.turn}: {what}")  # type: ignore[union-attr]
             break
     extra = mine[len(theirs):]
     if len(mine) < len(theirs) or any(e.turn != s.turn for e in extra):  # type: ignore[union-attr]
