@@ -244,6 +244,8 @@ def test_interrupt_kill_and_resume(
                         if '"replayed": true' in line and '"model_call"' in line]
             assert len(replayed) >= replies - 1  # a reply whose turn was cut is replayed too
     assert clean >= 1 or not any(cut.values()), cut
+    resumed = [r for p in final.values() if (r := json.loads(p.read_text()).get("resumed")) and r["count"] >= 1]
+    assert resumed, "the runs the SIGTERM and the SIGKILL cut part-way were resumed (4 in flight each time)"
     # no container left behind: the resumed sweep's gc removed the killed harness's ones
     assert our_containers([p1.pid, p2.pid, os.getpid()]) == []
     manifest = json.loads((out / "sweep.json").read_text())

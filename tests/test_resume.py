@@ -193,3 +193,21 @@ def test_a_run_killed_before_its_first_reply_starts_over_without_a_resume(record
     res, requests = resume(recorded, run_dir, fte_script(recorded["base"]))
     assert res.answer == "Lio Brand" and len(requests) == 6
     assert "resumed" not in (read_result(run_dir) or {})
+
+
+def test_the_cache_actor_keeps_the_longest_checkpoint_of_a_ray_run(tmp_path: Path) -> None:
+    """A Ray task re-run after a lost node resumes from what its node checkpointed (the actor's body, a
+    plain class): the longest record by replies, so an attempt lost during its replay loses nothing."""
+    from fte_shell.config import RunConfig
+    from fte_shell.distributed.caches import CacheService
+
+    svc = CacheService(RunConfig(), False, False, str(tmp_path / "pages"))
+    record = [json.dumps({"type": "start"}), json.dumps({"type": "model_call", "turn": 1}),
+              json.dumps({"type": "tool_call", "turn": 1}), json.dumps({"type": "model_call", "turn": 2})]
+    for line in record:
+        svc.checkpoint("q1-shell-r0", line)
+    assert svc.begin("q1-shell-r0") == record  # the second attempt resumes it
+    svc.checkpoint("q1-shell-r0", record[0])  # the second attempt was lost during its replay
+    assert svc.begin("q1-shell-r0") == record and svc.begin("other") == []
+    svc.forget("q1-shell-r0")  # its directory reached the driver
+    assert svc.begin("q1-shell-r0") == []
