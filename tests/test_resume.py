@@ -211,3 +211,52 @@ def test_the_cache_actor_keeps_the_longest_checkpoint_of_a_ray_run(tmp_path: Pat
     assert svc.begin("q1-shell-r0") == record and svc.begin("other") == []
     svc.forget("q1-shell-r0")  # its directory reached the driver
     assert svc.begin("q1-shell-r0") == []
+
+
+def test_a_summary_is_re_used_on_resume_not_written_again(recorded: dict[str, Any], tmp_path: Path) -> None:
+    """``summary``: the resumed run takes the recorded summary back (the context_edit's state): the model
+    is asked neither for the summary again nor for a recorded turn, and the first live request — the
+    summary in it — is the uninterrupted run's."""
+    from fte_shell.agent.context.reset import SUMMARY_INSTRUCTIONS
+
+    script = fte_script(recorded["base"])
+
+    class Writer:
+        """The scripted turns by count, and a summary whenever one is asked for."""
+
+        def __init__(self, start: int):
+            self.n, self.summaries = start, 0
+
+        def __call__(self, body: dict[str, Any]) -> Any:
+            if (body.get("messages") or [{}])[0].get("content") == SUMMARY_INSTRUCTIONS:
+                self.summaries += 1
+                return {"content": "Established: the Tern Quay harbour was dredged by Lio Brand (tern-quay)."}
+            self.n += 1
+            return script[self.n - 1]
+
+    cfg = recorded["config"].model_copy(deep=True)
+    cfg.agent.context = cfg.agent.context.model_validate({"strategy": "summary", "trigger_tokens": 600})
+    first = Writer(0)
+    with ScriptedServer(policy=first) as srv:  # pages and searches come from the snapshot: the web is gone
+        c = cfg.model_copy(deep=True)
+        c.model.base_url = srv.base_url
+        assert run_question(Q, c, tmp_path / "whole").answer == "Lio Brand"
+        whole = [b for b in srv.requests if b["messages"][0].get("content") != SUMMARY_INSTRUCTIONS]
+    edits = [e for e in trajectory(tmp_path / "whole") if e["type"] == "context_edit"]
+    assert first.summaries >= 1 and edits and edits[0]["state"]["summary"]
+    k = edits[0]["turn"]
+    assert k < len(script) - 1
+    # stopped after turn k, the turn the summary was made for (turn 3's reply has no call: its nudge ends it)
+    run_dir = stopped_copy(tmp_path / "whole", tmp_path / "run", f"{'nudge' if k == 3 else 'tool_call'}:{k}")
+    again = Writer(k)
+    with ScriptedServer(policy=again) as srv:
+        c = cfg.model_copy(deep=True)
+        c.model.base_url = srv.base_url
+        assert run_question(Q, c, run_dir).answer == "Lio Brand"
+        live = [b for b in srv.requests if b["messages"][0].get("content") != SUMMARY_INSTRUCTIONS]
+    assert again.summaries == first.summaries - 1  # the summary of turn k re-used (a later one written live)
+    assert live == whole[k:]  # the same requests, summary and max_tokens included, as the whole run's
+    result, done = read_result(run_dir), read_result(tmp_path / "whole")
+    assert result is not None and done is not None
+    assert (result["usage"], result["summary_usage"]) == (done["usage"], done["summary_usage"])
+    assert any(e.get("replayed") for e in trajectory(run_dir) if e["type"] == "context_edit")
