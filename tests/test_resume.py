@@ -260,3 +260,21 @@ def test_a_summary_is_re_used_on_resume_not_written_again(recorded: dict[str, An
     assert result is not None and done is not None
     assert (result["usage"], result["summary_usage"]) == (done["usage"], done["summary_usage"])
     assert any(e.get("replayed") for e in trajectory(run_dir) if e["type"] == "context_edit")
+
+
+def test_a_snapshot_missing_a_recorded_page_redoes_the_run_naming_the_turn(recorded: dict[str, Any],
+                                                                           tmp_path: Path) -> None:
+    """The snapshot lost its captures (the web is gone too): the replayed search and fetch differ from the
+    record, so the run is redone from scratch, the first differing turn named."""
+    run_dir = stopped_copy(recorded["root"] / "done", tmp_path / "run", "tool_call:2")
+    snap = recorded["root"] / "snap"
+    snap.rename(recorded["root"] / "snap.kept")
+    try:
+        snap.mkdir()
+        _result, ev, asked = _redone(recorded, run_dir)
+    finally:
+        shutil.rmtree(snap)
+        (recorded["root"] / "snap.kept").rename(snap)
+    assert asked == 6
+    assert ev["mismatches"][0].startswith(f"{run_dir}: the replayed turns 1..2 differ from the record: turn 1: "
+                                          "the observation of search")
