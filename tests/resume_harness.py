@@ -172,7 +172,12 @@ def run_until_done(cfg: Path, out: Path, killer: Killer | None, limit: int = 60)
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if killer is not None:
             killer.pid = proc.pid
-        stdout, stderr = proc.communicate(timeout=600)
+        try:
+            _stdout, stderr = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
         codes.append(proc.returncode)
         if proc.returncode == 0:
             return codes

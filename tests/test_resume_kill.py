@@ -123,6 +123,7 @@ def _assert_lossless(r: dict[str, Any]) -> None:
     assert sum(1 for e in calls if not e.get("replayed")) >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case_id", ["docker", "bwrap"])
 def test_sigkill_at_20_points_loses_nothing(runs_root: Path, case_id: str) -> None:
     case = _case(case_id)
@@ -135,6 +136,8 @@ def test_sigkill_at_20_points_loses_nothing(runs_root: Path, case_id: str) -> No
     assert cut[0]["checks"]["observations"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 @pytest.mark.parametrize("strategy", ["keep_recent", "discard_all"])
 def test_a_context_strategy_resumes_with_the_context_the_model_saw(runs_root: Path, strategy: str) -> None:
     """Killed after the first context edit (before the request it was made for, and after that turn):
