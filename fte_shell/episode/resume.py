@@ -41,7 +41,7 @@ from ..record.events import (
     TextToolCallEvent,
     ToolCallEvent,
 )
-from ..record.rundir import RESULT, TRAJECTORY, WORKSPACE, read_events, read_result
+from ..record.rundir import JUDGEMENT, RESULT, TRAJECTORY, WORKSPACE, read_events, read_result
 from ..stops import is_infra_failure
 from .fork import SNAPSHOT_LOG, _differs, completion_of
 
@@ -208,8 +208,10 @@ def stash(run_dir: Path) -> Path:
 
 
 def clear(run_dir: Path) -> None:
-    """Empty ``run_dir`` for a run redone from scratch (its stash included)."""
-    for p in list(Path(run_dir).iterdir()) if Path(run_dir).is_dir() else []:
+    """Remove a run's files from ``run_dir`` for a run redone from scratch (its stash included; nothing
+    else a user may keep there)."""
+    for name in (*STASHED, STASH, JUDGEMENT):
+        p = Path(run_dir) / name
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
 
 
