@@ -27,6 +27,7 @@ from fte_shell.standins.research import ResearchPolicy
 from fte_shell.standins.server import ScriptedServer, as_turn
 from fte_shell.sweep import BenchConfig, run_sweep
 from fte_shell.sweep.judge import judge_runs
+from fte_shell.stops import is_infra_failure
 from tests.servers import run_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -144,6 +145,11 @@ def results(out: Path) -> dict[Path, Path]:
     return {p.parent: p for p in out.glob("runs/*/*/r0/result.json")}
 
 
+def finished(out: Path) -> dict[Path, Path]:
+    """The runs with a result (not an infrastructure stop such as ``interrupted``: those are resumed)."""
+    return {d: p for d, p in results(out).items() if not is_infra_failure(json.loads(p.read_text())["stop_reason"])}
+
+
 @pytest.fixture
 def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Subprocesses a test starts; any still running when it ends (a failed assertion) are stopped with
@@ -177,10 +183,11 @@ def test_interrupt_kill_and_resume(
         assert b"interrupted" in err1
         assert our_containers([p1.pid]) == []
         dirs = {d for d in out.glob("runs/*/*/r0")}
-        assert dirs == set(results(out))  # no partial run directory left
+        # the runs in flight are kept (partial, or ended `interrupted`) for the rerun to resume
+        assert all((d / "trajectory.jsonl").exists() for d in dirs)
         assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
-        n1 = len(dirs)
-        done_at_term = set(dirs)
+        done_at_term = set(finished(out))
+        n1 = len(done_at_term)
 
         # 2. SIGKILL: nothing can clean up; containers and partial runs stay behind
         p2 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -189,9 +196,12 @@ def test_interrupt_kill_and_resume(
         p2.send_signal(signal.SIGKILL)
         p2.wait()
         assert our_containers([p2.pid]), "a SIGKILLed harness leaves its containers (until gc)"
-        done_before = {d: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for d, p in results(out).items()}
+        done_before = {d: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for d, p in finished(out).items()}
         assert n1 + 3 <= len(done_before) < 20
         started_before = Counter(k for b in srv.requests if (k := run_key(b)))
+        # the runs the kill cut part-way, with the replies they have on disk (each a model call paid once)
+        cut = {d: sum(1 for line in (d / "trajectory.jsonl").read_text().splitlines() if '"type": "model_call"' in line)
+               for d in out.glob("runs/*/*/r0") if d not in done_before and (d / "trajectory.jsonl").exists()}
 
         # 3. resume: the same command finishes the sweep
         p3 = subprocess.run(cmd, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -212,10 +222,30 @@ def test_interrupt_kill_and_resume(
         assert started[key] == started_before[key]  # not started again after the kill
         if d in done_at_term:
             assert started[key] == 1  # finished in the first invocation: never started again
-    # every run has one complete trajectory (partial ones were deleted and redone, not appended to)
+    # every run has one complete trajectory (partial ones resumed in place, not appended to)
     for d in final:
         types = [json.loads(line)["type"] for line in (d / "trajectory.jsonl").read_text().splitlines()]
         assert types.count("start") == 1 and types[-1] == "end"
+    # a run the kill cut after a reply was resumed at its last completed turn (a local corpus is a closed
+    # world: resumable without a snapshot): not started again, its recorded replies replayed, not asked again
+    # (a run the SIGTERM cut may have a tool result of its removed box on disk: its replay differs, and it is
+    # redone from scratch, saying why)
+    clean = 0
+    for d, replies in cut.items():
+        res = json.loads((d / "result.json").read_text())
+        key = (questions[d.parent.name], d.parent.parent.name)
+        if not replies:
+            continue
+        assert res["resumed"]["count"] >= 1 or res["resumed"]["mismatch"], (d, res.get("resumed"))
+        if res["resumed"]["redone"] == 0:
+            clean += 1
+            assert started[key] == started_before[key]
+            replayed = [line for line in (d / "trajectory.jsonl").read_text().splitlines()
+                        if '"replayed": true' in line and '"model_call"' in line]
+            assert len(replayed) >= replies - 1  # a reply whose turn was cut is replayed too
+    assert clean >= 1 or not any(cut.values()), cut
+    resumed = [r for p in final.values() if (r := json.loads(p.read_text()).get("resumed")) and r["count"] >= 1]
+    assert resumed, "the runs the SIGTERM and the SIGKILL cut part-way were resumed (4 in flight each time)"
     # no container left behind: the resumed sweep's gc removed the killed harness's ones
     assert our_containers([p1.pid, p2.pid, os.getpid()]) == []
     manifest = json.loads((out / "sweep.json").read_text())

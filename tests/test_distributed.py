@@ -180,9 +180,16 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
         assert json.loads((tmp_path / sweep / "sweep.json").read_text())["sandboxes"] == {"docker/runc": 30}
     assert not list((tmp_path / "ray").glob("runs/*/*/.*"))
     assert all((d / "trajectory.jsonl").is_file() and (d / "result.json").is_file() for d in di.values())
-    # the killed node's runs were started again elsewhere (more model conversations than runs)
+    # the killed node's runs went on elsewhere: resumed at their last completed turn from the trajectory
+    # their node checkpointed with the cache actor (fte_shell.episode.resume), their replies not asked again
+    # (only a request in flight at the loss is asked twice)
     ray_requests = len(srv.requests) - n_local_requests
     assert ray_requests >= n_local_requests
+    # (a run the loss caught before its first reply has nothing to resume: it starts over, asking that one
+    # request again; which runs had a reply on disk depends on when the node went)
+    resumed = [r for d in di.values() if (r := json.loads((d / "result.json").read_text()).get("resumed"))]
+    assert all(r["count"] >= 1 and r["redone"] == 0 for r in resumed), resumed
+    assert ray_requests - n_local_requests <= SLOTS["w2"], "at most the lost node's requests in flight asked twice"
     # each node's live runs never exceeded its slots
     by_node: dict[str, list[tuple[float, float]]] = {}
     for p in ex.placements:

@@ -208,6 +208,20 @@ def test_sigkilled_trainer_leaves_no_box(case: ProviderCase, tmp_path: Path) -> 
         while (left := live_boxes(case.provider, pid)) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert left == [], f"left behind by the SIGKILLed driver: {left}"
+        # a later pool discards the dead trainer's episodes (docs/rl.md): kept as they were, never resumed nor
+        # overwritten; its own episode of the same question is numbered after them
+        kept = {p: p.read_bytes() for p in (tmp_path / "pool").rglob("trajectory.jsonl")}
+        assert kept
+
+        async def later() -> Path:
+            async with EpisodePool(config(case.provider), size=1, out_dir=tmp_path / "pool") as pool:
+                ep = await pool.reset("question 0", answer="x")
+                await ep.finish("x")
+                return Path(ep.run_dir)
+
+        run_dir = asyncio.run(later())
+        assert run_dir.name == "r2" and run_dir.parent / "r1" / "trajectory.jsonl" in kept
+        assert {p: p.read_bytes() for p in kept} == kept
     finally:
         if proc.poll() is None:
             proc.kill()

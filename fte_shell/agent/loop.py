@@ -27,6 +27,7 @@ from typing import Any
 from ..config import RunConfig
 from ..episode import Episode, RunResult, add_usage
 from ..episode.fork import ForkPrefix
+from ..episode.resume import ResumePrefix
 from ..errors import ModelError
 from ..model import Completion, Model, ServerInfo
 from ..model.errors import ContextOverflow
@@ -42,7 +43,7 @@ from ..record.events import (
     TextToolCallEvent,
 )
 from ..stops import StopReason
-from .context import ContextPolicy, ContextView, estimate_request, make_policy
+from .context import ContextPolicy, ContextView, composed, estimate_request, make_policy, policy_state, restore_policy
 from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,
@@ -118,16 +119,24 @@ class Agent:
             ep.finish_on(e)
             raise
 
-    def replay(self, prefix: ForkPrefix) -> None:
-        """A fork's first turns: each reply its parent recorded applied as if the model had just sent it (no
-        model call, no context policy; the tool calls run again), then the state checked against the
-        parent's — a difference stops the run (``fork_mismatch``) before any live call. A reply that ended
-        the parent's run ends this one the same way, after the check."""
+    def replay(self, prefix: ForkPrefix | ResumePrefix) -> None:
+        """A fork's or a resumed run's first turns: each recorded reply applied as if the model had just sent
+        it (no model call; the tool calls run again), then the state checked against the record. A fork's
+        context policy starts fresh after its prefix; a resumed run's takes back, at each turn that had one,
+        the recorded edit (its state; a summary re-used, its tokens counted once), so its next request is
+        the one the model would have got. A fork's difference stops it (``fork_mismatch``); a resumed
+        run's check raises :class:`~fte_shell.episode.resume.ResumeMismatch` (its runner redoes the run).
+        A reply that ended the recorded run ends this one the same way, after the check."""
         ep, ended = self.episode, None
+        edits = getattr(prefix, "edits", {})
         self.replaying = True
         try:
             for c in prefix.replies:
-                ep.begin_turn()
+                turn = ep.begin_turn()
+                if (edit := edits.get(turn)) is not None:
+                    self.replay_edit(edit)
+                sent = composed(self.context, self.messages)
+                self.state.last_prompt, self.state.last_sent = (c.usage.get("prompt_tokens") or None), sent
                 self.apply(c)
         except Stop as e:
             ended = e
@@ -137,6 +146,16 @@ class Agent:
             raise Stop("fork_mismatch", error=problem)
         if ended is not None:
             raise ended
+
+    def replay_edit(self, edit: ContextEditEvent) -> None:
+        """A resumed run's recorded context edit: the policy's state taken back, the event written again
+        (``replayed``), a summary's tokens counted once."""
+        restore_policy(self.context, edit.state)
+        fields = edit.model_dump(exclude_unset=True, exclude={"type", "t", "replayed"})
+        self.episode.record(ContextEditEvent(**fields, replayed=True))
+        if edit.usage:
+            writer = getattr(self.context, "writer", None) or self.config.model
+            self.episode.count_side_usage(edit.usage, price_for(writer))
 
     def over_budget(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -178,7 +197,7 @@ class Agent:
             ep.record(ContextEditEvent(turn=turn, strategy=self.context.name, messages_before=len(self.messages),
                                        messages_after=len(sent.messages), tokens_before=kept_est, tokens_after=est,
                                        cleared=sent.edit.cleared, note=sent.edit.note, escalated=sent.edit.escalated,
-                                       usage=sent.edit.usage))
+                                       usage=sent.edit.usage, state=policy_state(self.context)))
         max_tokens = fit_max_tokens(self.info, self.config.model, est, final=final)
         choice = tool_choice(self.config.agent.first_tool_choice, turn, tools, ep.profile.name)
         c = self.model.complete(sent.messages, tools or None, deadline=self.deadline, tool_choice=choice,

@@ -155,6 +155,12 @@ class EventPrinter:
             c.print(f"  [magenta]context {escape(str(ev.get('strategy')))}: {escape(what)}{ev.get('messages_before')} → "
                     f"{ev.get('messages_after')} messages, about {ev.get('tokens_before', 0):,} → "
                     f"{ev.get('tokens_after', 0):,} tokens[/magenta]")
+        elif kind == "resume":
+            if ev.get("equal"):
+                c.print(f"  [green]resumed at turn {ev.get('turn')} (resume {ev.get('count')}): the replayed state "
+                        f"equals the record; going on live[/green]")
+            else:
+                c.print(f"  [yellow]redone from scratch: {escape('; '.join(ev.get('mismatches') or []))}[/yellow]")
         elif kind == "final_answer_request":
             c.print("  [yellow]context window full: asked the model for its final answer[/yellow]")
         elif kind == "error":

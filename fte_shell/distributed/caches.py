@@ -45,6 +45,8 @@ class CacheService:
         self.page_cache = PageCache(Path(page_cache_dir))
         self._cond = threading.Condition()
         self._leases: dict[str, tuple[str, float]] = {}
+        self._checkpoints: dict[str, tuple[list[str], list[str]]] = {}
+        """Run id -> (the longest trajectory an earlier attempt left, this attempt's lines so far)."""
         self.puts: Counter[str] = Counter()
         """Pages stored per canonical URL (a URL downloaded once per sweep: every count is 1)."""
         self.counts: Counter[str] = Counter()
@@ -104,9 +106,33 @@ class CacheService:
         if gone:
             self._cond.notify_all()
 
+    # --- run checkpoints: a run on a lost node resumes from its trajectory (fte_shell.episode.resume) ---------
+    def checkpoint(self, run: str, line: str) -> None:
+        """One trajectory line of run ``run`` as its node wrote it."""
+        with self._cond:
+            self._checkpoints.setdefault(run, ([], []))[1].append(line)
+
+    def begin(self, run: str) -> list[str]:
+        """A new attempt at ``run``: the longest trajectory (by replies) an earlier attempt left, to resume."""
+        with self._cond:
+            best, current = self._checkpoints.get(run, ([], []))
+            if _replies(current) > _replies(best):
+                best = current
+            self._checkpoints[run] = (best, [])
+            return list(best)
+
+    def forget(self, run: str) -> None:
+        """``run``'s directory reached the driver: its checkpoint is no longer needed."""
+        with self._cond:
+            self._checkpoints.pop(run, None)
+
     def stats(self) -> dict[str, Any]:
         """Calls served and pages stored per URL (for tests and the closing log line)."""
         return {"counts": dict(self.counts), "puts": dict(self.puts)}
+
+
+def _replies(lines: list[str]) -> int:
+    return sum('"type": "model_call"' in line for line in lines)
 
 
 # --- the node side ------------------------------------------------------------------------------------

@@ -153,6 +153,7 @@ class RayExecutor:
                 raise RemoteRunError("ray: the sweep stopped while this run was in flight")
             if out.data is not None:
                 unpack_into(out.data, Path(out_dir))
+            self._actor.forget.remote(spec.qid)  # its checkpoint (a lost node's resume) is done with
             m = meta or {}
             self.placements.append({"qid": m.get("qid"), "profile": config.agent.profile, "rep": m.get("rep"),
                                     "node_id": out.node_id, "pid": out.pid, "started": out.started,

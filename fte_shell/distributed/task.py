@@ -2,12 +2,15 @@
 
 Errors of the run itself (the model, the agent, a container that would not start) are part of the
 :class:`RunOutcome`, never an exception of the task, so Ray never retries them; the task is retried by Ray
-only when its worker or node dies (``max_retries``). A run whose harness raised is retried by the sweep,
-as a new task, exactly like a local run.
+only when its worker or node dies (``max_retries``): every event the run writes is also checkpointed with
+the sweep's cache actor, so the retried task resumes the run at its last completed turn
+(:mod:`fte_shell.episode.resume`) instead of starting it over. A run whose harness raised is retried by
+the sweep, as a new task, exactly like a local run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -19,8 +22,8 @@ from typing import Any
 
 from ..config import RunConfig
 from ..errors import FteError
-from ..record.rundir import read_result, update_result
-from .caches import RemotePageCache, RemotePageSource, RemoteSearch
+from ..record.rundir import TRAJECTORY, read_result, update_result
+from .caches import RemotePageCache, RemotePageSource, RemoteSearch, _get
 from .nodes import node_sandbox
 from .packing import pack_dir
 from .runenv import restore_secrets
@@ -85,8 +88,10 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     error: str | None = None
     answer = None
     try:
+        log = _resume_from_checkpoint(caches, spec.qid, run_dir)
         try:
-            res = run_question(spec.question, cfg, run_dir, world=world, qid=spec.qid, model=None, meta=spec.meta)
+            res = run_question(spec.question, cfg, run_dir, world=world, qid=spec.qid, model=None, meta=spec.meta,
+                               log=log)
             answer = getattr(res, "answer", None)
         except Exception as e:  # noqa: BLE001 - a failed run is a result: recorded, never retried by Ray
             error = f"{e.__class__.__name__}: {e}"
@@ -102,3 +107,21 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     return RunOutcome(data=data, answer=answer, error=error, node_id=ray.get_runtime_context().get_node_id(),
                       pid=os.getpid(), started=started, ended=time.time(),
                       sandbox=f"{cfg.sandbox.provider}/{cfg.sandbox.runtime}")
+
+
+def _resume_from_checkpoint(caches: Any, qid: str, run_dir: Path) -> Any:
+    """The trajectory an earlier attempt at this run left with the cache actor (its node was lost), written
+    into ``run_dir`` so ``run_question`` resumes it; returns the listener that checkpoints every event
+    of this attempt there (fire and forget: a line lost with the node is a torn last line)."""
+    if not qid:
+        return None
+    lines = _get(caches.begin.remote(qid))
+    if lines:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / TRAJECTORY).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def checkpoint(ev: dict[str, Any]) -> None:
+        caches.checkpoint.remote(qid, json.dumps(ev, ensure_ascii=False, default=str))
+
+    return checkpoint
+

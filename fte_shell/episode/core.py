@@ -58,6 +58,7 @@ from .threads import in_thread
 if TYPE_CHECKING:
     from ..model import Model
     from .fork import ForkPrefix
+    from .resume import ResumePrefix
 
 
 def slugify(text: str, limit: int = 40) -> str:
@@ -108,10 +109,13 @@ class Episode:
         self.tally = Tally(cost_usd=0.0 if price is not None else None)
         self.result: RunResult | None = None
         """Set by :meth:`finish`."""
-        self.prefix: ForkPrefix | None = None
-        """A fork's turns to replay before its driver goes live (:meth:`fork`; the agent's loop applies them)."""
+        self.prefix: ForkPrefix | ResumePrefix | None = None
+        """A fork's or a resumed run's turns to replay before its driver goes live (the agent's loop applies
+        them)."""
         self.forked_from: dict[str, Any] | None = None
         """A fork's parent, turn and check (``result.json``'s ``forked_from``)."""
+        self.resumed: dict[str, Any] | None = None
+        """A resumed or redone run's record (``result.json``'s ``resumed``; :mod:`.resume`)."""
         self._lock = threading.Lock()
         self._calls = 0
         self._owned: contextlib.ExitStack | None = None
@@ -303,7 +307,8 @@ class Episode:
         result = self.tally.result(self.question, stop_reason, answer, profile=self.profile.name,  # type: ignore[arg-type]
                                    model=self.config.model.model, context=self.config.agent.context.label,
                                    wall_s=round(time.monotonic() - self._t0, 3),
-                                   run_id=self.run_id, run_dir=self.recorder.run_dir, forked_from=self.forked_from)
+                                   run_id=self.run_id, run_dir=self.recorder.run_dir, forked_from=self.forked_from,
+                                   resumed=self.resumed)
         self.result = result
         write_end(self.recorder, result, started_at=self.started_at, meta=self.meta, config=self.config)
         return result

@@ -287,15 +287,16 @@ def _compare(parent: Parent, k: int, ep: Child) -> tuple[dict[str, Any], list[st
     return checks, bad
 
 
-def _differs(child: Event, parent: Event) -> str | None:
-    """How a replayed event differs from the parent's (None: the same)."""
+def _differs(child: Event, parent: Event, whose: str = "the parent's") -> str | None:
+    """How a replayed event differs from the parent's (None: the same); ``whose`` names the record compared
+    with in the line (a resumed run's: ``the recorded one``)."""
     if type(child) is not type(parent) or child.turn != parent.turn:  # type: ignore[union-attr]
-        return f"a {child.type} event where the parent has a {parent.type}"
+        return f"a {child.type} event where {whose} is a {parent.type}"
     if isinstance(child, ToolCallEvent) and isinstance(parent, ToolCallEvent):
         if (child.name, child.raw_arguments) != (parent.name, parent.raw_arguments):
-            return f"tool call {child.name} differs from the parent's {parent.name}"
+            return f"tool call {child.name} differs from {whose} ({parent.name})"
         if child.observation != parent.observation or child.error != parent.error:
-            return f"the observation of {child.name} ({child.id}) differs from the parent's"
+            return f"the observation of {child.name} ({child.id}) differs from {whose}"
     if isinstance(child, ModelCallEvent) and isinstance(parent, ModelCallEvent) and child.message != parent.message:
         return "the replayed reply differs"
     if isinstance(child, NudgeEvent) and isinstance(parent, NudgeEvent) and child.message != parent.message:

@@ -105,6 +105,12 @@ class RunResult(BaseModel):
     turns replayed without a model call), ``equal`` (the replayed state matched the parent's) and
     ``checks`` (what was compared). In ``result.json`` only for a fork."""
 
+    resumed: dict[str, Any] | None = None
+    """A run stopped part-way and continued in place (:mod:`fte_shell.episode.resume`): ``count`` (times
+    resumed), ``turns`` (the turn each resume went on from), ``cut_turn`` (the last resume redid a cut turn
+    from its reply), ``redone`` (times it was redone from scratch after a failed resume; then also
+    ``mismatch``, the last reason). In ``result.json`` only for such a run."""
+
 
 def _zero_usage() -> dict[str, int]:
     return dict.fromkeys(USAGE_KEYS, 0)
@@ -156,7 +162,7 @@ def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[
     flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
     if result.context != "keep_all":
         flags.append("context")
-    unset = {"forked_from"} if result.forked_from is None else set()
+    unset = ({"forked_from"} if result.forked_from is None else set()) | ({"resumed"} if result.resumed is None else set())
     rec.write(EndEvent(stop_reason=result.stop_reason, answer=result.answer, turns=result.turns, wall_s=result.wall_s,
                        **dict.fromkeys((f for f in flags if f != "context"), True),
                        **({"cost_usd": result.cost_usd} if result.cost_usd is not None else {})))

@@ -17,15 +17,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from .event_base import EventBase as _Event
+from .replay_events import ForkEvent, ResumeEvent
+
 SCHEMA_VERSION = 1
 """The trajectory schema written by this version (the ``start`` event's ``schema_version``)."""
-
-
-class _Event(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-
-    t: float = 0.0
-    """Seconds since the run writer was opened."""
 
 
 class FetchFact(BaseModel):
@@ -138,7 +134,8 @@ class ModelCallEvent(_Event):
     when the price is unknown."""
     replayed: bool | None = None
     """True: no model was called — a fork re-applied its parent's recorded reply (``fte_shell.episode.fork``;
-    its usage and cost are the parent's). Absent for a real call."""
+    its usage and cost are the parent's), or a resumed run its own (``fte_shell.episode.resume``). Absent
+    for a real call."""
 
 
 class RetryEvent(_Event):
@@ -310,26 +307,12 @@ class ContextEditEvent(_Event):
     """The strategy's own edit still left the prompt over the window, so the oldest steps were dropped too."""
     usage: dict[str, int] | None = None
     """Usage of the edit's model call (``summary``; in ``result.json``'s ``summary_usage``)."""
-
-
-class ForkEvent(_Event):
-    """A fork replayed its parent's first turns and checked its state against the parent's
-    (``fte_shell.episode.fork``): written after the replayed turns, before the first live model call."""
-
-    type: Literal["fork"] = "fork"
-    turn: int = 0
-    """The last replayed turn (the fork's turn K)."""
-    parent: str = ""
-    """The parent's run directory."""
-    parent_run: str | None = None
-    """The parent's run id."""
-    equal: bool = True
-    """Every check held: the run goes on live; False stops it with ``fork_mismatch``."""
-    checks: dict[str, Any] = Field(default_factory=dict)
-    """What was compared and how it came out: ``replies``, ``observations``, ``workspace`` (files, sha256),
-    ``shell`` (cwd, the exported environment's sha256) — see docs/run.md "Fork a run"."""
-    mismatches: list[str] = Field(default_factory=list)
-    """One line per difference (empty when ``equal``)."""
+    state: dict[str, Any] | None = None
+    """The strategy's whole state after the edit (``cut``, ``note``, ``cleared``, ``summary``): what a resumed
+    run restores, so it sends what the model would have seen (``fte_shell.episode.resume``). Absent in runs
+    written before resume existed."""
+    replayed: bool | None = None
+    """True: re-recorded by a resumed run from its own trajectory (no model call; the summary re-used)."""
 
 
 class OtherEvent(_Event):
@@ -340,14 +323,14 @@ class OtherEvent(_Event):
 
 KnownEvent = Annotated[
     StartEvent | WarningEvent | ModelCallEvent | RetryEvent | TextToolCallEvent | ToolCallEvent | NudgeEvent
-    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent | ForkEvent,
+    | FinalAnswerRequestEvent | ErrorEvent | EndEvent | ContextEditEvent | ForkEvent | ResumeEvent,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent
 EVENT_TYPES: dict[str, type[_Event]] = {
     m.model_fields["type"].default: m
     for m in (StartEvent, WarningEvent, ModelCallEvent, RetryEvent, TextToolCallEvent, ToolCallEvent,
-              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent, ForkEvent)
+              NudgeEvent, FinalAnswerRequestEvent, ErrorEvent, EndEvent, ContextEditEvent, ForkEvent, ResumeEvent)
 }
 """The known event types and their models."""
 

@@ -211,8 +211,10 @@ class EpisodePool:
             raise EpisodeOver("the episode pool is not open (use `async with EpisodePool(…)`)")
         qid = safe_id(qid) if qid else question_id(question)
         self._note_question(qid, question, answer, meta)
-        rep = self._reps[qid] = self._reps.get(qid, 0) + 1
-        run_dir = self._sweep.run_dir(self.config.agent.profile, qid, rep)
+        rep = self._reps.get(qid, 0) + 1
+        while (run_dir := self._sweep.run_dir(self.config.agent.profile, qid, rep)).exists():
+            rep += 1  # an earlier pool's episode, a dead trainer's stopped one too, is kept, never resumed
+        self._reps[qid] = rep
         trajectory: list[dict[str, Any]] = []
         boxes = self._boxes
         opener = functools.partial(Episode.open, self.config, question, run_dir, world=self._world, log=trajectory.append,

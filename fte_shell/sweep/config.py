@@ -160,7 +160,7 @@ class SweepStats(BaseModel):
     """Runs that already had a result before this invocation."""
 
     redone: int = 0
-    """Runs found partial or infrastructure-failed, deleted and redone."""
+    """Runs found partial or infrastructure-failed: resumed where they stopped, or redone."""
 
     done: int = 0
     """Runs that got a result in this invocation (a result stop reason: answered or not)."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..episode.resume import stopped_here
 from ..record.rundir import arm_name, last_error, read_result
 from ..stops import is_infra_failure, stop_of_exception
 from .config import RunFn, Task
@@ -102,9 +103,11 @@ class Attempt:
     retried (the outage handling redoes the run). Returns None when the sweep stopped meanwhile."""
 
     def __init__(self, run_fn: RunFn, shared: Shared, model: ModelClient, dataset_source: str, retries: int,
-                 stop: threading.Event, log: Log) -> None:
+                 stop: threading.Event, log: Log, *, resumes: bool = False) -> None:
         self.run_fn, self.shared, self.model = run_fn, shared, model
         self.dataset_source, self.retries, self.stop, self.log = dataset_source, retries, stop, log
+        self.resumes = resumes
+        """A run stopped part-way (redone after an outage) is resumed in place, not deleted."""
 
     def __call__(self, t: Task) -> Outcome | None:
         cfg = self.shared.config.model_copy(deep=True)
@@ -113,7 +116,7 @@ class Attempt:
             cfg.agent.context = t.context
         if t.retriever is not None:
             cfg.search.retriever = t.retriever
-        if t.run_dir.exists():  # an earlier attempt of this invocation, redone after an outage
+        if t.run_dir.exists() and not (self.resumes and stopped_here(t.run_dir)):  # an earlier attempt, redone
             shutil.rmtree(t.run_dir, ignore_errors=True)
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
         stop_reason, error = "failed", ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..benchmarks.base import Dataset
 from ..config import RunConfig
+from ..episode.resume import stopped_here
 from ..record.rundir import read_result
 from ..record.sweepdir import ConfigChange, SweepDir
 from ..stops import GAVE_UP, RESOURCE_OF, SweepStatus, is_infra_failure
@@ -49,9 +50,16 @@ class Ledger:
         sweep's config)."""
 
     # --- the plan against what the sweep directory holds ------------------------------------------------
+    @property
+    def resumes(self) -> bool:
+        """Whether a run stopped part-way is kept to be resumed in place (``run_question`` resumes it;
+        :mod:`fte_shell.episode.resume`); a fork sweep's runs start over."""
+        return self.bench.fork_from is None
+
     def to_do(self) -> list[Task]:
         """The planned runs without a result: a run with one is skipped; a partial or infrastructure-
-        failed one is deleted (to be redone from scratch)."""
+        failed one is kept to be resumed where it stopped (deleted, to be redone from scratch, in a fork
+        sweep or when it holds nothing to resume)."""
         todo: list[Task] = []
         for t in self.tasks:
             state = run_state(t.run_dir)
@@ -60,7 +68,8 @@ class Ledger:
                 self._count_sandbox(t)
                 continue
             if state in ("partial", "failed"):
-                shutil.rmtree(t.run_dir, ignore_errors=True)
+                if not (self.resumes and stopped_here(t.run_dir)):
+                    shutil.rmtree(t.run_dir, ignore_errors=True)
                 self.stats.redone += 1
             todo.append(t)
         return todo
@@ -117,10 +126,13 @@ class Ledger:
             self._in_flight.pop(t.run_dir, None)
 
     def discard_in_flight(self) -> None:
-        """Delete the runs still in flight after an interrupt (their outcome is not trusted)."""
+        """The runs still in flight after an interrupt: kept to be resumed at their last completed turn (a
+        turn whose box was removed under it fails the resume's check and the run is redone), deleted in a
+        fork sweep (their outcome is not trusted)."""
         with self._lock:
             for d in list(self._in_flight):
-                shutil.rmtree(d, ignore_errors=True)
+                if not self.resumes:
+                    shutil.rmtree(d, ignore_errors=True)
                 self.stats.lost += 1
             self._in_flight.clear()
 

@@ -13,8 +13,9 @@ steps:
 
 Resume: a run whose ``result.json`` holds a result stop reason is done and skipped; one that ended for
 an infrastructure reason (:func:`fte_shell.stops.is_infra_failure`), or a directory without
-``result.json`` (partial), is deleted and redone. A sweep killed at any moment therefore loses at most
-the runs in flight. When a run ends because the model endpoint, the sandbox provider or the search
+``result.json`` (partial), is resumed in place at its last completed turn (:mod:`fte_shell.episode.resume`;
+redone from scratch when it cannot be). A sweep killed at any moment therefore loses at most the turns in
+flight. When a run ends because the model endpoint, the sandbox provider or the search
 backend is unavailable, no new run starts until a probe of it answers; the run is then redone. On
 SIGINT/SIGTERM the sweep stops starting runs, stops the runs in flight (this process's boxes are removed),
 waits up to :data:`GRACE_S` for them, deletes them and returns. docs/bench.md.
@@ -147,7 +148,7 @@ def run_sweep(
         unlisten = model.pacer.listen(throttle.on_status)
         gates = Gates(outages.wait_open, throttle, budget)
         work = WorkQueue(todo, may_start=gates.may_start, not_started=lambda: gates.ended(None))
-        attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say)
+        attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say, resumes=books.resumes)
 
         def run_one(t: Task) -> None:  # on a worker thread
             books.started(t)

@@ -7,7 +7,17 @@ strategies")."""
 from __future__ import annotations
 
 from ...config import RunConfig
-from .base import ContextEdit, ContextPolicy, ContextView, KeepAll, Sent, estimate_request
+from .base import (
+    ContextEdit,
+    ContextPolicy,
+    ContextView,
+    KeepAll,
+    Sent,
+    composed,
+    estimate_request,
+    policy_state,
+    restore_policy,
+)
 from .clearing import DiscardAll, DiscardFraction, KeepRecent
 from .edits import Editing
 from .reset import Summary, WorkspaceReset
@@ -29,5 +39,6 @@ def make_policy(config: RunConfig) -> ContextPolicy:
 
 __all__ = [
     "STRATEGY_CLASSES", "ContextEdit", "ContextPolicy", "ContextView", "DiscardAll", "DiscardFraction", "Editing",
-    "KeepAll", "KeepRecent", "Sent", "Summary", "WorkspaceReset", "estimate_request", "make_policy",
+    "KeepAll", "KeepRecent", "Sent", "Summary", "WorkspaceReset", "composed", "estimate_request", "make_policy",
+    "policy_state", "restore_policy",
 ]

@@ -112,3 +112,26 @@ def estimate_request(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
         return math.ceil(whole * last_prompt / base)
     return whole
 
+
+def policy_state(policy: ContextPolicy) -> dict[str, Any] | None:
+    """A policy's whole state (``state()``: the editing strategies), recorded with each edit; None for a
+    policy without one (``keep_all``, or a policy of the caller's)."""
+    state = getattr(policy, "state", None)
+    return state() if callable(state) else None
+
+
+def restore_policy(policy: ContextPolicy, state: dict[str, Any] | None) -> bool:
+    """Give a policy back a recorded :func:`policy_state` (a resumed run); False when it cannot take one."""
+    restore = getattr(policy, "restore", None)
+    if state is None or not callable(restore):
+        return False
+    restore(state)
+    return True
+
+
+def composed(policy: ContextPolicy, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``policy`` sends of ``messages`` in its current state without acting (``compose``; the whole
+    conversation for a policy without one): a resumed run's record of what each replayed turn sent."""
+    compose = getattr(policy, "compose", None)
+    return list(compose(messages)) if callable(compose) else list(messages)
+

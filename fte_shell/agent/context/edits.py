@@ -114,6 +114,14 @@ class Editing:
         raise NotImplementedError
 
     # --- the shared part ----------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything that decides what is sent (recorded with each edit, :meth:`restore`d by a resume)."""
+        return {"cut": self.cut, "note": self.note, "cleared": sorted(self.cleared)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`state` (a resumed run, at the turn its edit was recorded)."""
+        self.cut, self.note, self.cleared = int(state["cut"]), state.get("note"), set(state.get("cleared") or ())
+
     def compose(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What is sent of ``messages`` in the current state."""
         if self.cut == 2 and self.note is None and not self.cleared:

@@ -82,6 +82,14 @@ class Summary(Editing):
         self.writer = writer_config(cfg, model)
         self.summary: str | None = None
 
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "summary": self.summary}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back a :meth:`state`: the summary is re-used, never written again."""
+        super().restore(state)
+        self.summary = state.get("summary")
+
     def ask(self, view: ContextView, prompt_of: Callable[[int | None], str]) -> tuple[str, dict[str, int]]:
         """The summary's text ("" when the writer said nothing) and usage (raises :class:`ModelError`); the
         writer's window bounds the prompt."""
