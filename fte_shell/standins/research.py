@@ -90,7 +90,7 @@ class ResearchPolicy:
         obs = self._observations(messages)
         if "bash" in tools:
             return self._shell(question, obs)
-        if tools == {"search", "get_document"} or (tools == {"search"} and _is_json_list(obs.get("p-search"))):
+        if tools == {"search", "get_document"} or (tools == {"search"} and _json_hits(obs.get("p-search")) is not None):
             return self._standard(question, obs, tools)  # the standard profile (its search answers JSON)
         if "fetch" in tools and tools & {"grep", "read"}:  # fte and its ablation arms
             return self._structured(question, obs, tools)
@@ -226,15 +226,15 @@ class ResearchPolicy:
         """BrowseComp-Plus's tools: search -> get_document(top docid) when offered -> answer citing it."""
         if "p-search" not in obs:
             return _call("p-search", "search", {"query": q})
-        hits = json.loads(obs["p-search"]) if _is_json_list(obs["p-search"]) else []
-        docids = [str(h.get("docid")) for h in hits if isinstance(h, dict)]
+        hits = _json_hits(obs["p-search"]) or []
+        docids = [str(h.get("docid")) for h in hits]
         if "get_document" in tools and docids and "p-doc" not in obs:
             return _call("p-doc", "get_document", {"docid": docids[0]})
         try:
             text = str(json.loads(obs["p-doc"]).get("text", "")) if "p-doc" in obs else ""
         except (json.JSONDecodeError, AttributeError):
             text = ""
-        lines = text.splitlines() or [str(h.get("snippet", "")) for h in hits if isinstance(h, dict)]
+        lines = text.splitlines() or [str(h.get("snippet", "")) for h in hits]
         turn = self._answer_from(q, [s for s in lines if s.strip()], question_terms(q), "unknown")
         cite = f" [{docids[0]}]" if docids else ""
         return turn.model_copy(update={"content": (turn.content or "").replace("\n<answer>", f"{cite}\n<answer>", 1)})
@@ -260,8 +260,14 @@ def _titles(obs: dict[str, str], n: int) -> list[str]:
     return out
 
 
-def _is_json_list(text: str | None) -> bool:
-    return bool(text) and text.lstrip().startswith("[")  # type: ignore[union-attr]
+def _json_hits(text: str | None) -> list[dict[str, Any]] | None:
+    """The standard profile's search observation (a JSON list of hits), else None (another profile's text,
+    or an observation a context strategy cleared)."""
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError:
+        return None
+    return [h for h in value if isinstance(h, dict)] if isinstance(value, list) else None
 
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> ScriptTurn:
