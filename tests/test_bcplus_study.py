@@ -72,3 +72,16 @@ def test_paired_study_on_the_fixture(tmp_path: Path, docker_ready: None) -> None
     assert all(p["n"] == 4 for p in data["paired"])  # every arm on the same four questions
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "## Paired comparisons" in report and "## BrowseComp-Plus evidence" in report
+
+
+def test_a_dataset_that_is_not_a_clone_says_it_is_not_the_leaderboard_format(tmp_path: Path) -> None:
+    fx = make_bcplus_clone(tmp_path / "bc", n_docs=40, n_queries=2, prompts=False)
+    out = tmp_path / "sweep"
+    r = runner.invoke(app, ["bench", f"browsecomp-plus:{fx.root}", "--profiles", "standard", "--out", str(out),
+                            "--scripted", "--corpus-dir", str(tmp_path / "idx"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "has no search_agent/prompts.py" in r.output and "not the leaderboard's format" in r.output
+    for p in (out / "runs" / "standard").glob("*/r0/result.json"):
+        af = json.loads(p.read_text())["answer_format"]
+        assert af["official"] is False and af["templates"] == "fte-shell"
+        assert af["user_message"].startswith("Research the question below") and af["exact_answer"]
