@@ -22,13 +22,13 @@ def test_reference_loads_back_to_the_defaults(tmp_path: Path) -> None:
 
 def test_reference_names_every_field() -> None:
     text = reference_toml()
-    for table in ("[model]", "[agent]", "[agent.context]", "[sandbox]", "[sandbox.fetch_policy]", "[search]",
-                  "[search.embeddings]"):
+    for table in ("[model]", "[agent]", "[agent.context]", "[agent.standard]", "[sandbox]", "[sandbox.fetch_policy]",
+                  "[search]", "[search.embeddings]"):
         assert f"\n{table}\n" in text
     for model in (RunConfig().model, RunConfig().agent, RunConfig().agent.context, RunConfig().sandbox,
                   RunConfig().search, RunConfig().search.embeddings):
         for name in type(model).model_fields:
-            if name not in ("fetch_policy", "context", "embeddings"):  # tables of their own
+            if name not in ("fetch_policy", "context", "standard", "embeddings"):  # tables of their own
                 assert f"\n{name} = " in text or f"\n# {name} =  (" in text, name
 
 

@@ -119,7 +119,7 @@ def test_unknown_profile_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown profile 'browser'"):
         make_profile("browser", make_ctx(tmp_path, None))
     assert PROFILES == ("shell", "fte", "snippet-only", "visit-snippet", "visit-summary", "open-find",
-                        "fte-no-grep", "fte-no-read", "fte-single-grep")
+                        "fte-no-grep", "fte-no-read", "fte-single-grep", "standard")
 
 
 # --- structured fetch -----------------------------------------------------------------------------------

@@ -48,7 +48,6 @@ from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,
     NUDGE,
-    find_answer,
     fit_max_tokens,
     kept_message,
     model_call_fields,
@@ -107,7 +106,7 @@ class Agent:
         self.info = ep.server if ep.server is not None else self.model.server_info()  # outside the time budget
         budget = self.config.agent.time_budget_s
         self.deadline = time.monotonic() + budget if budget is not None else None
-        self.messages = [{"role": "system", "content": ep.system_prompt}, {"role": "user", "content": ep.question}]
+        self.messages = [{"role": "system", "content": ep.system_prompt}, {"role": "user", "content": ep.user_message}]
         try:
             if ep.prefix is not None:
                 self.replay(ep.prefix)
@@ -229,13 +228,13 @@ class Agent:
         if s.cuts and not calls:
             return self.nudge("reply_cut", CUT_NOTICE)
         if not calls:
-            answer, ep.tally.answer_unclosed, ep.tally.answer_unescaped = reply_answer(c, escapes)
+            answer = self.answer_in(c, escapes)
             if answer is not None:
                 raise Stop("answer", answer)
             s.nudges += 1
             if s.nudges > cfg.max_nudges:
                 raise Stop("too_many_nudges", error=f"{s.nudges} replies in a row with no tool call and no answer")
-            return self.nudge("no_tool_call", NUDGE)
+            return self.nudge("no_tool_call", NUDGE if ep.answer_format is None else ep.answer_format.nudge)
         s.nudges = 0
         raw = {tc.get("id"): tc for tc in c.message.get("tool_calls") or []}
         all_failed = True
@@ -265,8 +264,9 @@ class Agent:
         if ep.tally.turns >= self.config.agent.max_turns:
             return
         turn = ep.begin_turn()
-        self.messages.append({"role": "user", "content": FINAL_ANSWER_REQUEST})
-        ep.record(FinalAnswerRequestEvent(turn=turn, message=FINAL_ANSWER_REQUEST))
+        request = FINAL_ANSWER_REQUEST if ep.answer_format is None else ep.answer_format.final_request
+        self.messages.append({"role": "user", "content": request})
+        ep.record(FinalAnswerRequestEvent(turn=turn, message=request))
         try:
             c = self.ask([], final=True)
         except ModelError as e:
@@ -274,10 +274,23 @@ class Agent:
             return
         msg, changes = self.keep(c)
         self.record_reply(c, msg, changes)
-        answer, unclosed = find_answer(c.text) if c.finish_reason != "length" else (None, False)
+        answer = self.answer_in(c, escapes=False) if c.finish_reason != "length" else None
         if answer is not None:
-            ep.tally.answer_unclosed = unclosed
             raise Stop("answer", answer)
+
+    def answer_in(self, c: Completion, escapes: bool) -> str | None:
+        """The final answer of a reply without tool calls: in ``<answer>`` tags (their flags into the tally),
+        or, for a profile with an answer format, what the format parses (its detail into the tally)."""
+        ep = self.episode
+        fmt = ep.answer_format
+        if fmt is None:
+            answer, ep.tally.answer_unclosed, ep.tally.answer_unescaped = reply_answer(c, escapes)
+            return answer
+        parsed = fmt.parse(c.text or "")
+        if parsed is None:
+            return None
+        ep.tally.answer_format = {**(ep.tally.answer_format or {}), **parsed.detail}
+        return parsed.answer
 
     def keep(self, c: Completion) -> tuple[dict[str, Any], list[str]]:
         """The message kept in the conversation, and how it differs from the server's."""

@@ -88,6 +88,10 @@ class WorldPlan:
     """A closed world: search results are cached in the sweep's own ``shared/search-cache`` whatever the
     configuration says (they must never mix with an open-web cache)."""
 
+    prompts_file: Path | None = None
+    """The benchmark's own prompt templates (BrowseComp-Plus's ``search_agent/prompts.py`` in a clone): the
+    ``standard`` profile's ``agent.standard.prompts_file`` unless the configuration names one."""
+
 
 @dataclass(frozen=True)
 class ScriptedTask:

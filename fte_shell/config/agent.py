@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from .base import StrictModel
 from .context import ContextConfig
 from .model import ModelConfig
+from .standard import StandardOptions
 
 
 class AgentConfig(StrictModel):
@@ -17,7 +18,8 @@ class AgentConfig(StrictModel):
 
     profile: str = "shell"
     """``shell``, ``fte``, ``snippet-only``, ``visit-snippet``, ``visit-summary``, ``open-find``, or an ablation
-    arm of ``fte``: ``fte-no-grep``, ``fte-no-read``, ``fte-single-grep``."""
+    arm of ``fte``: ``fte-no-grep``, ``fte-no-read``, ``fte-single-grep``; or ``standard`` (BrowseComp-Plus's own
+    tools and answer format, ``[agent.standard]``)."""
 
     max_turns: int = 300
     """Model calls before the run stops without an answer (the paper's 300)."""
@@ -109,6 +111,11 @@ class AgentConfig(StrictModel):
 
     open_window_bytes: int = Field(default=20_000, ge=1_000)
     """``open-find``: most bytes (UTF-8) of one window; a window stops early at this size."""
+
+    standard: StandardOptions = Field(default_factory=StandardOptions)
+    """The ``standard`` profile (BrowseComp-Plus's own ``search``/``get_document`` and answer format;
+    ``[agent.standard]``): hits per search, snippet length, whether ``get_document`` is offered, the
+    benchmark's prompts file."""
 
     search_max_results: int = Field(default=50, ge=1)
     """Structured ``search`` (every non-shell profile): largest ``n`` a call may ask for (larger requests

@@ -45,6 +45,7 @@ from ..profiles import (
     make_profile,
     parse_arguments,
 )
+from ..profiles.answer_format import answer_format_of
 from ..profiles.base import check_profile_name
 from ..prompts import system_prompt
 from ..record.events import ErrorEvent, KnownEvent, ToolCallEvent
@@ -99,14 +100,22 @@ class Episode:
         """The profile's tool schemas (OpenAI function format)."""
         self.names = {n for t in self.tools if (n := t.get("function", {}).get("name"))}
         agent = config.agent
-        self.system_prompt = system_prompt(profile.system_addendum(), agent.current_date, agent.system_prompt_file)
-        """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``."""
+        self.answer_format = answer_format_of(profile)
+        """The profile's answer format (:mod:`fte_shell.profiles.answer_format`); None: ``<answer>`` tags."""
+        fmt = self.answer_format
+        self.system_prompt = fmt.system_prompt if fmt is not None and agent.system_prompt_file is None else \
+            system_prompt(profile.system_addendum(), agent.current_date, agent.system_prompt_file)
+        """Fixed body (or ``agent.system_prompt_file``) + the profile's addendum + ``Current date: …``; a
+        profile with an answer format: the format's (the benchmark's clients send none) unless the file is set."""
+        self.user_message = fmt.pose(question) if fmt is not None else question
+        """The question as the model is asked it (an answer format's query template around it)."""
         price = price_for(config.model)
         reader = agent.summary_model
         self.reader_price = price if reader is None else price_for(
             reader if reader.model else reader.model_copy(update={"model": config.model.model}))
         """visit-summary's reader model's price (its tokens are in the run's cost when known)."""
-        self.tally = Tally(cost_usd=0.0 if price is not None else None)
+        self.tally = Tally(cost_usd=0.0 if price is not None else None,
+                           answer_format=None if fmt is None else {**fmt.record(), "user_message": self.user_message})
         self.result: RunResult | None = None
         """Set by :meth:`finish`."""
         self.prefix: ForkPrefix | ResumePrefix | None = None

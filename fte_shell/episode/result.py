@@ -53,6 +53,12 @@ class RunResult(BaseModel):
     """True when the answer tags were written HTML-escaped (``&lt;answer&gt;``, on a server that escapes what
     the model sees) and the answer was unescaped. In ``result.json`` only when true."""
 
+    answer_format: dict[str, Any] | None = None
+    """A profile that answers in a benchmark's own format (:mod:`fte_shell.profiles.answer_format`): the
+    format's record (its name, ``official``, where its templates came from…) and, when the run gave a final
+    answer, what the reply said (``response``, ``exact_answer``, ``confidence``…). In ``result.json`` only
+    then."""
+
     profile: str = ""
     """Profile name."""
 
@@ -131,6 +137,8 @@ class Tally:
     """USD spent so far (None: the agent model's price is unknown)."""
     answer_unclosed: bool = False
     answer_unescaped: bool = False
+    answer_format: dict[str, Any] | None = None
+    """The profile's answer format record and the parsed final reply (see :attr:`RunResult.answer_format`)."""
 
     def tokens_spent(self) -> int:
         """Tokens of the run so far: the agent model's and a reader model's (``agent.max_total_tokens``)."""
@@ -140,6 +148,7 @@ class Tally:
         """The :class:`RunResult` of the run that stopped so (``run``: profile, model, wall_s, run_id, run_dir)."""
         return RunResult(question=question, answer=answer, answer_unclosed=self.answer_unclosed and answer is not None,
                          answer_unescaped=self.answer_unescaped and answer is not None,
+                         answer_format=self.answer_format,
                          turns=self.turns, stop_reason=stop_reason, tool_calls=dict(self.tool_counts),
                          usage=dict(self.usage), summary_usage=dict(self.summary_usage),
                          cost_usd=None if self.cost_usd is None else round(self.cost_usd, 8), **run)
@@ -162,7 +171,7 @@ def write_end(rec: RunWriter, result: RunResult, *, started_at: str, meta: dict[
     flags = [f for f in ("answer_unclosed", "answer_unescaped") if getattr(result, f)]
     if result.context != "keep_all":
         flags.append("context")
-    unset = ({"forked_from"} if result.forked_from is None else set()) | ({"resumed"} if result.resumed is None else set())
+    unset = {name for name in ("forked_from", "resumed", "answer_format") if getattr(result, name) is None}
     rec.write(EndEvent(stop_reason=result.stop_reason, answer=result.answer, turns=result.turns, wall_s=result.wall_s,
                        **dict.fromkeys((f for f in flags if f != "context"), True),
                        **({"cost_usd": result.cost_usd} if result.cost_usd is not None else {})))

@@ -46,6 +46,7 @@ STRUCTURED_OPS: dict[str, Op] = {
     "fetch": "fetch",
     "visit": "visit",
     "open": "open",
+    "get_document": "open",  # the standard profile's: a whole document shown, named by docid (meta.source)
     "grep": "grep",
     "read": "read",
     "find": "find",

@@ -3,6 +3,7 @@
 - ``shell``: one ``bash`` tool in the sandbox (``search``/``fetch``/``list_fetched`` are shell helpers);
 - ``fte``: the structured Fetch-then-Explore tools ``search``, ``fetch``, ``grep``, ``read``, ``list_fetched``;
 - ``snippet-only``, ``visit-snippet``, ``visit-summary``, ``open-find``: the paper's baselines.
+- ``standard``: BrowseComp-Plus's own ``search``/``get_document`` and answer format (:mod:`.answer_format`).
 
 Every profile uses the same search backend and the same fetch pipeline. See docs/profiles.md for the exact
 tools, bounds and output formats.

@@ -45,6 +45,7 @@ _IMPLEMENTATIONS: dict[str, str] = {
     "fte-no-grep": "fte_without:FteNoGrepProfile",  # ablation arms (paper Table 5)
     "fte-no-read": "fte_without:FteNoReadProfile",
     "fte-single-grep": "fte_single_grep:FteSingleGrepProfile",
+    "standard": "standard:StandardProfile",  # BrowseComp-Plus's own scaffold and answer format
 }
 """Profile name -> ``module:class`` under ``fte_shell.profiles`` (imported on first use)."""
 

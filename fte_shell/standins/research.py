@@ -13,7 +13,9 @@ the profile from the tools offered:
   fetched file by path;
 - ``visit`` (visit-snippet, visit-summary): search -> visit(top result, goal=question) -> answer;
 - ``open``/``find`` (open-find): search -> open(top result) -> find(TERMS) -> answer;
-- only ``search`` (snippet-only): search -> answer from the snippets.
+- only ``search`` (snippet-only): search -> answer from the snippets;
+- ``search`` answering JSON, with or without ``get_document`` (standard): search -> get_document(top docid)
+  -> answer citing it (the benchmark's scripted task puts it in its format).
 
 A benchmark's scripted task (e.g. a WideSearch table task) researches its query and shapes the answer
 (a one-row Markdown table of its required columns, the span in the first column).
@@ -21,6 +23,7 @@ A benchmark's scripted task (e.g. a WideSearch table task) researches its query 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
@@ -87,6 +90,8 @@ class ResearchPolicy:
         obs = self._observations(messages)
         if "bash" in tools:
             return self._shell(question, obs)
+        if tools == {"search", "get_document"} or (tools == {"search"} and _json_hits(obs.get("p-search")) is not None):
+            return self._standard(question, obs, tools)  # the standard profile (its search answers JSON)
         if "fetch" in tools and tools & {"grep", "read"}:  # fte and its ablation arms
             return self._structured(question, obs, tools)
         if "visit" in tools:
@@ -217,6 +222,23 @@ class ResearchPolicy:
         refs = result_refs(text)
         return self._answer_from(q, segments, question_terms(q), refs[0] if refs else "unknown")
 
+    def _standard(self, q: str, obs: dict[str, str], tools: set[str]) -> ScriptTurn:
+        """BrowseComp-Plus's tools: search -> get_document(top docid) when offered -> answer citing it."""
+        if "p-search" not in obs:
+            return _call("p-search", "search", {"query": q})
+        hits = _json_hits(obs["p-search"]) or []
+        docids = [str(h.get("docid")) for h in hits]
+        if "get_document" in tools and docids and "p-doc" not in obs:
+            return _call("p-doc", "get_document", {"docid": docids[0]})
+        try:
+            text = str(json.loads(obs["p-doc"]).get("text", "")) if "p-doc" in obs else ""
+        except (json.JSONDecodeError, AttributeError):
+            text = ""
+        lines = text.splitlines() or [str(h.get("snippet", "")) for h in hits]
+        turn = self._answer_from(q, [s for s in lines if s.strip()], question_terms(q), "unknown")
+        cite = f" [{docids[0]}]" if docids else ""
+        return turn.model_copy(update={"content": (turn.content or "").replace("\n<answer>", f"{cite}\n<answer>", 1)})
+
     # --- answering ----------------------------------------------------------------------------------
     def _answer_from(self, q: str, lines: list[str], terms: list[str], fallback: str) -> ScriptTurn:
         lines = [s for line in lines for s in SENTENCE_END.split(line) if s.strip()]  # one sentence each
@@ -236,6 +258,16 @@ def _titles(obs: dict[str, str], n: int) -> list[str]:
             if m:
                 out.extend([m.group(1), m.group(2)])
     return out
+
+
+def _json_hits(text: str | None) -> list[dict[str, Any]] | None:
+    """The standard profile's search observation (a JSON list of hits), else None (another profile's text,
+    or an observation a context strategy cleared)."""
+    try:
+        value = json.loads(text or "")
+    except json.JSONDecodeError:
+        return None
+    return [h for h in value if isinstance(h, dict)] if isinstance(value, list) else None
 
 
 def _call(call_id: str, name: str, arguments: dict[str, Any]) -> ScriptTurn:

@@ -47,6 +47,8 @@ def sweep_config(bench: BenchConfig, dataset: Dataset, config: RunConfig, log: C
     if plan.corpus is not None:
         cfg.search.backend = "local"
         cfg.search.corpus = plan.corpus
+    if plan.prompts_file is not None and cfg.agent.standard.prompts_file is None:
+        cfg.agent.standard.prompts_file = plan.prompts_file
     if cfg.search.cache_dir is None or plan.closed:
         cfg.search.cache_dir = SweepDir(Path(bench.out)).shared / "search-cache"
     if bench.retrievers:  # the shared world is the first arm's (the setting varies by arm)

@@ -34,7 +34,7 @@ from ...config import BenchmarkOptions, RunConfig
 from ...errors import ConfigError
 from ...metrics import RunMetrics
 from ...record.jsonio import iter_jsonl
-from ..base import Log, Question, QuestionAnswer, WorldPlan, safe_id
+from ..base import Log, Question, QuestionAnswer, ScriptedTask, WorldPlan, safe_id
 from ..corpora import default_cache_root
 from ..sections import Placed, ReportData, Section, pct
 
@@ -286,7 +286,19 @@ class BrowseCompPlus(QuestionAnswer):
         return load_browsecomp_plus(source)
 
     def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
-        return WorldPlan(corpus=ensure_corpus(source, corpus_dir, log), closed=True)
+        from .templates import find_prompts_file
+
+        prompts = find_prompts_file(source)
+        if log and prompts is None and config.agent.standard.prompts_file is None:
+            log(f"{source} has no search_agent/prompts.py (not a clone of texttron/BrowseComp-Plus): the standard "
+                "profile uses fte-shell's own wording, not the leaderboard's format (agent.standard.prompts_file)")
+        return WorldPlan(corpus=ensure_corpus(source, corpus_dir, log), closed=True, prompts_file=prompts)
+
+    def scripted_task(self, text: str) -> ScriptedTask | None:
+        from .templates import scripted_finish, scripted_query
+
+        query = scripted_query(text)
+        return None if query is None else ScriptedTask(query=query, finish=scripted_finish)
 
     def report_sections(self) -> Sequence[Placed]:
         return (Placed(evidence_section, "analysis"),)
