@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...metrics.actions import SHELL_TOOL, actions_from_events, fetched, has_facts, searched
+from ...metrics.actions import SHELL_TOOL, actions_from_events
 from ...record.events import Event, ModelCallEvent, StartEvent, ToolCallEvent
 from ...record.rundir import read_events, read_result
 from ...stops import is_infra_failure
@@ -89,17 +89,22 @@ def _corpus_refs(ev: ToolCallEvent) -> list[str]:
 
 
 def retrieved_docids(events: Sequence[Event], resolve: Resolve) -> list[str]:
-    """Every docid the run's tools returned to the agent (first-seen order; see the module docstring)."""
-    facts = has_facts(events)
+    """Every docid the run's tools returned to the agent, in the order the calls were made (see the module
+    docstring): the search results and the fetched/opened/visited sources of the run's actions (the same
+    the evidence metrics read, :mod:`fte_shell.metrics.actions`), a search tool's JSON ``docid`` fields when
+    it recorded no facts, any other call's ``meta.source`` (``get_document``), the mounted corpus's files."""
+    by_call: dict[int, list[str]] = {}
+    for a in actions_from_events(events):
+        got = by_call.setdefault(a.call, [])
+        got += a.search_refs
+        if a.source and a.op in ("fetch", "open", "visit"):
+            got.append(a.source)
     refs: list[str] = []
-    for ev in events:
-        if not isinstance(ev, ToolCallEvent):
-            continue
-        found = searched(ev, facts)
-        if not found and not ev.meta.searches and re.search("search|retriev", ev.name, re.IGNORECASE):
-            found = _DOCID_IN_TEXT.findall(ev.observation)  # a search tool that recorded no facts
-        refs += found
-        refs += [src for _doc, _new, src in fetched(ev, facts) if src]
+    calls = [ev for ev in events if isinstance(ev, ToolCallEvent)]
+    for i, ev in enumerate(calls):
+        refs += by_call.get(i, [])
+        if ev.meta.searches is None and re.search("search|retriev", ev.name, re.IGNORECASE):
+            refs += _DOCID_IN_TEXT.findall(ev.observation)  # a search tool that recorded no facts
         if ev.meta.source and not ev.error:
             refs.append(ev.meta.source)
         if ev.name == SHELL_TOOL:
