@@ -137,3 +137,43 @@ def test_hugging_face_revision_from_the_cache_path(tmp_path: Path) -> None:
     (tmp_path / "clone" / "corpus").symlink_to(snap)  # the clone's corpus/ linked into the cache
     assert hf_snapshot(tmp_path / "clone" / "corpus" / "train.parquet") == ("Tevatron/browsecomp-plus-corpus", "0123abc")
     assert hf_snapshot(tmp_path / "clone" / "x.parquet") is None
+
+
+def test_bad_input_is_named(tmp_path: Path) -> None:
+    """A query without judgments, a qrels docid the corpus lacks, a run without a parsable answer, an
+    infrastructure failure, a sweep of another dataset: each a clear message, nothing mis-scored."""
+    fx = make_bcplus_clone(tmp_path / "bc", n_docs=30, n_queries=3)
+    lost = fx.queries[2]["query_id"]
+    ev = fx.root / "topics-qrels" / "qrel_evidence.txt"
+    lines = [x for x in ev.read_text().splitlines() if not x.startswith(f"{lost} ")]
+    ev.write_text("\n".join([*lines, f"{fx.queries[0]['query_id']} Q0 88888 1"]) + "\n")
+    out = tmp_path / "sweep"
+    runner = CliRunner()
+    r = runner.invoke(app, ["bench", f"browsecomp-plus:{fx.root}", "--profiles", "fte", "--out", str(out),
+                            "--scripted", "--corpus-dir", str(tmp_path / "idx"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    runs = sorted((out / "runs" / "fte").glob("*/r0"))
+    # one run ends unanswered, one as an infrastructure failure
+    for d, change in ((runs[0], {"answer": None, "stop_reason": "max_turns"}), (runs[1], {"stop_reason": "model_error"})):
+        res = json.loads((d / "result.json").read_text())
+        (d / "result.json").write_text(json.dumps({**res, **change}))
+    r = runner.invoke(app, ["export", "browsecomp-plus", str(out), "--out", str(tmp_path / "exp"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert f"1 query without evidence judgments in {ev} ({lost})" in text
+    assert "(the official script stops with a division by zero on them)" in text
+    assert "1 evidence docid(s) of" in text and "are not in the corpus (88888)" in text
+    assert "1 run(s) are not results" in text and "2 run file(s) in" in text
+    files = {json.loads(p.read_text())["query_id"]: json.loads(p.read_text()) for p in (tmp_path / "exp" / "fte").glob("*.json")}
+    assert sorted(files) == sorted([runs[0].parent.name, lost])  # the failed run has no run file
+    assert files[runs[0].parent.name]["status"] == "max_turns"  # unanswered: the evaluation grades it not correct
+    rep = write_report([out], tmp_path / "rep")
+    fig = json.loads(rep.metrics.read_text())["browsecomp_plus_official"][0]["evidence"]
+    # 2 result runs: the unanswered one counts (not correct, not graded), the failure is no run file
+    assert fig["runs"] == 2 and fig["completed"] == 1 and fig["no_qrels"] == [lost]
+    assert fig["recall_runs"] == 1 and fig["accuracy"] is None  # the completed run is not graded yet
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sweep.json").write_text(json.dumps({"dataset": {"kind": "hotpotqa"}}))
+    r = runner.invoke(app, ["export", "browsecomp-plus", str(other), "--out", str(tmp_path / "x"), "--no-progress"])
+    assert r.exit_code == 2 and "not a BrowseComp-Plus sweep" in r.output

@@ -104,9 +104,10 @@ def export_browsecomp_plus_cmd(
     leaderboard takes. The report's "BrowseComp-Plus official figures" are computed from the same files."""
     from ..export.browsecomp_plus import export_browsecomp_plus
     from ..export.common import ExportError
+    from ..record.sweepdir import SweepDir
 
     try:
-        with _progress(progress, "export browsecomp-plus", len(list((sweep / "runs").glob("*/*/r*")))) as tick:
+        with _progress(progress, "export browsecomp-plus", len(SweepDir(sweep).runs())) as tick:
             done = export_browsecomp_plus(sweep, out, on_run=tick)
     except ExportError as e:
         raise _fail(e) from None
