@@ -177,3 +177,22 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
     (other / "sweep.json").write_text(json.dumps({"dataset": {"kind": "hotpotqa"}}))
     r = runner.invoke(app, ["export", "browsecomp-plus", str(other), "--out", str(tmp_path / "x"), "--no-progress"])
     assert r.exit_code == 2 and "not a BrowseComp-Plus sweep" in r.output
+
+
+def test_grader_without_the_clones_prompts(tmp_path: Path) -> None:
+    """Without search_agent/prompts.py the grader is fte-shell's own wording, and the judge says so; without
+    a grading model the sweep is graded by match (noted)."""
+    fx = make_bcplus_clone(tmp_path / "bc", n_docs=30, n_queries=2, prompts=False)
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(app, ["bench", f"browsecomp-plus:{fx.root}", "--profiles", "fte", "--out", str(out),
+                                 "--scripted", "--no-judge", "--corpus-dir", str(tmp_path / "idx"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    s = judge_runs([out])
+    assert s.judges == ["match"] and "browsecomp-plus needs a grading model" in " ".join(s.notes)
+    with ScriptedServer(policy=lambda body: {"content": grade(body["messages"][-1]["content"])}) as srv:
+        s = judge_runs([out], judge=LLMJudge(judge_model_config("g", base_url=srv.base_url, api_key="k",
+                                                                max_retries=0)))
+        prompts = [b["messages"][-1]["content"] for b in srv.requests]
+    assert s.judged == 2 and not s.errors
+    assert "graded with fte-shell's own grader wording, not the leaderboard's" in " ".join(s.notes)
+    assert all(p.startswith("Grade a response to a question against the known correct answer.") for p in prompts)

@@ -17,13 +17,12 @@ from typing import Any
 from ...errors import ModelError
 from ...record.sweepdir import SweepDir
 from ..grading import JudgeRequest, JudgeSummary, judge_answers
-from ..presets import BUILTIN, Parsed, Preset
+from ..presets import Parsed, Preset
 from .official import PRESET, parse_grader_reply
 from .templates import GRADER, Templates, find_prompts_file, load_templates
 
-PLACEHOLDER = Preset(PRESET, "BrowseComp-Plus's own GRADER_TEMPLATE (read from the benchmark's clone), its reply "
-                     "read as the official evaluation reads it")
-"""The preset as the registry lists it; :func:`judge_plus` makes the real one from the sweep's clone."""
+SUMMARY = ("BrowseComp-Plus's own GRADER_TEMPLATE (read from the benchmark's clone), its reply read as the official "
+           "evaluation reads it")
 
 
 def parse_reply(text: str) -> Parsed:
@@ -52,18 +51,19 @@ def grader_preset(templates: Templates) -> Preset:
     """The ``browsecomp-plus`` preset asking ``templates``' grader (its ``{correct_answer}`` is the preset's
     ``{gold}``)."""
     prompt = templates.texts[GRADER].replace("{correct_answer}", "{gold}")
-    return Preset(PRESET, PLACEHOLDER.summary, prompt=prompt, parse=parse_reply)
+    return Preset(PRESET, SUMMARY, prompt=prompt, parse=parse_reply)
+
+
+PLACEHOLDER = grader_preset(load_templates(None))
+"""The preset as the registry lists it (fte-shell's own grader wording: what grades another dataset's sweep
+with ``--judge-preset browsecomp-plus``); :func:`judge_plus` asks a BrowseComp-Plus sweep's own template."""
 
 
 def judge_plus(req: JudgeRequest, summary: JudgeSummary) -> None:
-    """Grade a BrowseComp-Plus sweep: with its grader template under ``browsecomp-plus``; another preset
-    as that preset grades; without a grading model, by ``match`` (noted)."""
+    """Grade a BrowseComp-Plus sweep: with its grader template under ``browsecomp-plus``, another preset as
+    that preset grades (without a grading model ``fte_shell.sweep.judge`` has already chosen ``match``)."""
     if req.preset.name != PRESET:
         judge_answers(req, summary)
-        return
-    if req.llm is None:
-        summary.notes.append(f"{req.root}: {PRESET} needs a grading model (--judge-model): graded by match instead")
-        judge_answers(replace(req, preset=BUILTIN["match"]), summary)
         return
     templates = sweep_templates(req.sweep)
     if not templates.official:
