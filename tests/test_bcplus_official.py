@@ -20,7 +20,12 @@ from fte_shell.benchmarks.browsecomp_plus.official import (
     parse_grader_reply,
     read_raw_qrels,
 )
-from fte_shell.benchmarks.browsecomp_plus.runfile import CorpusDocids, retrieved_docids, run_file, tool_call_counts
+from fte_shell.benchmarks.browsecomp_plus.runfile import (
+    CorpusDocids,
+    retrieved_docids,
+    run_file,
+    tool_call_counts,
+)
 from fte_shell.errors import ConfigError
 from fte_shell.record.rundir import read_events
 

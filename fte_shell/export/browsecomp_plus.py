@@ -62,7 +62,7 @@ def export_browsecomp_plus(sweep: Path, out: Path, on_run: Callable[[Any], None]
             done.notes.append(f"{arm} r{rep}: query {f['query_id']} appears twice; the second run is not written")
             continue
         seen.add(key)
-        d = Path(out) / safe_name(arm) / (f"r{rep}" if per_rep else "")
+        d = Path(out) / arm / (f"r{rep}" if per_rep else "")  # arms are directory names of runs/ already
         d.mkdir(parents=True, exist_ok=True)
         f["metadata"]["output_dir"] = str(d)
         path = d / f"{safe_name(f['query_id'])}.json"

@@ -36,8 +36,8 @@ from ...metrics import RunMetrics
 from ...record.jsonio import iter_jsonl
 from ..base import Log, Question, QuestionAnswer, WorldPlan, safe_id
 from ..corpora import default_cache_root
-from ..sections import Placed, ReportData, Section, pct
 from ..grading import JudgeRequest, JudgeSummary
+from ..sections import Placed, ReportData, Section, pct
 from .grader import PLACEHOLDER, judge_plus
 from .leaderboard import official_section
 from .official import PRESET, QREL_FILES, qrels_file

@@ -94,7 +94,7 @@ def grader_reply(run_dir: Path) -> str | None:
     if not mine:
         return None
     key = primary_key(judgement)
-    entry = mine[key] if key in mine else mine[sorted(mine)[-1]]
+    entry = mine[key] if key in mine else mine[max(mine)]
     raw = entry.get("raw")
     return raw if isinstance(raw, str) else None
 
