@@ -10,8 +10,9 @@ The prompts file is written here in fte-shell's OWN wording under the benchmark'
 instead of parsing it would break. Nothing of the benchmark's text is copied.
 
 Shared by tests (``from bcplus_fixture import make_bcplus_clone``); deterministic for a given ``seed``.
-Each question asks for the river of a made-up town; its answer is in one gold document, which names the
-town, and a second evidence document links the town to the question's clue. Distractor documents reuse
+Each question asks for the river of a made-up town, named (even questions: one hop) or through the family
+that founded it (odd ones: two hops); its answer is in one gold document, which names the town, and a
+second evidence document links the town to the family. Distractor documents reuse
 the same vocabulary, so search has to rank.
 """
 
@@ -117,12 +118,13 @@ def make_bcplus_clone(root: Path, *, n_docs: int = 300, n_queries: int = 5, seed
     rng = random.Random(seed)
     fx = BcplusFixture(root=Path(root))
     docids = [str(FIRST_DOCID + 7 * i) for i in range(n_docs)]  # numeric, not contiguous (like the real ones)
-    towns = set()
-    while len(towns) < n_queries:
-        towns.add(_name(rng))
+    names: list[str] = []  # towns, rivers and founding families: all distinct, so no answer is a clue
+    while len(names) < 3 * n_queries:
+        if (name := _name(rng, 3 if len(names) < n_queries else 2)) not in names:
+            names.append(name)
     rows = []
-    for q, town in enumerate(sorted(towns)):
-        river, clue = _name(rng, 2), _name(rng, 2)
+    for q, town in enumerate(names[:n_queries]):
+        river, clue = names[n_queries + 2 * q], names[n_queries + 2 * q + 1]
         gold_id, ev_id, neg_id = docids[3 * q], docids[3 * q + 1], docids[3 * q + 2]
         fx.docs[gold_id] = (f"---\ntitle: {town}\n---\n# {town}\n{_filler(rng, 30)}\nThe river {river} flows through "
                             f"the town of {town}, past its {rng.choice(FILLER)}.\n{_filler(rng, 200)}")
@@ -130,7 +132,9 @@ def make_bcplus_clone(root: Path, *, n_docs: int = 300, n_queries: int = 5, seed
                           f"{_filler(rng, 80)}")
         fx.docs[neg_id] = f"{clue} festival\nA festival named after {clue} is held elsewhere.\n{_filler(rng, 40)}"
         qid = str(700 + 11 * q)
-        row = {"query_id": qid, "query": f"Which river flows through the town founded by the {clue} family?",
+        query = (f"Which river flows through the town of {town}?" if q % 2 == 0  # one hop: the gold document
+                 else f"Which river flows through the town founded by the {clue} family?")  # two hops
+        row = {"query_id": qid, "query": query,
                "answer": river,
                "evidence_docs": [{"docid": d, "text": fx.docs[d], "url": f"https://fixture.example/{d}"}
                                  for d in (gold_id, ev_id)],

@@ -17,6 +17,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...errors import ConfigError
 
@@ -211,3 +212,69 @@ def parse_answer(text: str | None) -> FormattedAnswer | None:
     return FormattedAnswer(response=text.strip(), exact_answer=exact[-1],
                            confidence=parse_confidence(conf[-1]) if conf else None,
                            confidence_text=conf[-1] if conf else None, explanation=expl[-1] if expl else None)
+
+
+# --- the answer-format plugin of the ``standard`` profile -----------------------------------------------
+_ASK = ("give your final answer in the requested form: an 'Explanation:' line, an 'Exact Answer:' line and a "
+        "'Confidence:' line")
+
+
+class BrowseCompPlusFormat:
+    """The benchmark's format as an :class:`~fte_shell.profiles.answer_format.AnswerFormat`: the query
+    template of the profile's tool set, :func:`parse_answer`, and no system prompt (as the benchmark's
+    clients run without one unless given)."""
+
+    system_prompt = ""
+    nudge = f"Your reply had no tool call and no final answer. Either call a tool to keep researching, or {_ASK}."
+    final_request = ("The conversation has reached the model's context window: no more tool calls are possible. "
+                     f"Based on what you have found, {_ASK}.")
+
+    def __init__(self, templates: Templates, *, get_document: bool, citations: bool):
+        self.templates, self.get_document, self.citations = templates, get_document, citations
+
+    def pose(self, question: str) -> str:
+        return self.templates.pose(question, get_document=self.get_document, citations=self.citations)
+
+    def parse(self, text: str) -> Any:
+        from ...profiles.answer_format import FinalAnswer
+
+        a = parse_answer(text)
+        if a is None:
+            return None
+        return FinalAnswer(answer=a.exact_answer, detail={
+            "response": a.response, "exact_answer": a.exact_answer, "confidence": a.confidence,
+            "confidence_text": a.confidence_text, "explanation": a.explanation})
+
+    def record(self) -> dict[str, Any]:
+        return {"name": "bcplus", "official": self.templates.official, "templates": self.templates.source,
+                "query_template": self.templates.query_name(self.get_document, self.citations)}
+
+
+def answer_format(options: Any) -> BrowseCompPlusFormat:
+    """The ``bcplus`` answer format (BrowseComp-Plus's) of a ``standard`` profile's options
+    (:class:`~fte_shell.config.standard.StandardOptions`)."""
+    return BrowseCompPlusFormat(load_templates(options.prompts_file), get_document=options.get_document,
+                                citations=options.citations)
+
+
+# --- the scripted policy's view (tests and demos without a model) ---------------------------------------
+_QUESTION_LINE = re.compile(r"^Question:[ \t]*(.+)$", re.MULTILINE)
+_ANSWER_TAGS = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def scripted_query(text: str) -> str | None:
+    """The question inside a user message posed with a query template (``Question: …`` and an ``Exact
+    Answer:`` instruction), else None."""
+    m = _QUESTION_LINE.search(text)
+    return m.group(1).strip() if m is not None and "Exact Answer:" in text else None
+
+
+def scripted_finish(turn: Any) -> Any:
+    """A scripted policy's final turn (``why\\n<answer>SPAN</answer>``) rewritten in the benchmark's format,
+    with the policy's ``why`` (which cites the docids it read) as the explanation; other turns unchanged."""
+    m = _ANSWER_TAGS.search(turn.content or "")
+    if m is None or turn.tool_calls:
+        return turn
+    why = " ".join((turn.content or "")[: m.start()].split()) or "No explanation."
+    span = " ".join(m.group(1).split())
+    return turn.model_copy(update={"content": f"Explanation: {why}\nExact Answer: {span}\nConfidence: 80%"})
