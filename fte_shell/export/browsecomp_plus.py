@@ -49,14 +49,12 @@ def export_browsecomp_plus(sweep: Path, out: Path, on_run: Callable[[Any], None]
     runs = sweep_runs(sweep)
     done = Exported(notes=list(data.problems))
     seen: set[tuple[str, int, str]] = set()
-    for run in runs:
-        made = list(run_files(data, [run]))
+    for run_dir, arm, rep, f in run_files(data, runs):
         if on_run is not None:
-            on_run(run)
-        if not made:
+            on_run(run_dir)
+        if f is None:
             done.left_out += 1
             continue
-        arm, rep, f = made[0]
         key = (arm, rep, f["query_id"])
         if key in seen:  # two questions of one query id (a dataset with a repeated id): keep the first
             done.notes.append(f"{arm} r{rep}: query {f['query_id']} appears twice; the second run is not written")

@@ -99,13 +99,12 @@ def grader_reply(run_dir: Path) -> str | None:
     return raw if isinstance(raw, str) else None
 
 
-def run_files(data: SweepData, runs: Iterable[tuple[Path, str, str, int]]) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """(arm, rep, run file) of each run ``(run_dir, arm, qid, rep)`` that is a result (an infrastructure
-    failure has no run file: it is to be run again, not scored)."""
+def run_files(data: SweepData, runs: Iterable[tuple[Path, str, str, int]]
+              ) -> Iterator[tuple[Path, str, int, dict[str, Any] | None]]:
+    """(run_dir, arm, rep, run file) of each run ``(run_dir, arm, qid, rep)``; the run file is None for a run
+    that is not a result (an infrastructure failure: it is to be run again, not scored)."""
     for run_dir, arm, qid, rep in runs:
-        f = run_file(run_dir, data.query_id(qid), data.resolve, arm=arm, rep=rep)
-        if f is not None:
-            yield arm, rep, f
+        yield run_dir, arm, rep, run_file(run_dir, data.query_id(qid), data.resolve, arm=arm, rep=rep)
 
 
 def sweep_runs(root: Path) -> list[tuple[Path, str, str, int]]:
@@ -144,7 +143,9 @@ def official_section(d: ReportData) -> Section | None:
         data = sweep_data(root)
         groups: dict[tuple[str, int], tuple[list[dict[str, Any]], list[str | None]]] = {}
         reps: dict[str, set[int]] = {}
-        for (run_dir, *_rest), (arm, rep, f) in _paired(data, sweep_runs(root)):
+        for run_dir, arm, rep, f in run_files(data, sweep_runs(root)):
+            if f is None:
+                continue
             files, replies = groups.setdefault((arm, rep), ([], []))
             files.append(f)
             replies.append(grader_reply(run_dir))
@@ -173,9 +174,3 @@ def official_section(d: ReportData) -> Section | None:
     return Section("BrowseComp-Plus official figures", [(HEAD, table)], notes,
                    metrics={"browsecomp_plus_official": rows})
 
-
-def _paired(data: SweepData, runs: list[tuple[Path, str, str, int]]
-            ) -> Iterator[tuple[tuple[Path, str, str, int], tuple[str, int, dict[str, Any]]]]:
-    for run in runs:
-        for made in run_files(data, [run]):
-            yield run, made
