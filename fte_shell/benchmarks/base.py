@@ -74,6 +74,10 @@ class Dataset(BaseModel):
     questions: list[Question]
     """The questions after ``--limit`` / ``--sample``."""
 
+    revisions: dict[str, Any] = Field(default_factory=dict)
+    """Which data it is (:meth:`Benchmark.revisions`: ``{part: pin}``, e.g. BrowseComp-Plus's ``dataset`` and
+    ``corpus``, each a Hugging Face revision or a content hash); empty when the benchmark pins nothing."""
+
 
 @dataclass(frozen=True)
 class WorldPlan:
@@ -147,6 +151,11 @@ class Benchmark(Protocol):
         (its ``benchmark`` options, its ``snapshot``)."""
         ...
 
+    def revisions(self, source: Path) -> dict[str, Any]:
+        """Which revision of its data ``source`` holds (``{part: pin}``, recorded in the sweep manifest's
+        ``dataset.revisions`` and shown by the report); {} when the benchmark pins nothing."""
+        ...
+
     def scripted_task(self, text: str) -> ScriptedTask | None:
         """The scripted policy's view of a question text when it is one of this benchmark's tasks with an
         answer shape of its own (None: an ordinary question)."""
@@ -186,6 +195,9 @@ class QuestionAnswer:
 
     def world(self, source: Path, corpus_dir: Path | None, log: Log | None, config: RunConfig) -> WorldPlan:
         return WorldPlan()
+
+    def revisions(self, source: Path) -> dict[str, Any]:
+        return {}
 
     def scripted_task(self, text: str) -> ScriptedTask | None:
         return None

@@ -105,6 +105,7 @@ def load_dataset(
         source=str(path.resolve()),
         split=split if bm.has_splits else None,
         questions=select(bm.load(path, split, options or BenchmarkOptions(), log), limit=limit, sample=sample, seed=seed),
+        revisions=bm.revisions(path),
     )
 
 

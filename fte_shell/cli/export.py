@@ -1,5 +1,6 @@
-"""CLI commands: ``fte-shell export inspect SWEEP_OR_RUN… --out FILE.eval|FILE.json|DIR`` and
-``fte-shell export atif RUN…|SWEEP --out DIR`` — runs in the field's own formats (docs/export.md)."""
+"""CLI commands: ``fte-shell export inspect SWEEP_OR_RUN… --out FILE.eval|FILE.json|DIR``,
+``fte-shell export atif RUN…|SWEEP --out DIR`` and ``fte-shell export browsecomp-plus SWEEP --out DIR`` — runs in
+the field's own formats (docs/export.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _out = Console(soft_wrap=True)
 
 export_app = typer.Typer(
     help="Write runs in the field's own formats: Inspect AI eval logs (inspect view, inspect_ai.analysis, "
-         "Docent) and ATIF trajectories. See docs/export.md for what maps to what.",
+         "Docent), ATIF trajectories and BrowseComp-Plus run files. See docs/export.md for what maps to what.",
     no_args_is_help=True,
 )
 
@@ -89,6 +90,34 @@ def export_atif_cmd(
     except ExportError as e:
         raise _fail(e) from None
     _out.print(f"wrote {len(files)} ATIF trajectory file(s) under {out}")
+
+
+@export_app.command("browsecomp-plus")
+def export_browsecomp_plus_cmd(
+    sweep: Annotated[Path, typer.Argument(help="A BrowseComp-Plus sweep directory (the --out of fte-shell bench).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the run files (<arm>/<query_id>.json; "
+                                      "<arm>/r<k>/ per repetition).")],
+    progress: Show = True,
+) -> None:
+    """The sweep's runs as BrowseComp-Plus run files (query_id, tool_call_counts, status, retrieved_docids,
+    result, metadata, usage), one directory per arm: what the benchmark's scripts_evaluation reads and the
+    leaderboard takes. The report's "BrowseComp-Plus official figures" are computed from the same files."""
+    from ..export.browsecomp_plus import export_browsecomp_plus
+    from ..export.common import ExportError
+    from ..record.sweepdir import SweepDir
+
+    try:
+        with _progress(progress, "export browsecomp-plus", len(SweepDir(sweep).runs())) as tick:
+            done = export_browsecomp_plus(sweep, out, on_run=tick)
+    except ExportError as e:
+        raise _fail(e) from None
+    for note in done.notes:
+        _err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    if done.left_out:
+        _err.print(f"[yellow]note:[/yellow] {done.left_out} run(s) are not results (an infrastructure failure, or "
+                   "unfinished) and were not written: resume the sweep to run them", soft_wrap=True)
+    for d, n in done.dirs.items():
+        _out.print(f"{n} run file(s) in {d}")
 
 
 def register(app: typer.Typer) -> None:

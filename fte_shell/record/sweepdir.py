@@ -56,6 +56,9 @@ class ManifestDataset(_Record):
     """Where the questions were read from (a path or a spec)."""
     split: str | None = None
     """The split (HotpotQA: ``dev``/``test``)."""
+    revisions: dict[str, Any] = Field(default_factory=dict)
+    """Which data the sweep ran on (``{part: pin}``: BrowseComp-Plus's ``dataset`` and ``corpus``, each a
+    Hugging Face revision or a content hash); absent when the benchmark pins nothing."""
 
 
 class ConfigChange(_Record):

@@ -227,3 +227,8 @@ def check_compatible(out: Path, dataset: Dataset) -> None:
             f"{out} holds a sweep of {od.source} (split {od.split}); this is "
             f"{dataset.source} (split {dataset.split}): choose another --out"
         )
+    if od.revisions and dataset.revisions and od.revisions != dataset.revisions:
+        changed = ", ".join(k for k in sorted({*od.revisions, *dataset.revisions})
+                            if od.revisions.get(k) != dataset.revisions.get(k))
+        raise ConfigError(f"{out} holds a sweep of other data in {dataset.source} (changed since it began: {changed}; "
+                          f"see dataset.revisions in {out}/sweep.json): restore that data or choose another --out")

@@ -36,11 +36,13 @@ from ...metrics import RunMetrics
 from ...record.jsonio import iter_jsonl
 from ..base import Log, Question, QuestionAnswer, ScriptedTask, WorldPlan, safe_id
 from ..corpora import default_cache_root
+from ..grading import JudgeRequest, JudgeSummary
 from ..sections import Placed, ReportData, Section, pct
+from .grader import PLACEHOLDER, judge_plus
+from .leaderboard import official_section
+from .official import PRESET, QREL_FILES, qrels_file
 
 QUERY_FILES = ("data/browsecomp_plus_decrypted.jsonl", "browsecomp_plus_decrypted.jsonl", "queries.jsonl")
-QREL_FILES = {"evidence": ("topics-qrels/qrel_evidence.txt", "qrel_evidence.txt"),
-              "gold": ("topics-qrels/qrel_golds.txt", "qrel_golds.txt", "topics-qrels/qrel_gold.txt")}
 TITLE_CHARS = 120
 
 
@@ -100,8 +102,8 @@ def read_qrels(path: Path) -> dict[str, list[str]]:
 
 def _qrels(root: Path) -> dict[str, dict[str, list[str]]]:
     out = {}
-    for kind, names in QREL_FILES.items():
-        path = next((root / n for n in names if (root / n).is_file()), None)
+    for kind in QREL_FILES:
+        path = qrels_file(root, kind)
         out[kind] = read_qrels(path) if path else {}
     return out
 
@@ -281,6 +283,8 @@ def evidence_section(d: ReportData) -> Section | None:
 class BrowseCompPlus(QuestionAnswer):
     kind = "browsecomp-plus"
     summary = "browsecomp-plus:DIR — BrowseComp-Plus queries with relevance judgments over its fixed corpus"
+    judge_preset = PRESET
+    presets = (PLACEHOLDER,)
 
     def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_browsecomp_plus(source)
@@ -300,8 +304,18 @@ class BrowseCompPlus(QuestionAnswer):
         query = scripted_query(text)
         return None if query is None else ScriptedTask(query=query, finish=scripted_finish)
 
+    def revisions(self, source: Path) -> dict[str, Any]:
+        from .pins import data_revisions
+
+        root = Path(source)
+        qrels = [p for kind in QREL_FILES if (p := qrels_file(root, kind)) is not None]
+        return data_revisions(root, queries_file(root), qrels, corpus_files(root))
+
+    def judge(self, req: JudgeRequest, summary: JudgeSummary) -> None:
+        judge_plus(req, summary)
+
     def report_sections(self) -> Sequence[Placed]:
-        return (Placed(evidence_section, "analysis"),)
+        return (Placed(official_section, "results"), Placed(evidence_section, "analysis"))
 
 
 BENCHMARK = BrowseCompPlus()
