@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -45,6 +46,9 @@ class FakeEmbeddings:
         self.requests: list[dict[str, Any]] = []
         self.queue: list[int] = []
         self.drop_last = False
+        self.busy_s = 0.0
+        """Seconds the server spent answering (parsing, computing vectors, writing JSON), summed."""
+        self.keep_log = True
         self._lock = threading.Lock()
         owner = self
 
@@ -55,9 +59,12 @@ class FakeEmbeddings:
                 return
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                t0 = time.perf_counter()
+                body = json.loads(raw or b"null")
                 with owner._lock:
-                    owner.requests.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
+                    if owner.keep_log:
+                        owner.requests.append({"path": self.path, "headers": dict(self.headers.items()), "body": body})
                     status = owner.queue.pop(0) if owner.queue else 200
                     dim, drop = owner.dim, owner.drop_last
                 if self.path != "/v1/embeddings":
@@ -72,6 +79,8 @@ class FakeEmbeddings:
                     if drop:
                         data = data[1:]
                     out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
+                with owner._lock:
+                    owner.busy_s += time.perf_counter() - t0
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))

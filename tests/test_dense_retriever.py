@@ -120,6 +120,16 @@ def test_endpoint_index_and_query(tmp_path: Path) -> None:
         assert meta["dim"] == 16 and meta["count"] == len(DOCS) and meta["source"] == "embedded"
 
 
+def test_endpoint_gets_long_texts_cut(tmp_path: Path) -> None:
+    long_doc = ("alpha " * 2000).strip()
+    with FakeEmbeddings(dim=8) as srv:
+        cfg = settings(base_url=srv.base_url, max_length=16)
+        r = build_open(tmp_path, spec("openai:m"), cfg, docs=[("long", long_doc), ("short", "beta gamma")])
+        sent = srv.requests[0]["body"]["input"]
+        assert sent == [long_doc[: 16 * 8], "beta gamma"]  # max_length tokens * 8 characters at most
+        assert r.search("alpha", 1)[0].docid == "long"
+
+
 def test_qwen3_query_instruction_as_browsecomp_plus(tmp_path: Path) -> None:
     with FakeEmbeddings(dim=16) as srv:
         cfg = settings(base_url=srv.base_url)

@@ -27,6 +27,10 @@ QWEN3_QUERY_PREFIX = "Instruct: Given a web search query, retrieve relevant pass
 ``--task-prefix`` default and its encode script's ``--query_prefix``)."""
 
 OPENAI_PREFIX = "openai:"
+CHARS_PER_TOKEN = 8
+"""An endpoint gets at most ``max_length * CHARS_PER_TOKEN`` characters of a text (more than ``max_length``
+tokens of any English text, which the server's tokenizer then cuts): a long document neither travels whole
+nor exceeds the server's context."""
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -154,8 +158,9 @@ class EndpointEmbedder:
 
         rows: list[np.ndarray] = []
         step = max(1, self.settings.batch_size)
+        cut = self.settings.max_length * CHARS_PER_TOKEN
         for start in range(0, len(texts), step):
-            batch = [prefix + t for t in texts[start : start + step]]
+            batch = [(prefix + t)[:cut] for t in texts[start : start + step]]
             rows.append(self._request(batch))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
