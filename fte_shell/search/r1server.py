@@ -131,6 +131,7 @@ class R1Server:
 def _handler(server: R1Server) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body leave at once: no 40 ms delayed-ACK stall
         server_version = "fte-shell-r1"
 
         def log_message(self, format: str, *args: object) -> None:
