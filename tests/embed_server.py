@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -48,7 +48,7 @@ def pooled_vector(text: str, dim: int) -> str:
 class FakeEmbeddings:
     """The loopback endpoint; ``base_url`` is what ``[search.embeddings] base_url`` takes."""
 
-    def __init__(self, dim: int = 16, vector=hash_vector) -> None:  # noqa: ANN001
+    def __init__(self, dim: int = 16, vector=hash_vector) -> None:
         self.dim = dim
         self.vector = vector
         self.requests: list[dict[str, Any]] = []
@@ -85,13 +85,13 @@ class FakeEmbeddings:
                     data = []
                     for i, t in enumerate(inputs):
                         v = owner.vector(t, dim)
-                        data.append('{"object": "embedding", "index": %d, "embedding": %s}'
-                                    % (i, v if isinstance(v, str) else json.dumps(v)))
+                        vec = v if isinstance(v, str) else json.dumps(v)
+                        data.append(f'{{"object": "embedding", "index": {i}, "embedding": {vec}}}')
                     data.reverse()  # the client must order by "index", not by position
                     if drop:
                         data = data[1:]
-                    out = ('{"object": "list", "data": [%s], "model": %s}'
-                           % (", ".join(data), json.dumps(body.get("model")))).encode()
+                    rows = ", ".join(data)
+                    out = f'{{"object": "list", "data": [{rows}], "model": {json.dumps(body.get("model"))}}}'.encode()
                 with owner._lock:
                     owner.busy_s += time.perf_counter() - t0
                 self.send_response(status)
@@ -109,7 +109,7 @@ class FakeEmbeddings:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
-    def __enter__(self) -> FakeEmbeddings:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

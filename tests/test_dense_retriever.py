@@ -68,7 +68,7 @@ def settings(**emb: object) -> SearchConfig:
     return SearchConfig.model_validate({"embeddings": {"max_retries": 1, **emb}})
 
 
-def build_open(tmp_path: Path, s: RetrieverSpec, cfg: SearchConfig, docs=DOCS) -> DenseRetriever:  # noqa: ANN001
+def build_open(tmp_path: Path, s: RetrieverSpec, cfg: SearchConfig, docs=DOCS) -> DenseRetriever:
     out = tmp_path / KIND.index_name(s, cfg)
     out.mkdir()
     KIND.build(s, Texts(docs), out, cfg)
@@ -234,7 +234,7 @@ def test_prebuilt_tevatron_shards(tmp_path: Path) -> None:
 
 
 class Evil:
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self):
         return (os.system, ("touch /tmp/fte-dense-evil",))
 
 
@@ -296,3 +296,14 @@ def test_a_model_that_cannot_be_loaded(tmp_path: Path) -> None:
         KIND.build(spec("not-a-cached/model-name"), Texts(DOCS), out, SearchConfig())
     assert "cannot be loaded" in one_line(e.value)
     assert not any(out.iterdir())
+
+
+def test_a_damaged_index_is_one_line(tmp_path: Path) -> None:
+    with FakeEmbeddings(dim=8) as srv:
+        cfg = settings(base_url=srv.base_url)
+        build_open(tmp_path, spec("openai:m"), cfg).close()
+        index_dir = tmp_path / KIND.index_name(spec("openai:m"), cfg)
+        (index_dir / "index.faiss").write_bytes(b"not a faiss index")
+        with pytest.raises(SearchUnavailable) as e:
+            KIND.open(spec("openai:m"), index_dir, cfg)
+        assert "cannot be opened" in one_line(e.value) and "delete the directory" in str(e.value)

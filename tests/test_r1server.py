@@ -193,6 +193,6 @@ def test_cli_serve(tmp_path: Path) -> None:
             proc.wait(timeout=30)
     bad = subprocess.run(
         [sys.executable, "-m", "fte_shell", "corpus", "serve", str(tmp_path / "nowhere"), "--retriever", "bm25s"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert bad.returncode == 1 and "error:" in bad.stderr and "Traceback" not in bad.stderr

@@ -23,7 +23,7 @@ import pickle
 import re
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import ConfigError, SearchUnavailable
 from .base import CorpusTexts, Hit, RetrieverSpec
@@ -42,11 +42,15 @@ CHUNK_DOCS = 2048
 """Documents read from the corpus per embedding call (the embedder batches them further)."""
 
 
-def _faiss():  # noqa: ANN202 - the module
+def _faiss():
     try:
         import faiss
     except ImportError as e:
         raise SearchUnavailable("the dense retriever needs faiss-cpu: pip install 'fte-shell[dense]'") from e
+    # one OpenMP thread per search: a sweep's episodes search from many threads at once, and an OpenMP team
+    # per call oversubscribes the cores (perf/retrieval_dense.py, 10k documents on a loaded 2-core machine:
+    # p50 80 ms with the default team, 19 ms with one thread)
+    faiss.omp_set_num_threads(1)
     return faiss
 
 
@@ -77,7 +81,7 @@ class _ShardUnpickler(pickle.Unpickler):
     """Unpickles a Tevatron shard (a tuple of a numpy array and a list of docids) and nothing else: a pickle
     that asks for any other class is refused instead of run."""
 
-    _ALLOWED = {
+    _ALLOWED: ClassVar[frozenset[tuple[str, str]]] = frozenset({
         ("numpy", "ndarray"),
         ("numpy", "dtype"),
         ("numpy.core.multiarray", "_reconstruct"),
@@ -86,9 +90,9 @@ class _ShardUnpickler(pickle.Unpickler):
         ("numpy._core.multiarray", "scalar"),
         ("numpy.core.numeric", "_frombuffer"),
         ("numpy._core.numeric", "_frombuffer"),
-    }
+    })
 
-    def find_class(self, module: str, name: str):  # noqa: ANN201
+    def find_class(self, module: str, name: str):
         if (module, name) not in self._ALLOWED:
             raise pickle.UnpicklingError(f"refused to load {module}.{name} (a shard holds an array and docids)")
         return super().find_class(module, name)
@@ -154,8 +158,9 @@ class DenseKind:
             docids = json.loads((index_dir / DOCIDS_FILE).read_text())
             index = faiss.read_index(str(index_dir / INDEX_FILE))
         except (OSError, ValueError, RuntimeError) as e:
+            first = (str(e).strip().splitlines() or [""])[0][:120]
             raise SearchUnavailable(
-                f"the dense index {index_dir} cannot be opened ({type(e).__name__}: {str(e)[:120]}); delete the "
+                f"the dense index {index_dir} cannot be opened ({type(e).__name__}: {first}); delete the "
                 "directory to rebuild it"
             ) from None
         if meta.get("format") != FORMAT or index.ntotal != len(docids):
@@ -182,7 +187,7 @@ def _dim_of(embedder: Embedder) -> int:
     return int(vectors.shape[1])
 
 
-def _embed_corpus(corpus: CorpusTexts, embedder: Embedder, faiss) -> tuple[object, list[str]]:  # noqa: ANN001
+def _embed_corpus(corpus: CorpusTexts, embedder: Embedder, faiss) -> tuple[object, list[str]]:
     index = None
     docids: list[str] = []
     chunk: list[tuple[str, str]] = []
@@ -211,7 +216,7 @@ def _embed_corpus(corpus: CorpusTexts, embedder: Embedder, faiss) -> tuple[objec
     return index, docids
 
 
-def _from_shards(pattern: str, corpus: CorpusTexts, faiss) -> tuple[object, list[str], str, int]:  # noqa: ANN001
+def _from_shards(pattern: str, corpus: CorpusTexts, faiss) -> tuple[object, list[str], str, int]:
     import numpy as np
 
     wanted = {docid for docid, _ in corpus.texts()}
@@ -235,7 +240,7 @@ def _from_shards(pattern: str, corpus: CorpusTexts, faiss) -> tuple[object, list
     if missing:
         raise SearchUnavailable(
             f"[search.embeddings] prebuilt = {pattern!r}: {len(missing)} documents of the corpus have no vector "
-            f"in the shards (e.g. docid {sorted(missing)[0]!r}): the shards are of another corpus"
+            f"in the shards (e.g. docid {min(missing)!r}): the shards are of another corpus"
         )
     if len(set(docids)) != len(docids):
         raise SearchUnavailable(f"[search.embeddings] prebuilt = {pattern!r}: a docid has vectors in two shards")
