@@ -58,7 +58,8 @@ DEFAULTED: dict[str, dict[str, Any]] = {
 """Keys added after digests were first written, left out while they hold the value every earlier run
 had, so those runs' digests still compare equal."""
 
-EMBEDDINGS_DEFAULTS: dict[str, Any] = {"query_prefix": None, "normalize": True, "batch_size": 64, "max_length": 512}
+EMBEDDINGS_DEFAULTS: dict[str, Any] = {"query_prefix": None, "normalize": True, "batch_size": 64, "max_length": 512,
+                                       "prebuilt": None}
 """``[search.embeddings]``'s defaults without its dropped keys (what every run before the table had): the
 table is left out while it equals them (tests/test_config.py checks they match the config model)."""
 

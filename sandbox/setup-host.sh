@@ -94,6 +94,8 @@ install_python() {  # the virtual environment .venv with this package (and with 
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c "$want"'
 import sys; sys.exit(not fte_shell.__file__.startswith(sys.argv[1]))' "$ROOT/" >/dev/null 2>&1; then
     log "installing fte-shell into $VENV (pip install -e '$spec')"
+    # the dense retriever's torch (in the test extras): the CPU build first, else pip takes a CUDA build of GBs
+    if [ "$TESTS" = 1 ]; then as_owner "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0; fi
     as_owner "$PY" -m pip install -q --disable-pip-version-check -e "$spec"
     as_owner touch "$stamp"
   fi

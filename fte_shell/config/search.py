@@ -53,6 +53,11 @@ class EmbeddingsConfig(StrictModel):
     max_retries: int = 3
     """Retries of an endpoint request on 429, 5xx, timeouts and connection errors, with backoff."""
 
+    prebuilt: str | None = None
+    """Prebuilt document vectors to load as they are instead of embedding the corpus: Tevatron pickle shards
+    of ``(reps, lookup)``, as a directory of ``*.pkl`` or a glob (BrowseComp-Plus's
+    ``…/qwen3-embedding-8b/corpus.shard*.pkl``). The model then only embeds queries; its dimension must match."""
+
 
 class SearchConfig(StrictModel):
     """Where ``search`` gets its results."""
