@@ -194,7 +194,8 @@ _lock = threading.Lock()
 
 
 def ensure_corpus(root: Path, corpus_dir: Path | None = None, log: Log | None = None) -> Path:
-    """Index the corpus of ``root`` once (reused while its files are unchanged); returns the index dir."""
+    """Store the corpus of ``root`` once (reused while its files are unchanged; retrievers index its text
+    alone); returns the corpus directory."""
     from ...search.corpus import META, build_corpus
 
     root = Path(root).resolve()
@@ -208,11 +209,12 @@ def ensure_corpus(root: Path, corpus_dir: Path | None = None, log: Log | None = 
             meta = json.loads((corpus_dir / META).read_text())
         except (OSError, json.JSONDecodeError):
             meta = {}
-        if meta.get("name") == name and meta.get("source") == str(root):
+        if meta.get("name") == name and meta.get("source") == str(root) and meta.get("contents") == "text":
             return corpus_dir
         if log:
             log(f"building the BrowseComp-Plus corpus index in {corpus_dir} (once)")
-        return build_corpus(corpus_docs(root), corpus_dir, name=name, source=str(root))
+        # retrievers index the text alone, as the benchmark's official indexes do (the title is its first line)
+        return build_corpus(corpus_docs(root), corpus_dir, name=name, source=str(root), contents="text")
 
 
 # --- evidence metrics -----------------------------------------------------------------------------------
