@@ -49,6 +49,12 @@ with their threads too (measured here: with ``pids_limit = 128`` a runsc box die
 sweep; with the headroom it holds)."""
 
 
+GVISOR_PRELOAD = "/opt/fte/lib/gvisor_statx.so"
+"""Preloaded in a gVisor (runsc) box: Debian 12's runsc refuses ``statx``/``newfstatat`` with
+``AT_NO_AUTOMOUNT`` (EINVAL), which coreutils passes, so ``ls -l`` and ``stat`` fail there; this library
+(``sandbox/lib/gvisor_statx.c``, built into the image) retries such a call without the flag."""
+
+
 def _size(text: str) -> str:
     return text.strip().lower()
 
@@ -60,6 +66,8 @@ def box_layout(
     ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
     env = dict(cfg.env)
     env["FTE_GATEWAY"] = GATEWAY_SOCKET
+    if cfg.runtime == "runsc":
+        env["LD_PRELOAD"] = GVISOR_PRELOAD
     return BoxLayout(
         name=f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
         command=["bash", WARDEN, str(ttl)],
