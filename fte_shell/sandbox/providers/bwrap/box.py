@@ -35,6 +35,7 @@ from typing import Any
 from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import BoxFields, BoxSpec
+from ...host_signals import signal_defaults
 from ...output import PtySpawn
 from ...ownership import name_part
 from . import limits as L
@@ -139,7 +140,7 @@ class BwrapBox(BoxFields):
                 proc = subprocess.Popen(
                     self._enter(argv, f"/proc/self/fd/{self.userns_fd}"), stdin=slave, stdout=slave,
                     stderr=slave, pass_fds=(self.userns_fd,), env=self._env(), start_new_session=True,
-                    **as_box_user(self.cfg))
+                    **as_box_user(self.cfg), **signal_defaults())
             finally:
                 os.close(slave)
             if self.limits.cgroups or self.limits.rlimits:
@@ -237,7 +238,7 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
             def launch() -> subprocess.Popen:
                 return subprocess.Popen(argv, pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                                        start_new_session=True, **as_box)
+                                        start_new_session=True, **as_box, **signal_defaults())
 
             try:
                 proc = on_launcher(launch)
