@@ -48,3 +48,22 @@ def test_a_box_starts_with_default_signals_whatever_the_host_ignores(provider_ca
     assert got["kill_int"] == 130, got
     assert got["timed_out"] and not got["restarted"], got
     assert "partial-1" in got["output"] and "never-2" not in got["output"], got
+
+
+def test_the_suite_undoes_the_signal_dispositions_it_inherits() -> None:
+    # conftest.default_signal_dispositions, as pytest_configure runs it: the harnesses the tests start
+    # and interrupt must get SIGINT at its default even when the suite was started with it ignored
+    probe = ("import signal, subprocess, sys\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+             "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])\n"
+             "from tests.conftest import default_signal_dispositions\n"
+             "default_signal_dispositions()\n"
+             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+             "r = subprocess.run(['sh', '-c', 'grep -E \"^Sig(Ign|Blk)\" /proc/self/status; kill -INT $$'],\n"
+             "                   capture_output=True, text=True)\n"
+             "print(r.returncode, r.stdout.split())\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO,
+                         timeout=120, check=True).stdout.split(None, 1)
+    assert out[0] == "-2"  # the child died of SIGINT
+    assert out[1].strip() == "['SigBlk:', '0000000000000000', 'SigIgn:', '0000000000000000']", out
