@@ -76,6 +76,39 @@ def test_warm_workspaces_and_server_sigkill(docker_ready: None, tmp_path: Path) 
     assert got["mine"].encode() == ws1.joinpath(got["name"]).read_bytes()
 
 
+def test_an_http_server_with_warm_boxes_starts_no_box_of_its_own_for_the_tool_probe(
+        docker_ready: None, tmp_path: Path) -> None:
+    # the tools every workspace offers come from a profile made at start: on a warm box (given back
+    # fresh), not on a box started for that alone before any client asked
+    since = f"{time.time() - 1:.3f}"
+    with LoopbackServer() as web:
+        cfg, out = write_config(tmp_path / "cfg.toml", web.host_port), tmp_path / "runs"
+        proc = subprocess.Popen(mcp_command("--transport", "http", "--port", "0", "--config", str(cfg), "--out",
+                                            str(out), "--max-workspaces", "1", "--warm", "1"),
+                                stderr=subprocess.PIPE, text=True, env=server_env(), cwd=tmp_path)
+        try:
+            assert proc.stderr is not None
+            said = []
+            for line in proc.stderr:
+                said.append(line)
+                if "1 warm box(es) ready" in line:
+                    break
+            assert any("warm box(es) ready" in x for x in said), "".join(said)[-2000:]
+            made = subprocess.run(["docker", "events", "--since", since, "--until", f"{time.time():.3f}",
+                                   "--filter", "type=container", "--filter", "event=create",
+                                   "--filter", f"label=fte-shell.owner-pid={proc.pid}",
+                                   "--format", "{{index .Actor.Attributes \"fte-shell.run-id\"}}"],
+                                  capture_output=True, text=True, check=True, timeout=60).stdout.split()
+            assert len(made) == 1 and "mcp-probe" not in made, made
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 async def _session(endpoint: str, auth: dict[str, str], url: str, out: Path) -> dict[str, Any]:
     got: dict[str, Any] = {}
     async with Client(streamable_http_client(endpoint, http_client=create_mcp_http_client(headers=auth))) as c:
