@@ -190,17 +190,19 @@ class BwrapBox(BoxFields):
 
     def stop(self) -> None:
         _live.pop(self.id, None)
+        # The warden first (PID 1: its whole namespace goes with it), then bwrap and each shell's nsenter
+        # are waited for: each reaps its child and ends. Killed first, they left that child a zombie of
+        # the host's init.
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):
-                os.kill(self.warden_pid, signal.SIGKILL)  # PID 1: its whole namespace goes with it
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        for p in self.shells:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                p.kill()
+                os.kill(self.warden_pid, signal.SIGKILL)
+        for p in [self.proc, *self.shells]:
+            try:
                 p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    p.kill()
+                    p.wait(timeout=5)
         self.shells = []
         if self.userns_fd >= 0:
             with contextlib.suppress(OSError):
