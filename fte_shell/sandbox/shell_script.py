@@ -81,8 +81,13 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def init_script(state: str, cwd: str, nonce: str) -> str:
+def init_script(state: str, cwd: str, nonce: str, *, rlimit_as: int | None = None) -> str:
     """Set up a fresh shell in ``cwd`` (falling back to /work); it ends by printing ``READY nonce pid
-    uptime`` (the box's /proc/uptime: the host measures the box's clock by it)."""
-    return (_INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
+    uptime`` (the box's /proc/uptime: the host measures the box's clock by it). ``rlimit_as``: bytes of
+    address space for the shell and what it starts (soft and hard: the agent cannot raise it)."""
+    text = (_INIT.replace("@STATE@", state).replace("@CWD@", _quote(cwd)).replace("@NONCE@", nonce)
             .replace("@INLINE1@", str(INLINE_BYTES + 1)))
+    if rlimit_as:  # (after the stty line: not echoed)
+        stty = "/usr/bin/stty raw -echo 2>/dev/null\n"
+        text = text.replace(stty, f"{stty}\\builtin ulimit -v {max(rlimit_as >> 10, 1)} 2>/dev/null\n", 1)
+    return text
