@@ -5,6 +5,7 @@ removes every box it held (the open workspace's and the warm ones)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -64,6 +65,11 @@ def test_warm_workspaces_and_server_sigkill(docker_ready: None, tmp_path: Path) 
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             assert until(lambda: not owned_by(proc.pid), 30), owned_by(proc.pid)  # the reaper's gc
+            # the workspace open at the kill: its link to the box's directory became a copy, not dangling
+            ws2 = out / got["run2"] / "workspace"
+            assert until(lambda: not ws2.is_symlink(), 30) and ws2.is_dir(), (
+                os.readlink(ws2), ws2.resolve().exists(), [p.read_text() for p in ws2.resolve().parent.glob(".fte-*")])
+            assert (ws2 / got["name2"].removeprefix("/work/")).is_file()
         finally:
             proc.kill()
             proc.wait()
@@ -128,6 +134,8 @@ async def _session(endpoint: str, auth: dict[str, str], url: str, out: Path) -> 
         got["name"] = fetched.content[0].text.split()[0].removeprefix("/work/")
         got["grep"] = (await c.call_tool("bash", {"handle": h1, "command": "grep -n 'Mara Vell' /work/*.txt"})).content[0].text
         got["other_ls"] = (await c.call_tool("bash", {"handle": h2, "command": "ls -A /work; list_fetched"})).content[0].text
+        got["run2"] = run2  # left open: the server is SIGKILLed while its box serves it
+        got["name2"] = (await c.call_tool("bash", {"handle": h2, "command": f"fetch {url}"})).content[0].text.split()[0]
         got["mine"] = (await c.read_resource(f"fte-workspace://{h1}/{got['name']}")).contents[0].text
         got["linked"] = (out / run1 / "workspace" / got["name"]).is_file()
         await c.call_tool("close_workspace", {"handle": h1})
