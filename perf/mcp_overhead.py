@@ -8,9 +8,12 @@ command (``true``) in a box of its own:
 * ``sandbox``: ``Sandbox.run("true")`` — the baseline;
 * ``episode``: ``Episode.call("bash", {"command": "true"})`` in process (the profile, the trajectory record);
 * ``stdio``: ``tools/call bash`` through the SDK's client to ``fte-shell mcp`` over a stdio subprocess;
-* ``http``: the same to ``fte-shell mcp --transport http`` (one open workspace, its handle).
+* ``http``: the same to ``fte-shell mcp --transport http`` (one open workspace, its handle);
+* ``floor-stdio``, ``floor-http``: the SDK's own floor — ``tools/call bash`` to a minimal server of the
+  same SDK and settings answering a constant (``perf/mcp_floor.py``: no box, no profile, no token check).
 
-Reported: median and p95 per arm, and the median added over ``sandbox`` (goal: ≤ 2 ms on stdio). Then
+Reported: median and p95 per arm, and the median added over ``sandbox`` (goal: ≤ 2 ms on stdio); then,
+per transport, what fte-shell adds beyond its floor: (arm − ``sandbox``) − floor (goal: ≤ 0.5 ms). Then
 workspaces opened per second over HTTP, ``cold`` (a server with ``--warm 0``: each opens a fresh box)
 against ``warm`` (``--warm OPENS``: boxes started ahead), in turn for ``--rounds`` rounds: ``--opens``
 ``open_workspace`` calls at once, timed to the last handle, closed after; the warm server is given time to
@@ -70,20 +73,27 @@ async def measure(ns: argparse.Namespace, out: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     common = ["--search", "none", "--sandbox-provider", ns.provider]
     cfg = load_config(None, {"search": {"backend": "none"}, "sandbox": {"provider": ns.provider}}, environ={})
-    times: dict[str, list[float]] = {k: [] for k in ("sandbox", "episode", "stdio", "http")}
+    times: dict[str, list[float]] = {k: [] for k in ("sandbox", "episode", "stdio", "http", "floor-stdio",
+                                                     "floor-http")}
     proc, url, token = start_http([*common, "--out", str(out / "http"), "--max-workspaces", "2", "--warm", "0"], env)
+    floor_proc, floor_url = start_floor(env)
     try:
         stdio = StdioServerParameters(command=sys.executable, args=["-m", "fte_shell", "mcp", *common, "--out",
                                                                      str(out / "stdio")], env=env)
+        floor_stdio = StdioServerParameters(command=sys.executable, args=[str(FLOOR), "stdio"], env=env)
         http = streamable_http_client(url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}))
+        floor_http = streamable_http_client(floor_url, http_client=create_mcp_http_client())
         with Sandbox(cfg.sandbox) as sb, Episode.open(cfg, "perf", out / "episode") as ep:
-            async with Client(stdio_client(stdio)) as cs, Client(http) as ch:
+            async with Client(stdio_client(stdio)) as cs, Client(http) as ch, \
+                    Client(stdio_client(floor_stdio)) as fs, Client(floor_http) as fh:
                 handle = (await ch.call_tool("open_workspace", {})).structured_content["handle"]
                 arms = {
                     "sandbox": lambda: anyio.to_thread.run_sync(sb.run, "true"),
                     "episode": lambda: anyio.to_thread.run_sync(ep.call, "bash", CMD),
                     "stdio": lambda: cs.call_tool("bash", CMD),
                     "http": lambda: ch.call_tool("bash", {"handle": handle, **CMD}),
+                    "floor-stdio": lambda: fs.call_tool("bash", CMD),
+                    "floor-http": lambda: fh.call_tool("bash", {"handle": "h", **CMD}),
                 }
                 for arm in arms.values():  # warm up
                     await arm()
@@ -94,9 +104,23 @@ async def measure(ns: argparse.Namespace, out: Path) -> dict[str, Any]:
                         times[name].append(time.perf_counter() - t)
                 await ch.call_tool("close_workspace", {"handle": handle})
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        for p in (proc, floor_proc):
+            p.terminate()
+            p.wait(timeout=60)
     return {"times": times, "open": await measure_opens(ns, out, env, common)}
+
+
+FLOOR = REPO / "perf" / "mcp_floor.py"
+
+
+def start_floor(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """The SDK's floor server over HTTP (perf/mcp_floor.py) and its URL."""
+    proc = subprocess.Popen([sys.executable, str(FLOOR), "http"], stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if m := re.search(r"floor at (http://\S+)", line):
+            return proc, m.group(1)
+    raise RuntimeError(f"{FLOOR} did not start")
 
 
 def owned_by(pid: int) -> int:
@@ -140,7 +164,6 @@ async def measure_opens(ns: argparse.Namespace, out: Path, env: dict[str, str], 
             proc.terminate()
             proc.wait(timeout=60)
     return rates
-    return {"times": times, "open_s": open_s}
 
 
 def main() -> None:
@@ -162,6 +185,11 @@ def main() -> None:
         print(f"{name:8} {med * 1e3:10.2f} {pct(xs, 0.95) * 1e3:8.2f} {(med - base) * 1e3:9.2f} {med / base:6.2f}")
     added = (statistics.median(times["stdio"]) - base) * 1e3
     print(f"stdio adds {added:.2f} ms per call (goal <= 2 ms): {'met' if added <= 2 else 'NOT met'}")
+    for transport in ("stdio", "http"):
+        floor = statistics.median(times[f"floor-{transport}"]) * 1e3
+        over = (statistics.median(times[transport]) - base) * 1e3 - floor
+        print(f"{transport}: the SDK's floor {floor:.2f} ms; fte-shell adds {over:.2f} ms beyond it "
+              f"(goal <= 0.5 ms): {'met' if over <= 0.5 else 'NOT met'}")
     rates = got["open"]
     cold, warm = statistics.median(rates["cold"]), statistics.median(rates["warm"])
     print(f"HTTP open_workspace, {ns.opens} at once, {ns.rounds} rounds in turn: cold {cold:.2f} workspaces/s, "

@@ -196,7 +196,9 @@ setup_test_user() {  # the plain user of the rootless podman and bwrap tests
 
 podman_image() {  # the sandbox image in podman's storage ($1: "" = root's, or a user's), from Docker's
   local img want have
-  img="$("$PY" -c 'from fte_shell.config import SandboxConfig; print(SandboxConfig().image)')"
+  # by its content tag: Docker's cfg.image may name another checkout's build (image_inputs.content_tag)
+  img="$("$PY" -c 'from fte_shell.config import SandboxConfig; from fte_shell.sandbox.image_inputs import content_tag
+print(content_tag(SandboxConfig()))')"
   want="$(docker image inspect --format '{{index .Config.Labels "fte-shell.content-hash"}}' "$img")"
   if [ -z "$1" ]; then
     have="$(podman image inspect --format '{{index .Labels "fte-shell.content-hash"}}' "$img" 2>/dev/null || true)"

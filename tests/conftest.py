@@ -21,6 +21,22 @@ PYDOCS_DIR = Path("/usr/share/doc/python3.11/html")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def default_signal_dispositions() -> None:
+    """The suite passes whatever signal dispositions it inherits: a run started in a script's background
+    (``nohup … &``) ignores SIGINT (and often SIGQUIT, SIGHUP), and so would every harness a test starts
+    and interrupts with Ctrl-C. Undone once, before any test (SIGINT back to Python's KeyboardInterrupt)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    default_signal_dispositions()
+
+
 def _docker_problem() -> str | None:
     try:
         import docker

@@ -38,6 +38,8 @@ GUARANTEES = {
     "cpu limit": "the box gets at most sandbox.cpus cores",
     "warden protected": "the agent cannot end the box's warden (PID 1) with signals from inside",
     "timeout kill": "a timed-out command's whole process tree is killed at once and the shell keeps its state",
+    "timeout background jobs": "a timed-out command's background jobs (SIGINT ignored) are killed before "
+                               "they go on to their next command",
 }
 """Guarantees some provider cannot hold (the names :func:`holds` takes); every other probe holds for all."""
 
@@ -82,16 +84,14 @@ BWRAP_RLIMITS = "bwrap as a plain user without a delegated cgroup (sandbox.cgrou
 CASES = [
     ProviderCase("docker", "docker"),
     ProviderCase("docker-runsc", "docker", runtime="runsc", cannot={
-        "memory limit": "gVisor's Sentry shares the box's memory cgroup: a memory bomb gets the whole box "
-                        "killed (the host is safe; the session is lost)",
         "warden protected": "the agent's `kill -9 -1` / signals to PID 1 end the box under gVisor (its own "
                             "session only: nothing outside is reached)",
         "pids limit": "gVisor's Sentry and Gofer share the box's pids cgroup: a fork bomb starves them and "
                       "the whole box dies (the host is safe; the session is lost)",
-        "timeout kill": "gVisor's /proc/PID/status has no SigIgn line, so the warden cannot tell background "
-                        "jobs from the foreground command (a timed-out command's background subshell goes on "
-                        "to its next command), and SIGINT does not break a loop of builtins (the shell is "
-                        "killed and restarted after 30 s: its state is lost)",
+        "timeout background jobs": "gVisor's /proc/PID/status has no SigIgn line, so the warden cannot "
+                                   "tell background jobs (SIGINT ignored) from the foreground command: a "
+                                   "timed-out command's background subshell may go on to its next command "
+                                   "before the sweep's kill loop ends it",
     }),
     ProviderCase("podman", "podman"),
     ProviderCase("podman-rootless", "podman", rootless=True, cannot={

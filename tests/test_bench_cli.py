@@ -111,7 +111,7 @@ def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: 
     with ScriptedServer(policy=lambda body: reply) as srv:
         r = runner.invoke(app, ["judge", str(out), "--judge-model", "g", "--base-url", srv.base_url, "--api-key", "k"])
         assert r.exit_code == 0, r.output
-        assert "browsecomp@g judge: 6/6 correct (6 judged now" in r.output and len(srv.requests) == 6
+        assert "llm-equivalence@g judge: 6/6 correct (6 judged now" in r.output and len(srv.requests) == 6
     r = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text())

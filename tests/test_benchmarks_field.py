@@ -354,10 +354,10 @@ def test_simpleqa_summary_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     with ScriptedServer(policy=answering({f"SQ-{i}": f"<answer>A{i}</answer>" for i in range(5)})) as srv:
         bench(f"simpleqa:{p}", out, srv)
-    # graded three-way by the dataset's default preset (simpleqa) through a loopback grader:
+    # graded three-way by the dataset's default preset (llm-three-way) through a loopback grader:
     # A0, A1, A4 CORRECT; A2 INCORRECT; A3 NOT_ATTEMPTED
     judge_llm(out, {"A0": ("yes", 100), "A1": ("yes", 100), "A2": ("no", 100), "A3": ("na", 100), "A4": ("yes", 100)})
-    grades = {qid: read_judgement(d)["simpleqa@g"]["grade"] for d, _p, qid, _r in find_runs(out)}  # type: ignore[index]
+    grades = {qid: read_judgement(d)["llm-three-way@g"]["grade"] for d, _p, qid, _r in find_runs(out)}  # type: ignore[index]
     assert sorted(grades.values()) == ["CORRECT", "CORRECT", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
     metrics, md = report(out, tmp_path / "rep")
     # correct 3/5 = 60%, not attempted 1/5 = 20%, given attempted 3/4 = 75%, F = 2*.6*.75/1.35 = 66.7%
@@ -368,8 +368,8 @@ def test_simpleqa_summary_end_to_end(tmp_path: Path) -> None:
     # a hand-made verdict of another preset (no three-way grade) made primary: left out of the summary, and said
     (d, *_rest) = next(r for r in find_runs(out) if r[2] == question_id("SQ-0?"))
     data = read_judgement(d) or {}
-    data["browsecomp@g"] = {**data["simpleqa@g"], "preset": "browsecomp", "grade": None}
-    data["primary"] = "browsecomp@g"
+    data["llm-equivalence@g"] = {**data["llm-three-way@g"], "preset": "llm-equivalence", "grade": None}
+    data["primary"] = "llm-equivalence@g"
     write_judgement(d, data)
     metrics, md = report(out, tmp_path / "rep2")
     (row,) = metrics["simpleqa"]

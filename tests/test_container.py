@@ -3,6 +3,7 @@ cleanup on SIGTERM/SIGINT/exit, image content hash, doctor."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -407,10 +408,10 @@ def test_image_is_labelled_with_the_content_hash(docker_ready: None) -> None:
     cfg = SandboxConfig()
     I.ensure_image(cfg, force=False)
     I.forget(cfg)  # another process may change sandbox/bin meanwhile: check the files of now
-    I.ensure_image(cfg)
+    image_id = I.ensure_image(cfg)
     ok, reason = I.IMAGES.status(cfg)
     assert ok, reason
-    img = A.client().images.get(cfg.image)
+    img = A.client().images.get(image_id)  # (cfg.image may name another checkout's build since)
     assert img.labels[I.HASH_LABEL] == I.content_hash(cfg)
     other = I.content_hash(SandboxConfig(base_image="debian:other"))
     assert other != I.content_hash(cfg)
@@ -435,6 +436,32 @@ def test_containers_use_the_image_this_process_checked(docker_ready: None) -> No
         A.client().images.remove(cfg.image)  # the tag only
         if not A.client().images.get(image_id).tags:  # built just for this test (no cache): dangling now
             A.client().images.remove(image_id)
+
+
+def test_checkouts_with_other_sandbox_inputs_share_an_engine_without_rebuilding_in_turn(docker_ready: None) -> None:
+    import uuid
+
+    from fte_shell.sandbox.image_inputs import CheckedImages, content_tag, repo_and_tag
+
+    cfg = SandboxConfig(image=f"fte-shell-sandbox-{uuid.uuid4().hex[:8]}:latest")
+    image_id = I.ensure_image(cfg)
+    names = [cfg.image, content_tag(cfg)]
+    try:
+        assert A.client().images.get(content_tag(cfg)).id == image_id  # the build's own tag
+        # another checkout (other sandbox/ files) builds cfg.image: the tag moves to its image
+        A.client().api.tag(cfg.base_image, *repo_and_tag(cfg.image))
+        said: list[str] = []
+        fresh = CheckedImages(I.DockerImages())  # a new process of the first checkout
+        assert fresh.ensure(cfg, log=said.append) == image_id
+        assert said == []  # nothing built: found by its content tag
+        A.client().images.remove(cfg.image)  # a checkout whose cfg.image is gone names it again
+        assert CheckedImages(I.DockerImages()).ensure(cfg, log=said.append) == image_id and said == []
+        assert A.client().images.get(cfg.image).id == image_id
+    finally:
+        I.forget(cfg)
+        for name in names:
+            with contextlib.suppress(Exception):
+                A.client().images.remove(name)  # the tags only (the layers are the shared image's)
 
 
 def test_doctor_reports_every_check_ok(docker_ready: None) -> None:

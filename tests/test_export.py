@@ -42,7 +42,7 @@ CHROMIUM = Path(os.environ.get("FTE_CHROMIUM", "/usr/bin/chromium"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 REASONING = "The response's final answer is compared with the reference answer."
-LLM = "browsecomp@grader"
+LLM = "llm-equivalence@grader"
 """The LLM judge's verdict key in judgement.json (HotpotQA's preset, the grading model's name)."""
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 runner = CliRunner()

@@ -81,24 +81,24 @@ def test_llm_judge_through_scripted_server_and_cache(tmp_path: Path) -> None:
 
     with ScriptedServer(policy=policy) as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
-        s = judge_runs([root], "browsecomp", judge=judge, concurrency=2)
+        s = judge_runs([root], "llm-equivalence", judge=judge, concurrency=2)
         assert (s.judged, s.cached, s.skipped, s.correct, s.errors) == (2, 0, 1, 1, [])
         assert len(srv.requests) == 2
         # through ModelClient: the judge's settings are really sent (greedy, a short completion)
         assert all(b["temperature"] == 0 and b["max_tokens"] == 1024 and b["model"] == "grader" for b in srv.requests)
         assert "tools" not in srv.requests[0]
         assert "Paris" in srv.requests[0]["messages"][0]["content"] or "Paris" in srv.requests[1]["messages"][0]["content"]
-        j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["browsecomp@grader"]
+        j1 = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())["llm-equivalence@grader"]
         assert (j1["correct"], j1["extracted_final_answer"], j1["confidence"], j1["judge_model"], j1["preset"]) == (
-            True, "Paris", 85, "grader", "browsecomp")
+            True, "Paris", 85, "grader", "llm-equivalence")
         # the whole call is kept with the verdict: the prompt sent, the parameters, the reply
         sent = next(b for b in srv.requests if "Capital of France" in b["messages"][0]["content"])
         assert j1["call"]["prompt"] == sent["messages"][0]["content"] and j1["raw"] == REPLY_YES
         assert j1["call"]["params"]["temperature"] == 0 and j1["call"]["params"]["model"] == "grader"
-        j2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["browsecomp@grader"]
+        j2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["llm-equivalence@grader"]
         assert j2["correct"] is False
         # second pass: everything cached, no request
-        s2 = judge_runs([root], "browsecomp", judge=judge)
+        s2 = judge_runs([root], "llm-equivalence", judge=judge)
         assert (s2.judged, s2.cached, s2.correct) == (0, 2, 1) and len(srv.requests) == 2
 
 
@@ -106,7 +106,7 @@ def test_llm_judge_bad_reply_is_recorded_not_fatal(tmp_path: Path) -> None:
     root = make_sweep(tmp_path)
     with ScriptedServer(policy=lambda body: "I cannot grade this.") as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, max_retries=0))
-        s = judge_runs([root], "browsecomp", judge=judge)
+        s = judge_runs([root], "llm-equivalence", judge=judge)
     assert s.judged == 0 and len(s.errors) == 2 and "correct: yes|no" in s.errors[0]
     assert not (root / "runs/fte/q1/r0/judgement.json").exists()
 
@@ -120,7 +120,7 @@ def test_llm_judge_endpoint_down_is_recorded_with_the_model_clients_error(tmp_pa
         port = sock.getsockname()[1]
     cfg = judge_model_config("grader", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
     assert (cfg.temperature, cfg.max_tokens, cfg.model) == (0.0, 1024, "grader")
-    s = judge_runs([root], "browsecomp", judge=LLMJudge(cfg))
+    s = judge_runs([root], "llm-equivalence", judge=LLMJudge(cfg))
     assert s.judged == 0 and len(s.errors) == 2
     assert all("judge model call failed: EndpointUnavailable" in e for e in s.errors)
 
@@ -132,7 +132,7 @@ def test_match_judge_and_both_kept(tmp_path: Path) -> None:
     data = json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
     assert data["match"]["em"] == 1.0 and data["match"]["f1"] == 1.0
     with pytest.raises(ConfigError, match="--judge-model"):
-        judge_runs([root], "browsecomp")
+        judge_runs([root], "llm-equivalence")
     with pytest.raises(ConfigError, match="not found"):
         judge_runs([tmp_path / "nope"], "match")
 
@@ -173,19 +173,19 @@ def test_a_judgement_written_before_presets_reads_and_its_llm_verdict_is_reused(
     assert (m.correct, m.f1) == (True, 0.5)  # the model's verdict counts, as before
     with ScriptedServer(policy=lambda body: REPLY_YES) as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
-        s = judge_runs([d], "browsecomp", judge=judge)
+        s = judge_runs([d], "llm-equivalence", judge=judge)
         assert (s.judged, s.cached, len(srv.requests)) == (0, 1, 0)  # the old verdict of that model, reused
         new = json.loads((d / "judgement.json").read_text())
-        assert "llm" not in new and new["browsecomp@grader"] == {**old["llm"], "preset": "browsecomp"}
-        assert new["match"] == old["match"] and new["primary"] == "browsecomp@grader"
+        assert "llm" not in new and new["llm-equivalence@grader"] == {**old["llm"], "preset": "llm-equivalence"}
+        assert new["match"] == old["match"] and new["primary"] == "llm-equivalence@grader"
         # another model's old verdict is not this one's: graded, the old one kept beside it
         (d / "judgement.json").write_text(json.dumps(old))
         other = LLMJudge(judge_model_config("grader-2", base_url=srv.base_url, api_key="k"))
-        s = judge_runs([d], "browsecomp", judge=other)
+        s = judge_runs([d], "llm-equivalence", judge=other)
         assert (s.judged, s.cached, len(srv.requests)) == (1, 0, 1)
         new = json.loads((d / "judgement.json").read_text())
-        assert new["llm@grader"] == old["llm"] and new["browsecomp@grader-2"]["judge_model"] == "grader-2"
-        assert new["primary"] == "browsecomp@grader-2"
+        assert new["llm@grader"] == old["llm"] and new["llm-equivalence@grader-2"]["judge_model"] == "grader-2"
+        assert new["primary"] == "llm-equivalence@grader-2"
 
 
 # --- the old spelling: judge --method (renamed --judge-preset) --------------------------------------------
@@ -202,8 +202,8 @@ def test_the_old_method_flag_still_grades_with_a_one_line_note(tmp_path: Path) -
         assert r.exit_code == 0, r.output
         assert len(srv.requests) == 2
     assert r.stderr == ("note: --method llm is an old spelling, accepted until fte-shell 0.3.0: use "
-                        "--judge-preset browsecomp\n")
-    assert "browsecomp@grader" in json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
+                        "--judge-preset llm-equivalence\n")
+    assert "llm-equivalence@grader" in json.loads((root / "runs/fte/q1/r0/judgement.json").read_text())
     r = runner.invoke(app, ["judge", str(root), "--method", "match"])
     assert r.exit_code == 0 and r.stderr.splitlines() == [
         "note: --method match is an old spelling, accepted until fte-shell 0.3.0: use --judge-preset match"]

@@ -58,24 +58,51 @@ def grader(url: str, model: str) -> LLMJudge:
     return LLMJudge(judge_model_config(model, base_url=url, api_key="k", max_retries=0))
 
 
+# --- renamed presets ---------------------------------------------------------------------------------------
+def test_a_former_preset_name_still_works_with_a_note_and_its_verdicts_are_reused(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # presets are named for what they grade: browsecomp (HotpotQA's default too) is now llm-equivalence
+    root = make_sweep(tmp_path, {"q1": "Paris", "q2": "Lyon"})
+    reply = "extracted_final_answer: x\nreasoning: r\ncorrect: yes\nconfidence: 80"
+    with ScriptedServer(policy=lambda body: reply) as srv:
+        s = judge_runs([root], "browsecomp", judge=grader(srv.base_url, "g"))
+        assert (s.judged, s.judges) == (2, ["llm-equivalence@g"])
+        assert ("note: judge preset browsecomp is an old spelling, accepted until fte-shell 0.3.0: use "
+                "llm-equivalence") in capfd.readouterr().err
+        for qid in ("q1", "q2"):  # as a sweep judged before the rename keeps them
+            f = tmp_path / "sweep" / "runs" / "fte" / qid / "r0" / "judgement.json"
+            v = {**judgement(root, qid)["llm-equivalence@g"], "preset": "browsecomp"}
+            f.write_text(json.dumps({"browsecomp@g": v}))
+        asked = len(srv.requests)
+        s = judge_runs([root], "llm-equivalence", judge=grader(srv.base_url, "g"))
+        assert (s.cached, s.judged, len(srv.requests)) == (2, 0, asked)  # reused, no call
+    j = judgement(root, "q1")
+    assert set(j) == {"llm-equivalence@g"}  # moved (one verdict: no "primary" entry)
+    assert j["llm-equivalence@g"]["preset"] == "llm-equivalence"
+    for old, new in (("browsecomp-zh", "llm-equivalence-zh"), ("simpleqa", "llm-three-way"),
+                     ("hle", "llm-equivalence-confidence")):
+        assert preset(old) is preset(new)
+
+
 # --- each preset's format, through the real client ------------------------------------------------------
 def test_each_model_preset_parses_its_own_format(tmp_path: Path) -> None:
     root = make_sweep(tmp_path, {"q1": "Paris", "q2": "Lyon"})
     replies = {
-        "browsecomp": {"q1": "extracted_final_answer: Paris\nreasoning: same\ncorrect: yes\nconfidence: 80",
+        "llm-equivalence": {"q1": "extracted_final_answer: Paris\nreasoning: same\ncorrect: yes\nconfidence: 80",
                        "q2": "extracted_final_answer: Lyon\nreasoning: differs\ncorrect: no\nconfidence: 30"},
         # the Chinese grader: full-width colons, 是/否 read as yes/no
-        "browsecomp-zh": {"q1": "extracted_final_answer：Paris\nreasoning：一致\ncorrect：是\nconfidence：90",
+        "llm-equivalence-zh": {"q1": "extracted_final_answer：Paris\nreasoning：一致\ncorrect：是\nconfidence：90",
                           "q2": "extracted_final_answer: Lyon\nreasoning: 不一致\ncorrect: no\nconfidence: 100"},
-        "simpleqa": {"q1": "reasoning: matches\ngrade: CORRECT", "q2": "reasoning: no answer given\ngrade: C"},
-        "hle": {"q1": "extracted_final_answer: Paris\nreasoning: ok\ncorrect: yes\nconfidence: 95",
+        "llm-three-way": {"q1": "reasoning: matches\ngrade: CORRECT", "q2": "reasoning: no answer given\ngrade: C"},
+        "llm-equivalence-confidence": {"q1": "extracted_final_answer: Paris\nreasoning: ok\ncorrect: yes\n"
+                                             "confidence: 95",
                 "q2": "extracted_final_answer: Lyon\nreasoning: wrong\ncorrect: no\nconfidence: 60"},
     }
     want = {  # (correct, grade, confidence, extracted) of q1 and q2
-        "browsecomp": [(True, None, 80, "Paris"), (False, None, 30, "Lyon")],
-        "browsecomp-zh": [(True, None, 90, "Paris"), (False, None, 100, "Lyon")],
-        "simpleqa": [(True, "CORRECT", None, None), (False, "NOT_ATTEMPTED", None, None)],
-        "hle": [(True, None, 95, "Paris"), (False, None, 60, "Lyon")],
+        "llm-equivalence": [(True, None, 80, "Paris"), (False, None, 30, "Lyon")],
+        "llm-equivalence-zh": [(True, None, 90, "Paris"), (False, None, 100, "Lyon")],
+        "llm-three-way": [(True, "CORRECT", None, None), (False, "NOT_ATTEMPTED", None, None)],
+        "llm-equivalence-confidence": [(True, None, 95, "Paris"), (False, None, 60, "Lyon")],
     }
     name = {"current": ""}
     with ScriptedServer(policy=lambda body: replies[name["current"]][qid_of(body)]) as srv:
@@ -100,15 +127,17 @@ def test_each_model_preset_parses_its_own_format(tmp_path: Path) -> None:
     assert SIMPLEQA_PROMPT.split("\n")[0] in srv.requests[4]["messages"][0]["content"]
     # the four judges stand side by side; the last one graded is primary
     j = judgement(root, "q1")
-    assert sorted(k for k in j if k != "primary") == ["browsecomp-zh@g", "browsecomp@g", "hle@g", "simpleqa@g"]
-    assert j["primary"] == "hle@g"
+    assert sorted(k for k in j if k != "primary") == ["llm-equivalence-confidence@g", "llm-equivalence-zh@g",
+                                                      "llm-equivalence@g", "llm-three-way@g"]
+    assert j["primary"] == "llm-equivalence-confidence@g"
 
 
 @pytest.mark.parametrize(("name", "reply", "needle"), [
-    ("browsecomp", "I think it is right.", "no 'correct: yes|no' line"),
-    ("browsecomp-zh", "正确", "no 'correct: yes|no' line"),
-    ("simpleqa", "reasoning: fine\nThe answer is correct.", "no 'grade: CORRECT|INCORRECT|NOT_ATTEMPTED' line"),
-    ("hle", "extracted_final_answer: x\nreasoning: r\ncorrect: yes", "no 'confidence: 0-100' line"),
+    ("llm-equivalence", "I think it is right.", "no 'correct: yes|no' line"),
+    ("llm-equivalence-zh", "正确", "no 'correct: yes|no' line"),
+    ("llm-three-way", "reasoning: fine\nThe answer is correct.", "no 'grade: CORRECT|INCORRECT|NOT_ATTEMPTED' line"),
+    ("llm-equivalence-confidence", "extracted_final_answer: x\nreasoning: r\ncorrect: yes",
+     "no 'confidence: 0-100' line"),
 ])
 def test_a_malformed_reply_is_an_error_and_the_run_stays_unscored(tmp_path: Path, name: str, reply: str,
                                                                    needle: str) -> None:
@@ -127,62 +156,63 @@ def test_parsers_directly() -> None:
     assert parse_simpleqa("grade: not attempted").grade == "NOT_ATTEMPTED"
     assert parse_simpleqa("reasoning: a\ngrade: B").grade == "INCORRECT"
     assert parse_simpleqa("grade: INCORRECT\ngrade: CORRECT").correct is True  # the last line counts
-    with pytest.raises(ModelError, match="simpleqa"):
+    with pytest.raises(ModelError, match="llm-three-way"):
         parse_simpleqa("grade: maybe")
-    with pytest.raises(ModelError, match="simpleqa"):
+    with pytest.raises(ModelError, match="llm-three-way"):
         parse_simpleqa("CORRECT")  # not on a grade: line
 
 
 def test_a_run_without_an_answer_is_graded_without_a_call(tmp_path: Path) -> None:
     root = make_sweep(tmp_path, {"q1": None})
     with ScriptedServer(policy=lambda body: "grade: CORRECT") as srv:
-        s = judge_runs([root], "simpleqa", judge=grader(srv.base_url, "g"))
+        s = judge_runs([root], "llm-three-way", judge=grader(srv.base_url, "g"))
         assert len(srv.requests) == 0
-    v = judgement(root, "q1")["simpleqa@g"]
+    v = judgement(root, "q1")["llm-three-way@g"]
     assert (s.judged, v["correct"], v["grade"], v["call"]) == (1, False, "NOT_ATTEMPTED", None)
 
 
 # --- the registry and the defaults ----------------------------------------------------------------------
 def test_registry_names_every_preset_and_refuses_an_unknown_one(tmp_path: Path) -> None:
-    assert {"browsecomp", "browsecomp-zh", "simpleqa", "hle", "match", "widesearch"} <= set(PRESETS)
-    assert [p for p in ("browsecomp", "browsecomp-zh", "simpleqa", "hle") if not preset(p).needs_model] == []
-    assert not preset("match").needs_model and preset("simpleqa").temperature == 0.0
-    with pytest.raises(ConfigError, match=r"unknown judge preset 'nope' \(known: .*browsecomp.*simpleqa"):
+    models = ("llm-equivalence", "llm-equivalence-zh", "llm-three-way", "llm-equivalence-confidence")
+    assert {*models, "match", "widesearch"} <= set(PRESETS)
+    assert [p for p in models if not preset(p).needs_model] == []
+    assert not preset("match").needs_model and preset("llm-three-way").temperature == 0.0
+    with pytest.raises(ConfigError, match=r"unknown judge preset 'nope' \(known: .*llm-equivalence.*llm-three-way"):
         preset("nope")
     root = make_sweep(tmp_path, {"q1": "x"})
-    with pytest.raises(ConfigError, match="simpleqa judge preset needs a grading model: pass --judge-model"):
-        judge_runs([root], "simpleqa")
-    # the dataset's default (browsecomp for a plain sweep) needs a model: without one, match, and a note
+    with pytest.raises(ConfigError, match="llm-three-way judge preset needs a grading model: pass --judge-model"):
+        judge_runs([root], "llm-three-way")
+    # the dataset's default (llm-equivalence for a plain sweep) needs a model: without one, match, and a note
     s = judge_runs([root])
-    assert s.judges == ["match"] and "browsecomp needs a grading model" in s.notes[0]
+    assert s.judges == ["match"] and "llm-equivalence needs a grading model" in s.notes[0]
     assert judgement(root, "q1")["match"]["preset"] == "match"
 
 
 # --- several judges side by side, and what is reused ----------------------------------------------------
 def test_verdicts_of_another_preset_or_model_are_not_reused(tmp_path: Path) -> None:
     root = make_sweep(tmp_path, {"q1": "a", "q2": "b"})
-    replies = {"browsecomp": "extracted_final_answer: a\nreasoning: r\ncorrect: yes\nconfidence: 50",
-               "simpleqa": "grade: INCORRECT"}
-    with ScriptedServer(policy=lambda body: replies["simpleqa" if "NOT_ATTEMPTED" in body["messages"][0]["content"]
-                                                    else "browsecomp"]) as srv:
+    replies = {"llm-equivalence": "extracted_final_answer: a\nreasoning: r\ncorrect: yes\nconfidence: 50",
+               "llm-three-way": "grade: INCORRECT"}
+    with ScriptedServer(policy=lambda body: replies["llm-three-way" if "NOT_ATTEMPTED" in
+                                                    body["messages"][0]["content"] else "llm-equivalence"]) as srv:
         a, b = grader(srv.base_url, "judge-a"), grader(srv.base_url, "judge-b")
-        assert judge_runs([root], "browsecomp", judge=a).judged == 2 and len(srv.requests) == 2
-        s = judge_runs([root], "simpleqa", judge=a)  # same model, another preset: graded anew
+        assert judge_runs([root], "llm-equivalence", judge=a).judged == 2 and len(srv.requests) == 2
+        s = judge_runs([root], "llm-three-way", judge=a)  # same model, another preset: graded anew
         assert (s.judged, s.cached, len(srv.requests)) == (2, 0, 4)
-        s = judge_runs([root], "browsecomp", judge=b)  # same preset, another model: graded anew
+        s = judge_runs([root], "llm-equivalence", judge=b)  # same preset, another model: graded anew
         assert (s.judged, s.cached, len(srv.requests)) == (2, 0, 6)
-        assert judgement(root, "q1")["primary"] == "browsecomp@judge-b"
-        s = judge_runs([root], "browsecomp", judge=a)  # this judge's own verdicts: reused, primary again
+        assert judgement(root, "q1")["primary"] == "llm-equivalence@judge-b"
+        s = judge_runs([root], "llm-equivalence", judge=a)  # this judge's own verdicts: reused, primary again
         assert (s.judged, s.cached, s.correct, len(srv.requests)) == (0, 2, 2, 6)
         j = judgement(root, "q1")
-        assert j["primary"] == "browsecomp@judge-a"
-        assert (j["browsecomp@judge-a"]["correct"], j["simpleqa@judge-a"]["correct"],
-                j["browsecomp@judge-b"]["correct"]) == (True, False, True)
+        assert j["primary"] == "llm-equivalence@judge-a"
+        assert (j["llm-equivalence@judge-a"]["correct"], j["llm-three-way@judge-a"]["correct"],
+                j["llm-equivalence@judge-b"]["correct"]) == (True, False, True)
         # a model-free pass (bench's at the end of a sweep) never displaces a model's verdict as primary
         judge_runs([root], "match")
-        assert judgement(root, "q1")["primary"] == "browsecomp@judge-a"
+        assert judgement(root, "q1")["primary"] == "llm-equivalence@judge-a"
         # --force grades again
-        s = judge_runs([root], "browsecomp", judge=a, force=True)
+        s = judge_runs([root], "llm-equivalence", judge=a, force=True)
         assert (s.judged, len(srv.requests)) == (2, 8)
 
 
@@ -198,9 +228,9 @@ def test_compare_prints_accuracy_kappa_and_the_disagreeing_runs(tmp_path: Path) 
     with ScriptedServer(policy=policy) as srv:
         for m in ("judge-a", "judge-b"):
             r = runner.invoke(app, ["judge", str(root), "--judge-model", m, "--base-url", srv.base_url,
-                                    "--api-key", "k", "--judge-preset", "browsecomp"])
+                                    "--api-key", "k", "--judge-preset", "llm-equivalence"])
             assert r.exit_code == 0, r.output
-            assert f"browsecomp@{m} judge: {len(says_yes[m])}/6 correct (6 judged now" in r.output
+            assert f"llm-equivalence@{m} judge: {len(says_yes[m])}/6 correct (6 judged now" in r.output
         n = len(srv.requests)
         r = runner.invoke(app, ["judge", str(root), "--compare"], env={"COLUMNS": "200"})
         assert len(srv.requests) == n  # --compare alone grades nothing
@@ -208,27 +238,27 @@ def test_compare_prints_accuracy_kappa_and_the_disagreeing_runs(tmp_path: Path) 
     # by hand: 6 runs, A yes on 4, B yes on 5, agreeing on 5 (q1-q4 yes, q6 no).
     # p_o = 5/6; p_e = 4/6 * 5/6 + 2/6 * 1/6 = 22/36; kappa = (30/36 - 22/36) / (14/36) = 8/14 = 4/7 = 0.571
     lines = r.output.splitlines()
-    assert any("browsecomp@judge-a" in x and "│ 6 " in x and "66.7%" in x for x in lines), r.output
-    assert any("browsecomp@judge-b" in x and "83.3%" in x for x in lines), r.output
-    assert any("browsecomp@judge-a" in x and "browsecomp@judge-b" in x and "0.571" in x and "│ 5 " in x
+    assert any("llm-equivalence@judge-a" in x and "│ 6 " in x and "66.7%" in x for x in lines), r.output
+    assert any("llm-equivalence@judge-b" in x and "83.3%" in x for x in lines), r.output
+    assert any("llm-equivalence@judge-a" in x and "llm-equivalence@judge-b" in x and "0.571" in x and "│ 5 " in x
                for x in lines), r.output
     assert "1 run(s) with differing verdicts:" in r.output
-    assert f"{root}/runs/fte/q5/r0  browsecomp@judge-a=wrong  browsecomp@judge-b=correct" in r.output
-    assert "q4/r0  browsecomp" not in r.output
+    assert f"{root}/runs/fte/q5/r0  llm-equivalence@judge-a=wrong  llm-equivalence@judge-b=correct" in r.output
+    assert "q4/r0  llm-equivalence" not in r.output
 
 
 def test_compare_without_verdicts_and_a_preset_needing_a_model(tmp_path: Path) -> None:
     root = make_sweep(tmp_path, {"q1": "x"})
     r = runner.invoke(app, ["judge", str(root), "--compare"])
     assert r.exit_code == 0 and "no verdicts to compare" in r.output
-    r = runner.invoke(app, ["judge", str(root), "--judge-preset", "hle"])
+    r = runner.invoke(app, ["judge", str(root), "--judge-preset", "llm-equivalence-confidence"])
     assert r.exit_code == 2 and "--judge-model" in r.output
     r = runner.invoke(app, ["judge", str(root), "--judge-preset", "nope"])
     assert r.exit_code == 2 and "unknown judge preset 'nope'" in r.output
     # bench grades without a model: a model preset is refused before any run starts
     r = runner.invoke(app, ["bench", str(root / "questions.jsonl"), "--out", str(tmp_path / "o"), "--scripted",
-                            "--profiles", "fte", "--no-progress", "--judge-preset", "simpleqa"])
-    assert r.exit_code == 2 and "bench grades without a model; simpleqa needs one" in r.output
+                            "--profiles", "fte", "--no-progress", "--judge-preset", "llm-three-way"])
+    assert r.exit_code == 2 and "bench grades without a model; llm-three-way needs one" in r.output
     assert not (tmp_path / "o" / "runs").exists()
 
 
@@ -310,6 +340,6 @@ def test_bench_grades_at_the_end_with_a_model_free_preset(tmp_path: Path) -> Non
     assert "model-free judge: 0/1 correct (match)" in r.output
     v = json.loads((tmp_path / "a/runs/fte/q1/r0/judgement.json").read_text())
     assert list(v) == ["match"] and v["match"]["preset"] == "match"
-    # the dataset's default (browsecomp) needs a model: bench grades by exact match instead
+    # the dataset's default (llm-equivalence) needs a model: bench grades by exact match instead
     r = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])
     assert r.exit_code == 0 and "model-free judge: 0/1 correct (match)" in r.output, r.output

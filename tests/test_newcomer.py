@@ -84,30 +84,60 @@ def stock() -> dict:
     return {"image": SandboxConfig().base_image, "mounts": _host_registry_access()}
 
 
-def _host_registry_access() -> list[str]:
-    """``docker run`` arguments giving the container the host's way to the package registries."""
+HOST_FILES = "/host"
+"""Where the host's registry files (CA bundles, local indexes) are mounted in the container: beside its
+own files, never over them — the host's ``/etc/ssl/certs/ca-certificates.crt`` mounted read-only over the
+container's own made ``apt-get install python3 git`` fail in ca-certificates' postinst (dpkg error 1)."""
+
+
+def _host_registry_access(environ: dict[str, str] | None = None) -> list[str]:
+    """``docker run`` arguments giving the container the host's way to the package registries: its pip
+    configuration as ``/etc/pip.conf`` and the CA-bundle variables, each local path they name mounted
+    read-only under :data:`HOST_FILES` (and renamed so in both)."""
+    env = os.environ if environ is None else environ
     r = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                       check=False)
+                       check=False, env=dict(env))
     conf: dict[str, str] = {}
     for line in r.stdout.splitlines():  # global.cert='…', :env:.find-links='…'; the environment wins
         m = re.match(r"(?:global|install|:env:)\.([\w-]+)='(.*)'$", line)
-        if m and (line.startswith(":env:") or m.group(1) not in conf):
+        if m and m.group(1) != "config-file" and (line.startswith(":env:") or m.group(1) not in conf):
             conf[m.group(1)] = m.group(2)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    pipconf = CACHE / "pip.conf"
-    pipconf.write_text("[global]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(conf.items())))
-    args = ["-v", f"{pipconf}:/etc/pip.conf:ro"]
+    variables = {var: env[var] for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT") if env.get(var)}
     paths = {w.removeprefix("file://").rstrip("/") for v in conf.values() for w in v.split()}
     # a local index's pages (…/simple) link to its files beside them
-    paths = {str(Path(p).parent) if Path(p).name == "simple" else p for p in paths}
-    for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT"):
-        if os.environ.get(var):
-            paths.add(os.environ[var])
-            args += ["-e", f"{var}={os.environ[var]}"]
-    for p in sorted(paths):
-        if p.startswith("/") and Path(p).exists() and not p.startswith(("/root", "/home")):
-            args += ["-v", f"{p}:{p}:ro"]
+    paths = {str(Path(p).parent) if Path(p).name == "simple" else p for p in paths} | set(variables.values())
+    mounted = sorted((p for p in paths if p.startswith("/") and Path(p).exists()
+                      and not p.startswith(("/root", "/home"))), key=len, reverse=True)
+
+    def beside(value: str) -> str:
+        for p in mounted:  # the longest first: a path inside another mounted one is renamed once
+            if value == p or value.startswith(p + "/") or f"//{p}" in value:
+                return value.replace(p, HOST_FILES + p, 1)
+        return value
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    pipconf = CACHE / "pip.conf"
+    pipconf.write_text("[global]\n" + "".join(
+        f"{k} = {' '.join(beside(w) for w in v.split())}\n" for k, v in sorted(conf.items())))
+    args = ["-v", f"{pipconf}:/etc/pip.conf:ro"]
+    for var, value in variables.items():
+        args += ["-e", f"{var}={beside(value)}"]
+    for p in sorted(mounted):
+        args += ["-v", f"{p}:{HOST_FILES}{p}:ro"]
     return args
+
+
+def test_the_hosts_ca_bundle_is_mounted_beside_the_containers_own(tmp_path: Path) -> None:
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    if not Path(bundle).exists():
+        pytest.skip(f"no {bundle} on this host")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "SSL_CERT_FILE": bundle,
+           "PIP_CERT": bundle, "PIP_CONFIG_FILE": os.devnull}
+    args = _host_registry_access(env)
+    mounts = [args[i + 1].split(":") for i, a in enumerate(args) if a == "-v"]
+    assert [m[1] for m in mounts] == ["/etc/pip.conf", f"{HOST_FILES}{bundle}"], mounts
+    assert ["-e", f"SSL_CERT_FILE={HOST_FILES}{bundle}"] == args[2:4]
+    assert f"cert = {HOST_FILES}{bundle}" in (CACHE / "pip.conf").read_text()
 
 
 def _checkout_tar() -> Path:

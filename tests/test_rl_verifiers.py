@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ def test_vf_eval_rewards_equal_fte_shell_judge(hotpotqa_dir: Path, tmp_path: Pat
     overrides = {"search": {"backend": "none"}, "sandbox": {"provider": "bwrap"}}
     env = dict(os.environ, FTE_TEST_KEY="unused", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     vf_eval = Path(sys.executable).parent / "vf-eval"
+    before = set(Path(tempfile.gettempdir()).glob("fte-vf-*"))
     with ScriptedServer(policy=policy) as srv:
         p = subprocess.run([str(vf_eval), "fte-shell-rl", "-m", "scripted", "-n", "3", "-r", "2", "--no-push",
                             "--client.base-url", srv.base_url, "--client.api-key-var", "FTE_TEST_KEY",
@@ -89,3 +92,9 @@ def test_vf_eval_rewards_equal_fte_shell_judge(hotpotqa_dir: Path, tmp_path: Pat
     assert judged.returncode == 0, judged.stderr
     assert [verdicts(read_judgement(d))["match"]["correct"] for d in dirs] == [g[4] == 1.0 for g in got]
     assert live_boxes("bwrap", os.getpid()) == []
+    # each rollout's temporary run directory is gone too (its server ended without its teardown: the
+    # reaper's gc of a dead owner's directories removed it)
+    deadline = time.monotonic() + 60
+    while (left := set(Path(tempfile.gettempdir()).glob("fte-vf-*")) - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, sorted(left)

@@ -81,9 +81,22 @@ def test_unknown_command_message(sb: Sandbox) -> None:
     assert "command not found" in obs.output
 
 
+def test_everyday_tools_list_and_stat_the_workspace(sb: Sandbox) -> None:
+    # coreutils' ls and stat call statx with AT_NO_AUTOMOUNT, which Debian 12's gVisor refused (EINVAL):
+    # "ls: cannot access '/work': Invalid argument" in every runsc box until the image's preload
+    obs = sb.run("ls -l /work; ls -ld /work /tmp; stat -c '%n %F %a' /work /etc/passwd; "
+                 "stat -L -c %F /proc/self/fd/0 >/dev/null; echo ok")
+    assert obs.exit_code == 0 and "Invalid argument" not in obs.output, obs.output
+    lines = obs.output.splitlines()
+    assert lines[0].startswith("total ")
+    assert any(x.startswith("drwx") and x.endswith(" /work") for x in lines)
+    assert "/work directory 755" in lines and "/etc/passwd regular file 644" in lines, obs.output
+    assert lines[-1] == "ok"
+
+
 # --- timeout -------------------------------------------------------------------------------------------
 def test_timeout_kills_the_whole_tree_and_keeps_partial_output(sb: Sandbox, provider_case: ProviderCase) -> None:
-    holds(provider_case, "timeout kill")
+    holds(provider_case, "timeout background jobs")
     sb.run("TO_KEEP=still-here")
     obs = sb.run(
         "echo partial-1; (sleep 311; echo never) & bash -c 'sleep 312 & sleep 313'; echo never-2", timeout=1
@@ -160,6 +173,23 @@ def test_binary_output_is_decoded_and_cleaned(sb: Sandbox) -> None:
     assert obs.output.startswith("redx\n")
     assert obs.truncated
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", obs.output)
+
+
+def test_an_output_of_only_nul_bytes_keeps_its_truncation_line(sb: Sandbox) -> None:
+    # bash's read drops NUL bytes: such an output once came back empty, its size and truncation lost
+    obs = sb.run("head -c 100000 /dev/zero")
+    assert obs.truncated and obs.exit_code == 0
+    assert omitted(obs.output) == 100000 - CAP
+    assert sb.run("head -c 10 /dev/zero; echo after").output == "after\n"
+
+
+def test_no_output_file_is_left_per_command(sb: Sandbox) -> None:
+    # each command's output goes to its own file on the box's tmpfs (a background job of an earlier one
+    # keeps writing to its own); once read it is removed, not only emptied
+    for cmd in ("echo one", "true", "head -c 5000 /dev/zero", "seq 100000 >/dev/null"):
+        sb.run(cmd)
+    files = sb.run("ls -a /opt/fte/run").output.split()
+    assert len([f for f in files if f.startswith("o.")]) == 1, files  # the ls's own
 
 
 def test_one_huge_line_without_newline(sb: Sandbox) -> None:

@@ -215,6 +215,31 @@ def test_a_timeout_kills_the_whole_process_tree(tree: R.Rootfs) -> None:
         assert sb.box.shells[-1].poll() is None and not obs.restarted  # the same shell goes on
 
 
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:  # reaped and gone
+        return False
+
+
+def test_a_closed_box_leaves_no_zombie(tree: R.Rootfs) -> None:
+    # bwrap and each shell's nsenter were killed before they reaped their child (the warden, the shell):
+    # those stayed zombies of the host's init
+    sb = Sandbox(cfg())
+    sb.run("exit 3")  # a shell that died: the session starts another
+    assert sb.run("echo alive").output == "alive\n"
+    box = sb.box
+    kids = [k for p in [box.proc, *box.shells] for k in _children(p.pid)]
+    assert box.warden_pid in kids and len(kids) >= 2, kids  # the warden and the live shell at least
+    sb.close()
+    left = [k for k in kids if _zombie(k)]
+    assert left == [], left
+
+
 def test_root_refuses_a_workspace_the_box_uid_cannot_reach(tree: R.Rootfs, user_dir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("only a box started by root runs as another uid than its starter")

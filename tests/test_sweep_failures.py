@@ -527,10 +527,10 @@ def test_judge_never_grades_a_run_without_an_answer(tmp_path: Path) -> None:
     reply = "extracted_final_answer: gold\nreasoning: same\ncorrect: yes\nconfidence: 100"
     with ScriptedServer(policy=lambda body: reply) as srv:
         judge = LLMJudge(judge_model_config("grader", base_url=srv.base_url, api_key="k"))
-        s = judge_runs([root], "browsecomp", judge=judge)
+        s = judge_runs([root], "llm-equivalence", judge=judge)
         assert len(srv.requests) == 1  # only the answered run was sent to the grader
     assert (s.judged, s.correct, s.infra_failed) == (2, 1, 1)
-    v2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["browsecomp@grader"]
+    v2 = json.loads((root / "runs/fte/q2/r0/judgement.json").read_text())["llm-equivalence@grader"]
     assert v2["correct"] is False and v2["answer"] is None
     assert not (root / "runs/fte/q3/r0/judgement.json").exists()
     m = judge_runs([root], "match")

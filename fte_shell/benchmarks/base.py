@@ -181,7 +181,7 @@ class QuestionAnswer:
     kind: str = ""
     summary: str = ""
     has_splits: bool = False
-    judge_preset: str = "browsecomp"
+    judge_preset: str = "llm-equivalence"
     presets: Sequence[Preset] = ()
 
     def default_source(self) -> Path | None:

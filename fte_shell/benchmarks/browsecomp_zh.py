@@ -1,7 +1,7 @@
 """BrowseComp-ZH (Zhou et al., 2025; ``browsecomp-zh:FILE.xlsx``): the publisher's Excel file (``Topic``,
 ``Question``, ``Answer``, ``canary``) whose question and answer are encrypted as BrowseComp's (base64 of
 XOR with SHA-256 of the row's canary, repeated); read with openpyxl (the ``bench`` extra, imported
-lazily); searched on the open web; graded by the Chinese grader (preset ``browsecomp-zh``)."""
+lazily); searched on the open web; graded by the Chinese grader (preset ``llm-equivalence-zh``)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def load_browsecomp_zh(path: Path) -> list[Question]:
 class BrowseCompZh(QuestionAnswer):
     kind = "browsecomp-zh"
     summary = "browsecomp-zh:FILE.xlsx — BrowseComp-ZH's encrypted Excel file (Chinese grader)"
-    judge_preset = "browsecomp-zh"
+    judge_preset = "llm-equivalence-zh"
 
     def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_browsecomp_zh(source)

@@ -3,7 +3,7 @@
 (:func:`judge_answers`: one grading preset, :mod:`.presets`, over every finished run).
 
 Verdicts are kept per run in ``RUN_DIR/judgement.json``, each judge's under its own key (the preset, and
-the grading model when there is one: ``match``, ``browsecomp@gpt-4.1``; format: :mod:`fte_shell.record.rundir`),
+the grading model when there is one: ``match``, ``llm-equivalence@gpt-4.1``; format: :mod:`fte_shell.record.rundir`),
 so the verdicts of several judges stand side by side; a benchmark with a grading of its own keeps it
 under its own entry (WideSearch: ``widesearch``).
 """
@@ -126,13 +126,14 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
         raise ConfigError(f"the {preset.name} judge preset needs a grading model: pass --judge-model")
     model = judge.model if preset.needs_model and judge is not None else None
     key = judge_key(preset.name, model)
-    old = judge_key(preset.legacy, model) if preset.legacy and model else None  # the pre-preset entry it continues
+    # the entries it continues: the pre-preset one, those under its former names
+    olds = [judge_key(n, model) for n in ((preset.legacy,) if preset.legacy and model else ()) + preset.formerly]
     if key not in summary.judges:
         summary.judges.append(key)
     known = dict(load_golds(req.sweep) if req.sweep else {})
     known.update(req.golds)
     lock = threading.Lock()
-    tasks: list[tuple[Path, str, str, str | None, str | None]] = []
+    tasks: list[tuple[Path, str, str, str | None, str | None, str | None]] = []
     for d, _profile, qid, _rep in find_runs(req.root):
         result = read_result(d)
         if result is None:
@@ -150,9 +151,10 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
             continue
         data = read_judgement(d) or {}
         kept = verdicts(data)
+        old = next((o for o in olds if o in kept), None)
         prev = kept.get(key) or (kept.get(old) if old else None)
         if not req.force and prev is not None and prev.get("gold") == gold and prev.get("judge_model") == model \
-                and prev.get("preset") in (None, preset.name):
+                and prev.get("preset") in (None, preset.name, *preset.formerly):
             summary.cached += 1
             summary.correct += bool(prev.get("correct"))
             again = made_primary(data, key) if key in kept else with_verdict(data, key, {**prev, "preset": preset.name},
@@ -161,10 +163,11 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
                 write_judgement(d, again)
             continue
         answer = result.get("answer")
-        tasks.append((d, question, gold, answer, final_response(read_events(d)) if preset.needs_model else None))
+        tasks.append((d, question, gold, answer, final_response(read_events(d)) if preset.needs_model else None,
+                      old))
 
-    def one(task: tuple[Path, str, str, str | None, str | None]) -> None:
-        d, question, gold, answer, response = task
+    def one(task: tuple[Path, str, str, str | None, str | None, str | None]) -> None:
+        d, question, gold, answer, response, old = task
         try:
             v = preset.grade(question, response, answer, gold, judge)
         except ModelError as e:

@@ -2,7 +2,7 @@
 imported lazily) or the same rows as JSON lines (``id``, ``question``, ``image``, ``answer``,
 ``answer_type``, ``category``). Text-only: questions with an image are dropped (the sweep says how
 many). Graded by an LLM judge whose reply carries the extracted answer, reasoning, correct yes/no and a
-confidence 0-100 (preset ``hle``); the report adds HLE's RMS calibration error beside accuracy."""
+confidence 0-100 (preset ``llm-equivalence-confidence``); the report adds HLE's RMS calibration error beside accuracy."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def calibration_section(d: ReportData) -> Section | None:
 class Hle(QuestionAnswer):
     kind = "hle"
     summary = "hle:FILE — Humanity's Last Exam (parquet or JSONL), text-only; LLM judge with calibration error"
-    judge_preset = "hle"
+    judge_preset = "llm-equivalence-confidence"
 
     def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_hle(source, log)

@@ -5,13 +5,20 @@ A :class:`Preset` turns one run (question, final response, final answer, gold an
 :class:`~.answers.Verdict` with ``preset`` set. The prompts are this project's own words, written to
 implement each benchmark's published grading rule:
 
-- ``browsecomp``: the BrowseComp grader's four fields (``extracted_final_answer``, ``reasoning``,
+- ``llm-equivalence`` (formerly ``browsecomp``): whether the final answer means the same as the
+  reference, in the BrowseComp grader's four fields (``extracted_final_answer``, ``reasoning``,
   ``correct: yes|no``, ``confidence``); the verdict is the CAPTURED ``yes``/``no`` (the public reference
   compares the whole match ``"correct: yes"`` with ``"yes"`` and so marks every answer wrong);
-- ``browsecomp-zh``: the same four fields asked in Chinese (BrowseComp-ZH's grader is Chinese);
-- ``simpleqa``: SimpleQA's three-way grade, ``CORRECT`` / ``INCORRECT`` / ``NOT_ATTEMPTED`` (``grade``);
-- ``hle``: HLE's judge — the four fields, with the agent's confidence (0–100) required for calibration;
+- ``llm-equivalence-zh`` (formerly ``browsecomp-zh``): the same four fields asked in Chinese
+  (BrowseComp-ZH's grader is Chinese);
+- ``llm-three-way`` (formerly ``simpleqa``): SimpleQA's three-way grade, ``CORRECT`` / ``INCORRECT`` /
+  ``NOT_ATTEMPTED`` (``grade``);
+- ``llm-equivalence-confidence`` (formerly ``hle``): HLE's judge — the four fields, with the agent's
+  confidence (0–100) required for calibration;
 - ``match``: no model — normalized exact match (and token F1) of :mod:`.answers`.
+
+A preset is named for what it grades, not for the benchmark that first used it; its former names
+(:attr:`Preset.formerly`) are still accepted, with a note, and its verdicts kept under them are reused.
 
 This module holds the presets that need no benchmark of their own (:data:`BUILTIN`). A benchmark with a
 rule of its own (GAIA's) gives it as a :class:`Preset` with ``rule`` in its plugin's ``presets``;
@@ -79,7 +86,11 @@ class Preset:
 
     legacy: str | None = None
     """The pre-preset ``judgement.json`` entry this preset's verdicts continue (``llm``: the grader whose
-    prompt became ``browsecomp``): a verdict there of the same model is reused and moved to this key."""
+    prompt became ``llm-equivalence``): a verdict there of the same model is reused and moved to this key."""
+
+    formerly: tuple[str, ...] = ()
+    """Names this preset had before: still accepted (``--judge-preset``, ``[judge] preset``) with a note
+    naming this one, until :data:`FORMER_NAMES_UNTIL`; its verdicts under them are reused and moved."""
 
     @property
     def needs_model(self) -> bool:
@@ -173,7 +184,7 @@ def parse_simpleqa(text: str) -> Parsed:
     letters A/B/C of SimpleQA's grader); ModelError without one."""
     found = _GRADE_RE.findall(text or "")
     if not found:
-        raise _malformed("simpleqa", "no 'grade: CORRECT|INCORRECT|NOT_ATTEMPTED' line", text)
+        raise _malformed("llm-three-way", "no 'grade: CORRECT|INCORRECT|NOT_ATTEMPTED' line", text)
     raw = found[-1].upper().replace(" ", "_")
     grade = _LETTER.get(raw, raw)
     reasons = _FIELD_RE["reasoning"].findall(text or "")
@@ -279,15 +290,23 @@ correct: <yes or no>
 confidence: <the confidence score 0-100 stated in the response, as an integer; 100 if it states none>
 """
 
+FORMER_NAMES_UNTIL = "0.3.0"
+"""The first release that no longer accepts a preset's former names (:attr:`Preset.formerly`)."""
+
 BUILTIN: dict[str, Preset] = {p.name: p for p in (
-    Preset("browsecomp", "BrowseComp's grader: extracted answer, reasoning, correct yes/no, confidence",
-           prompt=BROWSECOMP_PROMPT, parse=_four_fields("browsecomp", need_confidence=False), legacy="llm"),
-    Preset("browsecomp-zh", "BrowseComp-ZH: the BrowseComp grader asked in Chinese",
-           prompt=BROWSECOMP_ZH_PROMPT, parse=_four_fields("browsecomp-zh", need_confidence=False)),
-    Preset("simpleqa", "SimpleQA's three-way grade: CORRECT / INCORRECT / NOT_ATTEMPTED",
-           prompt=SIMPLEQA_PROMPT, parse=parse_simpleqa, no_answer_grade="NOT_ATTEMPTED"),
-    Preset("hle", "HLE's judge: extracted answer, reasoning, correct yes/no, the response's confidence 0-100",
-           prompt=HLE_PROMPT, parse=_four_fields("hle", need_confidence=True)),
+    Preset("llm-equivalence", "a model says whether the final answer means the same as the reference (yes/no), "
+           "in BrowseComp's grader fields: extracted answer, reasoning, correct, confidence",
+           prompt=BROWSECOMP_PROMPT, parse=_four_fields("llm-equivalence", need_confidence=False), legacy="llm",
+           formerly=("browsecomp",)),
+    Preset("llm-equivalence-zh", "llm-equivalence asked in Chinese (BrowseComp-ZH's grader)",
+           prompt=BROWSECOMP_ZH_PROMPT, parse=_four_fields("llm-equivalence-zh", need_confidence=False),
+           formerly=("browsecomp-zh",)),
+    Preset("llm-three-way", "a model grades the answer CORRECT / INCORRECT / NOT_ATTEMPTED (SimpleQA's grade)",
+           prompt=SIMPLEQA_PROMPT, parse=parse_simpleqa, no_answer_grade="NOT_ATTEMPTED", formerly=("simpleqa",)),
+    Preset("llm-equivalence-confidence", "llm-equivalence with the response's confidence 0-100 required, for "
+           "calibration (HLE's judge)",
+           prompt=HLE_PROMPT, parse=_four_fields("llm-equivalence-confidence", need_confidence=True),
+           formerly=("hle",)),
     Preset("match", "no model: normalized exact match (HotpotQA's normalization), token F1 beside it",
            rule=match_verdict),
 )}

@@ -10,12 +10,14 @@ WebWalkerQA) need their ``KIND:`` prefix.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
 from ..record.sweepdir import SweepDir
+from ..version import renamed_line
 from . import (
     browsecomp,
     browsecomp_plus,
@@ -31,7 +33,7 @@ from . import (
     xbench,
 )
 from .base import Benchmark, Dataset, Log, ScriptedTask, select
-from .presets import BUILTIN, Preset
+from .presets import BUILTIN, FORMER_NAMES_UNTIL, Preset
 from .sections import Placed
 
 BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
@@ -57,8 +59,17 @@ PRESETS: dict[str, Preset] = {**BUILTIN, **{p.name: p for b in BENCHMARKS.values
 """Every grading preset by name: :data:`.presets.BUILTIN` and the benchmarks' own (``Benchmark.presets``)."""
 
 
+FORMER: dict[str, str] = {old: p.name for p in PRESETS.values() for old in p.formerly}
+"""A preset's former name -> its name now (still accepted, with a note)."""
+
+
 def preset(name: str) -> Preset:
-    """The grading preset ``name``; ConfigError listing the known ones otherwise."""
+    """The grading preset ``name`` (a former name too, with a one-line note naming the new one);
+    ConfigError listing the known ones otherwise."""
+    if name in FORMER:
+        print(renamed_line(f"judge preset {name}", f"{FORMER[name]} (what it grades, not a benchmark's name)",
+                           FORMER_NAMES_UNTIL), file=sys.stderr, flush=True)
+        name = FORMER[name]
     try:
         return PRESETS[name]
     except KeyError:

@@ -1,7 +1,7 @@
 """SimpleQA (Wei et al., 2024; ``simpleqa:FILE.csv``): ``simple_qa_test_set.csv`` as published
 (``metadata``, ``problem``, ``answer``; ``metadata`` is a Python dict literal with ``topic``,
 ``answer_type`` and ``urls``). Graded three-way — CORRECT, INCORRECT, NOT_ATTEMPTED — by an LLM judge
-(preset ``simpleqa``); the report adds the benchmark's summary: correct, not attempted, correct given
+(preset ``llm-three-way``); the report adds the benchmark's summary: correct, not attempted, correct given
 attempted and their F-score."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def summary_section(d: ReportData) -> Section | None:
 class SimpleQA(QuestionAnswer):
     kind = "simpleqa"
     summary = "simpleqa:FILE.csv — SimpleQA's simple_qa_test_set.csv (three-way grade, F-score)"
-    judge_preset = "simpleqa"
+    judge_preset = "llm-three-way"
 
     def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_simpleqa(source)

@@ -1,7 +1,7 @@
 """xbench-DeepSearch (``xbench:FILE.csv``): the publisher's CSV (``DeepSearch-2505.csv``, UTF-8 with a
 byte-order mark) whose ``prompt`` and ``answer`` are base64 of the text XOR-ed with the row's ``canary``
 string's own UTF-8 bytes, repeated (not a hash of it, unlike BrowseComp); searched on the open web;
-graded by an LLM judge (the Chinese grader, preset ``browsecomp-zh``: the questions are Chinese)."""
+graded by an LLM judge (the Chinese grader, preset ``llm-equivalence-zh``: the questions are Chinese)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def load_xbench(path: Path) -> list[Question]:
 class XBench(QuestionAnswer):
     kind = "xbench"
     summary = "xbench:FILE.csv — xbench-DeepSearch's CSV (prompt/answer XOR-ed with the row's canary)"
-    judge_preset = "browsecomp-zh"
+    judge_preset = "llm-equivalence-zh"
 
     def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
         return load_xbench(source)

@@ -13,10 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
+from ..version import renamed_line
+
 
 def renamed_note(old: str, new: str, removed_in: str) -> None:
     """The one-line note of a renamed flag or command that still works: ``old`` and what to write instead."""
-    typer.echo(f"note: {old} is an old spelling, accepted until fte-shell {removed_in}: use {new}", err=True)
+    typer.echo(renamed_line(old, new, removed_in), err=True)
 
 
 @dataclass(frozen=True)

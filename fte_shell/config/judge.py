@@ -9,5 +9,7 @@ class JudgeOptions(StrictModel):
     """The grading of a sweep's runs (not part of a run: left out of the config digest)."""
 
     preset: str | None = None
-    """The grading preset (``browsecomp``, ``browsecomp-zh``, ``simpleqa``, ``hle``, ``match``, a
-    benchmark's own such as ``gaia``; docs/bench.md "Judges"). None = each dataset's default."""
+    """The grading preset (``llm-equivalence``, ``llm-equivalence-zh``, ``llm-three-way``,
+    ``llm-equivalence-confidence``, ``match``, a benchmark's own such as ``gaia``; docs/bench.md "Judges";
+    the former names ``browsecomp``, ``browsecomp-zh``, ``simpleqa``, ``hle`` still work, with a note).
+    None = each dataset's default."""

@@ -78,9 +78,10 @@ def serve_http(mcp: McpConfig, config: RunConfig, token: str, on_ready: Callable
     from .server import Dispatcher, build_server
 
     with sigterm_as_interrupt(), World.from_config(config) as world:
-        tools, addendum = probe_tools(config, world)  # the tools every workspace offers; fails fast without a box
         spaces = _workspaces(mcp, config, world, mcp.max_workspaces, mcp.warm)
         try:
+            # the tools every workspace offers; fails fast without a box (a warm one, given back)
+            tools, addendum = probe_tools(config, world, spaces.boxes)
             sock = _bind(mcp.host, mcp.port)
             port = sock.getsockname()[1]
             dispatch = Dispatcher(spaces, tools, single=None, answer=mcp.answer_tool)

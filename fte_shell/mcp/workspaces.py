@@ -58,15 +58,24 @@ class Workspace:
         return self.episode.workspace_dir
 
 
-def probe_tools(config: RunConfig, world: World) -> tuple[list[dict[str, Any]], str]:
+def probe_tools(config: RunConfig, world: World,
+                boxes: SandboxPool | None = None) -> tuple[list[dict[str, Any]], str]:
     """The profile's tool schemas and system addendum, from a profile made (and closed at once) in a
-    temporary directory: what every workspace will offer. For ``shell`` this starts one box, so a server
-    that cannot start boxes says so before it serves anyone."""
-    with tempfile.TemporaryDirectory(prefix="fte-mcp-probe-") as tmp, world.bind(None, None) as run_world:
+    temporary directory: what every workspace will offer. For ``shell`` this needs a box, so a server
+    that cannot start boxes says so before it serves anyone: one of the warm ``boxes`` when there are
+    (given back fresh, no box started for the probe alone), else one of its own."""
+    if boxes is not None:
+        boxes.wait_ready(1, or_failure=True)  # a warm one, not one started for the probe
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="fte-mcp-probe-"))
+        run_world = stack.enter_context(world.bind(None, None))
         ws = Path(tmp) / "workspace"
         ws.mkdir()
-        profile = make_profile(config.agent.profile, QuestionContext(config=config, workspace_dir=ws,
-                                                                     world=run_world, run_id="mcp-probe"))
+        lend = (lambda **kw: stack.enter_context(boxes.lend(**kw))) if boxes else None
+        ctx = QuestionContext(config=config, workspace_dir=ws, world=run_world, run_id="mcp-probe",
+                              sandbox_source=lend,  # the loan's end gives the box back
+                              sandbox_release=(lambda sb: None) if boxes else None)
+        profile = make_profile(config.agent.profile, ctx)
         try:
             return profile.tools(), profile.system_addendum()
         finally:

@@ -186,10 +186,13 @@ def link_workspace(run_ws: Path, box_ws: Path) -> None:
     """Make the run's workspace (``RUN_DIR/workspace``, still empty) a link to ``box_ws``, the directory a
     box started ahead mounts at /work: ``report``, ``view`` and the episode's readers see its pages as
     they arrive. A run workspace that is not empty stays (:func:`keep_workspace` copies into it)."""
+    from ..sandbox.ownership import note_link
+
     with contextlib.suppress(FileNotFoundError, OSError):
         run_ws.rmdir()  # fails when not empty
     if not run_ws.exists():
         run_ws.symlink_to(box_ws.resolve(), target_is_directory=True)
+        note_link(box_ws, run_ws.absolute())  # a gc after this process died copies it, not leaves it dangling
 
 
 def keep_workspace(run_ws: Path, box_ws: Path) -> None:

@@ -17,7 +17,7 @@ and ``t`` (seconds since the writer was opened); the typed models and the conver
 
 ``judgement.json`` is one JSON object: each judge's verdict under its key (:func:`judge_key`: the preset
 alone for a model-free judge, ``match`` or ``gaia``; ``preset@model`` for a grading model,
-``browsecomp@gpt-4.1``), ``primary`` naming the verdict a run is counted by when there are several, and a
+``llm-equivalence@gpt-4.1``), ``primary`` naming the verdict a run is counted by when there are several, and a
 benchmark's own entries (WideSearch's ``widesearch``: not verdicts, left as they are). A verdict is an
 object with ``method`` (``llm``/``match``/``rule``) and a boolean ``correct``. Files written before
 presets hold ``llm`` (the grading model's verdict) and ``match``: they read as ``llm@MODEL`` and

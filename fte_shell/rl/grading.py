@@ -34,7 +34,7 @@ class Grader:
         self.preset: Preset = chosen
         self.judge = judge
         self.key = judge_key(chosen.name, judge.model if chosen.needs_model and judge is not None else None)
-        """The ``judgement.json`` key of its verdicts (``match``, ``browsecomp@MODEL``)."""
+        """The ``judgement.json`` key of its verdicts (``match``, ``llm-equivalence@MODEL``)."""
         self._calls = asyncio.Semaphore(concurrency)
 
     @property

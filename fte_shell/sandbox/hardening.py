@@ -49,6 +49,32 @@ with their threads too (measured here: with ``pids_limit = 128`` a runsc box die
 sweep; with the headroom it holds)."""
 
 
+GVISOR_PRELOAD = "/opt/fte/lib/gvisor_statx.so"
+"""Preloaded in a gVisor (runsc) box: Debian 12's runsc refuses ``statx``/``newfstatat`` with
+``AT_NO_AUTOMOUNT`` (EINVAL), which coreutils passes, so ``ls -l`` and ``stat`` fail there; this library
+(``sandbox/lib/gvisor_statx.c``, built into the image) retries such a call without the flag."""
+
+
+RUNSC_AS_SHARE = 0.75
+"""A gVisor (runsc) box's shell and everything it starts get ``RLIMIT_AS`` = this share of the memory
+limit: the Sentry (gVisor's kernel) holds the box's memory in the box's own memory cgroup, so a process
+that fills it got the whole box killed by the host (the session lost); Debian 12's runsc has no
+total-memory setting of its own. Under the rlimit the allocation fails inside the box (Python:
+MemoryError) and the shell lives. It caps each process, not their sum: processes that together fill the
+cgroup still end the box. The rest of the limit is the Sentry's own headroom."""
+
+
+def shell_rlimit_as(cfg: SandboxConfig) -> int | None:
+    """``RLIMIT_AS`` in bytes for the box's shell (set by its set-up, which it cannot raise); None but
+    under gVisor (:data:`RUNSC_AS_SHARE`)."""
+    if cfg.runtime != "runsc":
+        return None
+    from .output import size_bytes
+
+    limit = size_bytes(cfg.memory)
+    return int(limit * RUNSC_AS_SHARE) if limit else None
+
+
 def _size(text: str) -> str:
     return text.strip().lower()
 
@@ -60,6 +86,8 @@ def box_layout(
     ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
     env = dict(cfg.env)
     env["FTE_GATEWAY"] = GATEWAY_SOCKET
+    if cfg.runtime == "runsc":
+        env["LD_PRELOAD"] = GVISOR_PRELOAD
     return BoxLayout(
         name=f"fte-{name_part(run_id)}-{uuid.uuid4().hex[:6]}",
         command=["bash", WARDEN, str(ttl)],

@@ -49,6 +49,19 @@ def content_hash(cfg: SandboxConfig, root: Path = REPO_ROOT) -> str:
     return h.hexdigest()[:24]
 
 
+def content_tag(cfg: SandboxConfig, digest: str | None = None) -> str:
+    """``cfg.image``'s repository tagged by the build inputs' hash (``fte-shell-sandbox:c-<hash>``): every
+    build tags it beside ``cfg.image``, and the check looks for it first, so checkouts with different
+    ``sandbox/`` sharing an engine each find their own image instead of rebuilding ``cfg.image`` in turn."""
+    return f"{repo_and_tag(cfg.image)[0]}:c-{digest or content_hash(cfg)}"
+
+
+def repo_and_tag(name: str) -> tuple[str, str]:
+    """``repo:tag`` split at the tag's colon (not a registry's port); the tag ``latest`` when none."""
+    colon = name.rfind(":")
+    return (name[:colon], name[colon + 1:]) if colon > name.rfind("/") else (name, "latest")
+
+
 def build_context(root: Path) -> io.BytesIO:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -87,20 +100,31 @@ class ImageEngine(Protocol):
         """Build (or load) ``cfg.image`` from the current build inputs; raises when it cannot."""
         ...
 
+    def tag(self, image_id: str, name: str) -> None:
+        """Name the image ``image_id`` ``name`` too."""
+        ...
+
 
 def image_status(engine: ImageEngine, cfg: SandboxConfig) -> tuple[bool, str, str | None]:
     """(up to date, reason, id of the image checked or None) of ``cfg.image`` for the current build inputs."""
     found = engine.inspect(cfg.image)
     name = f"image {cfg.image}{engine.where}"
     if found is None:
+        if (REPO_ROOT / DOCKERFILE).exists():
+            mine = engine.inspect(content_tag(cfg))
+            if mine is not None and mine[1].get(HASH_LABEL) == content_hash(cfg):
+                return True, f"image {content_tag(cfg)}{engine.where} is up to date", mine[0]
         return False, f"{name} does not exist", None
     image_id, labels = found
     if not (REPO_ROOT / DOCKERFILE).exists():  # an installed package without the build inputs
         return True, f"{name} exists (no {DOCKERFILE} here to check it against)", image_id
     want = content_hash(cfg)
-    if labels.get(HASH_LABEL) != want:
-        return False, f"{name} is out of date ({DOCKERFILE} or sandbox/ changed)", image_id
-    return True, f"{name} is up to date ({want})", image_id
+    if labels.get(HASH_LABEL) == want:
+        return True, f"{name} is up to date ({want})", image_id
+    mine = engine.inspect(content_tag(cfg, want))  # cfg.image was built from other inputs since
+    if mine is not None and mine[1].get(HASH_LABEL) == want:
+        return True, f"image {content_tag(cfg, want)}{engine.where} is up to date", mine[0]
+    return False, f"{name} is out of date ({DOCKERFILE} or sandbox/ changed)", image_id
 
 
 class CheckedImages:
@@ -132,8 +156,18 @@ class CheckedImages:
                 ok, reason, image_id = image_status(self.engine, cfg)
                 if not ok or image_id is None:
                     raise SandboxUnavailable(f"after building or loading it: {reason}")
+            else:
+                self._name(image_id, cfg)
             self._ok[key] = image_id
             return image_id
+
+    def _name(self, image_id: str, cfg: SandboxConfig) -> None:
+        """Give the up-to-date image found under one of its names the other: ``cfg.image`` (found by its
+        content tag alone) or its content tag (an image built before builds were tagged so)."""
+        names = [cfg.image] + ([content_tag(cfg)] if (REPO_ROOT / DOCKERFILE).exists() else [])
+        for name in names:
+            if self.engine.inspect(name) is None:
+                self.engine.tag(image_id, name)
 
     def forget(self, cfg: SandboxConfig) -> None:
         """Check (and build if need be) ``cfg.image`` again at the next :meth:`ensure` (e.g. its checked

@@ -98,6 +98,43 @@ def write_owner_file(tmp_dir: Path, keep: bool) -> None:
     (tmp_dir / OWNER_FILE).write_text(f"{os.getpid()} {_proc_start(os.getpid()) or '-'} {HOST} {int(keep)}\n")
 
 
+LINKS_FILE = ".fte-links"
+"""Beside :data:`OWNER_FILE`: the paths that were made links to the box's workspace (a run directory's
+``workspace`` while a box started ahead serves it), one a line."""
+
+
+def note_link(box_workspace: Path, link: Path) -> None:
+    """Record that ``link`` points at ``box_workspace`` (a sandbox's own ``work`` directory), so a gc of
+    that sandbox's directory after its owner died turns the link into a copy (:func:`gc_dirs`) instead of
+    leaving it dangling. Nothing for a workspace that is no sandbox's own."""
+    tmp = box_workspace.resolve().parent
+    if (tmp / OWNER_FILE).exists():
+        with (tmp / LINKS_FILE).open("a", encoding="utf-8") as f:
+            f.write(f"{link}\n")
+
+
+def _keep_links(tmp: Path) -> None:
+    """Each link :func:`note_link` recorded into ``tmp`` that still points there becomes a copy of what
+    it shows (the workspace of a run whose process died while its box served it)."""
+    try:
+        links = (tmp / LINKS_FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    for line in links:
+        link = Path(line)
+        try:
+            target = link.resolve()
+            if not link.is_symlink() or not target.is_relative_to(tmp.resolve()) or not target.is_dir():
+                continue
+            copy = link.with_name(f".{link.name}-copy")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(target, copy, symlinks=True)
+            link.unlink()
+            copy.rename(link)
+        except OSError:  # best effort: a run directory removed meanwhile
+            continue
+
+
 def remove_stale(boxes: Iterable[tuple[str, str, dict[str, str], str]], remove: Callable[[str], None],
                  log: Log | None = None) -> GcResult:
     """gc's one rule over a provider's labelled boxes, each ``(id, name, labels, state)``: every stale box
@@ -138,6 +175,7 @@ def gc_dirs(root: Path | None = None) -> int:
         labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start}
         if keep == "1" or host != HOST or _owner_alive(labels):
             continue
+        _keep_links(d)
         shutil.rmtree(d, ignore_errors=True)
         removed += 1
     return removed

@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Self
 
 from ..config import SandboxConfig
@@ -67,6 +68,8 @@ class SandboxPool:
         self._cond = threading.Condition()
         self._closed = False
         self._error: BaseException | None = None
+        self._loans = 0
+        """Sandboxes out on :meth:`lend`: coming back, so the filler does not replace them."""
         self.reused = 0
         """Sandboxes handed out again after a :meth:`release` (reset, not started anew)."""
         self._filler = threading.Thread(target=self._fill, name="fte-sandbox-pool", daemon=True)
@@ -75,7 +78,7 @@ class SandboxPool:
     def _fill(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and len(self._ready) >= self.size:
+                while not self._closed and len(self._ready) + self._loans >= self.size:
                     self._cond.wait()
                 if self._closed:
                     return
@@ -101,12 +104,13 @@ class SandboxPool:
         with self._cond:
             return len(self._ready)
 
-    def wait_ready(self, n: int | None = None, timeout: float = 120.0) -> bool:
-        """Block until ``n`` (default: ``size``) sandboxes are ready; False on timeout."""
+    def wait_ready(self, n: int | None = None, timeout: float = 120.0, *, or_failure: bool = False) -> bool:
+        """Block until ``n`` (default: ``size``) sandboxes are ready; False on timeout (``or_failure``: also
+        as soon as a start failed, which :meth:`acquire` then tries and reports itself)."""
         want = self.size if n is None else n
         deadline = time.monotonic() + timeout
         with self._cond:
-            while len(self._ready) < want and not self._closed:
+            while len(self._ready) < want and not self._closed and not (or_failure and self._error is not None):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -144,6 +148,23 @@ class SandboxPool:
             sb.close()
             raise
         return sb
+
+    @contextlib.contextmanager
+    def lend(self, *, world: RunWorld | None = None, run_id: str | None = None) -> Iterator[Sandbox]:
+        """A sandbox of :meth:`acquire` for a short while, given back (:meth:`release`) at the end; the
+        filler does not start another in its place meanwhile (what a server's tool probe borrows)."""
+        with self._cond:
+            self._loans += 1
+        try:
+            sb = self.acquire(world=world, run_id=run_id)
+            try:
+                yield sb
+            finally:
+                self.release(sb)
+        finally:
+            with self._cond:
+                self._loans -= 1
+                self._cond.notify_all()
 
     def release(self, sb: Sandbox) -> bool:
         """Take back a sandbox :meth:`acquire` handed out (its caller is done with it): reset it and put it

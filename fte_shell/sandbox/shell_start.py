@@ -18,6 +18,7 @@ from ..config import SandboxConfig
 from ..errors import SandboxError
 from .base import RUN_MOUNT, Box, ShellStream, Spawn
 from .channel import channel_owner, open_channel
+from .hardening import shell_rlimit_as
 from .ownership import box_clock_offset
 from .reset import WIPED
 from .shell_script import init_script
@@ -101,7 +102,7 @@ class ShellStarter:
                     return f"the box's warden did not start the shell within {START_WAIT_S:.0f} s"
                 raise SandboxError(f"the shell in container {self.box.id[:12]} did not start")
             sent = time.clock_gettime(time.CLOCK_BOOTTIME)
-            child.send(init_script(STATE, cwd, nonce).encode())
+            child.send(init_script(STATE, cwd, nonce, rlimit_as=shell_rlimit_as(self.cfg)).encode())
             marker = f"\n__FTE_READY_{nonce} ".encode()
             ready = _await(child, marker, deadline, buf) is not None and _await(child, b"\n", deadline, buf)
             if not ready:  # READY <nonce> <pid> <box uptime>

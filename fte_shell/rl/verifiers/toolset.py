@@ -23,6 +23,7 @@ import verifiers.v1 as vf
 
 from ...config import load_config
 from ...episode import Episode
+from ...sandbox.ownership import write_owner_file
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -65,6 +66,9 @@ class FteShellToolset(vf.Toolset[FteShellToolsConfig]):
         else:
             tmp = Path(tempfile.mkdtemp(prefix="fte-vf-"))
             tmp.chmod(0o755)  # the box's user walks through it to the workspace (bwrap)
+            # verifiers ends a rollout's server without its teardown: marked as this process's, the
+            # directory goes with the sandbox gc of a dead owner's (the reaper's, or the next process's)
+            write_owner_file(tmp, keep=False)
             self._exit_stack.callback(shutil.rmtree, tmp, True)
             out = tmp / "run"
         question = str(getattr(task, "question", None) or task.prompt_text)

@@ -35,6 +35,7 @@ from typing import Any
 from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import BoxFields, BoxSpec
+from ...host_signals import signal_defaults
 from ...output import PtySpawn
 from ...ownership import name_part
 from . import limits as L
@@ -139,7 +140,7 @@ class BwrapBox(BoxFields):
                 proc = subprocess.Popen(
                     self._enter(argv, f"/proc/self/fd/{self.userns_fd}"), stdin=slave, stdout=slave,
                     stderr=slave, pass_fds=(self.userns_fd,), env=self._env(), start_new_session=True,
-                    **as_box_user(self.cfg))
+                    **as_box_user(self.cfg), **signal_defaults())
             finally:
                 os.close(slave)
             if self.limits.cgroups or self.limits.rlimits:
@@ -189,17 +190,19 @@ class BwrapBox(BoxFields):
 
     def stop(self) -> None:
         _live.pop(self.id, None)
+        # The warden first (PID 1: its whole namespace goes with it), then bwrap and each shell's nsenter
+        # are waited for: each reaps its child and ends. Killed first, they left that child a zombie of
+        # the host's init.
         if self.proc.poll() is None:
             with contextlib.suppress(OSError):
-                os.kill(self.warden_pid, signal.SIGKILL)  # PID 1: its whole namespace goes with it
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        for p in self.shells:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                p.kill()
+                os.kill(self.warden_pid, signal.SIGKILL)
+        for p in [self.proc, *self.shells]:
+            try:
                 p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    p.kill()
+                    p.wait(timeout=5)
         self.shells = []
         if self.userns_fd >= 0:
             with contextlib.suppress(OSError):
@@ -237,7 +240,7 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
             def launch() -> subprocess.Popen:
                 return subprocess.Popen(argv, pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                                        start_new_session=True, **as_box)
+                                        start_new_session=True, **as_box, **signal_defaults())
 
             try:
                 proc = on_launcher(launch)

@@ -29,7 +29,7 @@ from ....digest import file_sha256
 from ....errors import SandboxError
 from ....safetar import extract
 from ...base import WARDEN, Log
-from ...image_inputs import REPO_ROOT, content_hash
+from ...image_inputs import REPO_ROOT, content_hash, content_tag
 
 FALLBACK_ENV = {"PATH": "/opt/fte/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -157,16 +157,17 @@ def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, li
         if exe is None:
             continue
         fmt = '{{.Id}} {{index .Config.Labels "fte-shell.content-hash"}} {{json .Config.Env}}'
-        r = subprocess.run([exe, "image", "inspect", "-f", fmt, cfg.image], capture_output=True, text=True,
-                           timeout=120, check=False)
-        if r.returncode != 0:
-            problems.append(f"{cli}: {r.stderr.strip()[:200]}")
-            continue
-        image_id, label, env = r.stdout.strip().split(" ", 2)
-        if label != key:
-            problems.append(f"{cli}: {cfg.image} is out of date (fte-shell sandbox build)")
-            continue
-        return exe, image_id, json.loads(env) or []
+        for name in (content_tag(cfg, key), cfg.image):  # the build's own tag first (image_inputs)
+            r = subprocess.run([exe, "image", "inspect", "-f", fmt, name], capture_output=True, text=True,
+                               timeout=120, check=False)
+            if r.returncode != 0:
+                problems.append(f"{cli}: {r.stderr.strip()[:200]}")
+                continue
+            image_id, label, env = r.stdout.strip().split(" ", 2)
+            if label != key:
+                problems.append(f"{cli}: {name} is out of date (fte-shell sandbox build)")
+                continue
+            return exe, image_id, json.loads(env) or []
     if os.geteuid() == 0:
         return None
     raise SandboxError(

@@ -3,7 +3,8 @@
 
 The image is built from ``Dockerfile.sandbox`` plus ``sandbox/bin`` and ``sandbox/lib`` with the legacy
 builder through the docker SDK (buildx is not needed). Its label holds a hash of those inputs: a process
-checks it once and then creates containers from the image's id (see :func:`ensure_image`).
+checks it once and then creates containers from the image's id (see :func:`ensure_image`). A build is
+tagged by that hash too (:func:`~fte_shell.sandbox.image_inputs.content_tag`) and then as ``cfg.image``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ...image_inputs import (
     CheckedImages,
     build_context,
     content_hash,
+    content_tag,
+    repo_and_tag,
 )
 from .api import client
 
@@ -42,6 +45,9 @@ class DockerImages:
 
     def make(self, cfg: SandboxConfig, log: Log) -> None:
         build_image(cfg, log)
+
+    def tag(self, image_id: str, name: str) -> None:
+        client().api.tag(image_id, *repo_and_tag(name))
 
 
 IMAGES = CheckedImages(DockerImages())
@@ -71,7 +77,7 @@ def build_image(cfg: SandboxConfig, log: Log) -> None:
             fileobj=build_context(REPO_ROOT),
             custom_context=True,
             dockerfile=DOCKERFILE,
-            tag=cfg.image,
+            tag=content_tag(cfg, digest),
             buildargs={"BASE_IMAGE": cfg.base_image},
             labels={HASH_LABEL: digest, IMAGE_LABEL: "1"},
             rm=True,
@@ -87,6 +93,7 @@ def build_image(cfg: SandboxConfig, log: Log) -> None:
             if "stream" in chunk:
                 tail.append(chunk["stream"])
                 tail = tail[-30:]
+        c.api.tag(content_tag(cfg, digest), *repo_and_tag(cfg.image))
     except docker.errors.APIError as e:
         raise SandboxUnavailable(f"building {cfg.image} failed: {e}") from e
     log(f"[fte-shell] built {cfg.image} in {time.monotonic() - t0:.1f} s")

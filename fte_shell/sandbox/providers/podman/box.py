@@ -22,6 +22,7 @@ from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import BoxFields, BoxSpec, GcResult, Log
 from ...hardening import BoxLayout, box_layout
+from ...host_signals import signal_defaults
 from ...ownership import LABEL, remove_stale
 from . import cli
 from .image import ensure_image, forget
@@ -122,7 +123,8 @@ class PodmanBox(BoxFields):
             # directory when the box's memory runs out; it was the caller's, e.g. a checkout)
             child = _ExecChild(cli.binary(), ["--log-level=error", "exec", "-it", "-u", self.user, self.id, *argv],
                                env=cli.client_env(), timeout=timeout, maxread=1 << 20, dimensions=(50, 200),
-                               encoding=None, cwd=str(self.gateway_dir.parent), use_poll=True)
+                               encoding=None, cwd=str(self.gateway_dir.parent), use_poll=True,
+                               **signal_defaults())
         except pexpect.ExceptionPexpect as e:
             raise SandboxError(f"could not start a shell in podman box {self.id[:12]}: {e}") from e
         child.delaybeforesend = None

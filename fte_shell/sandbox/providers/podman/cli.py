@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from ....errors import SandboxError
+from ...host_signals import signal_defaults
 
 FIX_INSTALL = "install podman: apt-get install podman uidmap (or: bash sandbox/setup-host.sh --tests)"
 ENV_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
@@ -71,7 +72,7 @@ def run(args: list[str], *, timeout: float = 120, stdin: bytes | None = None, ch
     failure (when ``check``) raises SandboxError with its stderr."""
     try:
         res = subprocess.run([binary(), "--log-level=error", *args], check=False, input=stdin, capture_output=True,
-                             timeout=timeout, env=client_env(), cwd=cwd)
+                             timeout=timeout, env=client_env(), cwd=cwd, **signal_defaults())
     except subprocess.TimeoutExpired as e:
         raise SandboxError(f"podman {args[0]} did not answer in {timeout:.0f} s while {doing or args[0]}") from e
     if check and res.returncode != 0:

@@ -20,6 +20,7 @@ from ...image_inputs import (
     REPO_ROOT,
     CheckedImages,
     content_hash,
+    content_tag,
 )
 from . import cli
 
@@ -46,10 +47,15 @@ class PodmanImages:
 
     def make(self, cfg: SandboxConfig, log: Log) -> None:
         """Load ``cfg.image`` from Docker when Docker holds it for the current build inputs, else build it."""
-        if _docker_has(cfg.image, content_hash(cfg) if (REPO_ROOT / DOCKERFILE).exists() else None):
-            _load_from_docker(cfg.image, log)
-        else:
-            build_image(cfg, log)
+        checkout = (REPO_ROOT / DOCKERFILE).exists()
+        for name in ([content_tag(cfg), cfg.image] if checkout else [cfg.image]):
+            if _docker_has(name, content_hash(cfg) if checkout else None):
+                _load_from_docker(name, log)
+                return
+        build_image(cfg, log)
+
+    def tag(self, image_id: str, name: str) -> None:
+        cli.run(["tag", image_id, name], timeout=60, doing=f"tagging {name}")
 
 
 IMAGES = CheckedImages(PodmanImages())
@@ -101,7 +107,7 @@ def build_image(cfg: SandboxConfig, log: Log) -> None:
     t0 = time.monotonic()
     cli.run(["build", "--pull=never", "--runtime", "runc", "-f", str(REPO_ROOT / DOCKERFILE),
              "--build-arg", f"BASE_IMAGE={cfg.base_image}", "--label", f"{HASH_LABEL}={content_hash(cfg)}",
-             "--label", f"{IMAGE_LABEL}=1", "-t", cfg.image, str(REPO_ROOT)], timeout=1800,
+             "--label", f"{IMAGE_LABEL}=1", "-t", content_tag(cfg), "-t", cfg.image, str(REPO_ROOT)], timeout=1800,
             doing=f"building {cfg.image}")
     log(f"[fte-shell] built {cfg.image} with podman in {time.monotonic() - t0:.1f} s")
 
