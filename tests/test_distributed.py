@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
@@ -38,6 +39,7 @@ import pytest
 from fte_shell.config import ModelConfig, RunConfig
 from fte_shell.distributed.packing import pack_dir, remove_parts, unpack_into
 from fte_shell.metrics import run_metrics
+from fte_shell.sandbox.ownership import gc_dirs
 from fte_shell.standins.research import ResearchPolicy
 from fte_shell.standins.server import ScriptedServer
 from fte_shell.sweep import BenchConfig, run_sweep
@@ -159,11 +161,15 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
                                  daemon=True).start()
 
         ex = RayExecutor()
+        tmp_before = set(Path(tempfile.gettempdir()).glob("fte-ray-run-*"))
         dist = run_sweep(bench(tmp_path / "ray"), cfg, remote=ex, on_event=on_event)
         assert removed.is_set()
         assert victim_id not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         assert (dist.total, dist.done, dist.failed, dist.lost) == (60, 60, 0, 0), dist
 
+    # the killed node's workers left their run directories; each names its dead owner, so gc removes them
+    gc_dirs()
+    assert set(Path(tempfile.gettempdir()).glob("fte-ray-run-*")) <= tmp_before
     # the same answers, stop reasons and metrics, run by run
     lo, di = run_dirs(tmp_path / "local"), run_dirs(tmp_path / "ray")
     assert set(lo) == set(di) and len(di) == 60

@@ -23,6 +23,7 @@ from typing import Any
 from ..config import RunConfig
 from ..errors import FteError
 from ..record.rundir import TRAJECTORY, read_result, update_result
+from ..sandbox.ownership import write_owner_file
 from .caches import RemotePageCache, RemotePageSource, RemoteSearch, _get
 from .nodes import node_sandbox
 from .packing import pack_dir
@@ -83,6 +84,7 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     page_cache = RemotePageCache(caches)
     world = World(search, pages, page_cache, open_web=cfg.search.open_web)  # type: ignore[arg-type]
     tmp = Path(tempfile.mkdtemp(prefix="fte-ray-run-"))
+    write_owner_file(tmp, keep=False)  # a worker killed with its node leaves it to gc (sandbox gc, startup)
     os.chmod(tmp, 0o711)  # a box that runs as another uid (bwrap started by root) reaches run/workspace
     run_dir = tmp / "run"
     error: str | None = None
