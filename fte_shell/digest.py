@@ -7,14 +7,17 @@ change the agent's behaviour:
 
 * secrets: ``model.api_key``, ``search.serper_api_key`` (also inside ``agent.summary_model``);
 * where things are, not what they are: ``model.base_url`` (the same model moved to another host),
-  ``search.cache_dir``, ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
+  ``search.cache_dir``, ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``,
+  ``sandbox.corpus_cache``;
 * transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``, ``model.rpm``,
   ``model.tpm``, ``search.timeout_s``, ``search.max_retries``;
 * what things cost: ``model.price``.
 
 Files that are inputs are replaced by their content: ``agent.system_prompt_file`` and
 ``agent.tool_descriptions_file`` become ``sha256:<hex of the file>``, and a local ``search.corpus``
-becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
+becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json), and so does ``sandbox.corpus``.
+The sandbox's provider tables (``[sandbox.docker]`` …) are folded back into ``[sandbox]`` as the flat table
+digests were written with before the tables existed (:data:`PROVIDER_TABLES`). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
 unless listed here; keys added after digests were first written are left out while they hold the value
@@ -37,12 +40,13 @@ from typing import Any
 DROPPED: dict[str, tuple[str, ...]] = {
     "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s", "price", "rpm", "tpm"),
     "search": ("serper_api_key", "cache_dir", "timeout_s", "max_retries"),
-    "sandbox": ("workspace_dir", "keep_workspace", "auto_build"),
+    "sandbox": ("workspace_dir", "keep_workspace", "auto_build", "corpus_cache"),
 }
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too)."""
 
 DEFAULTED: dict[str, dict[str, Any]] = {
-    "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
+    "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None,
+                "corpus": None},
     "agent": {"max_total_tokens": None, "stuck_repeats": None},
     "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
 }
@@ -52,6 +56,12 @@ had, so those runs' digests still compare equal."""
 OUT_TABLES: tuple[str, ...] = ("judge", "benchmark", "budget")
 """Tables left out of the digest as a whole (how runs are graded; dataset plugin options; what a sweep may
 spend: a higher budget resumes the same sweep)."""
+
+PROVIDER_TABLES: tuple[str, ...] = ("docker", "podman", "bwrap")
+"""``[sandbox]``'s provider tables (the names of ``config.SandboxProviderName``, in that order). Their keys
+are folded back into ``[sandbox]``: the chosen provider's table first, then the others' keys not yet there
+(so a key two tables have takes the chosen provider's value, else the first table's, as
+``config.sandbox.moved_table`` places an old config's key)."""
 
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""
@@ -72,6 +82,14 @@ def _corpus_fingerprint(path: str) -> str:
         return f"unreadable:{path}"
 
 
+def _fold_provider_tables(sandbox: dict[str, Any]) -> None:
+    tables = {name: sandbox.pop(name) for name in PROVIDER_TABLES if isinstance(sandbox.get(name), dict)}
+    chosen = sandbox.get("provider", "docker")
+    for name in sorted(tables, key=lambda n: (n != chosen, PROVIDER_TABLES.index(n))):
+        for k, v in tables[name].items():
+            sandbox.setdefault(k, v)
+
+
 def _drop(table: Any, keys: tuple[str, ...]) -> None:
     if isinstance(table, dict):
         for k in keys:
@@ -87,6 +105,8 @@ def canonical_config(config: Any) -> dict[str, Any]:
         data = copy.deepcopy(dict(config))
     for table in OUT_TABLES:
         data.pop(table, None)
+    if isinstance(data.get("sandbox"), dict):
+        _fold_provider_tables(data["sandbox"])
     for table, keys in DROPPED.items():
         _drop(data.get(table), keys)
     for table, defaults in DEFAULTED.items():
@@ -104,9 +124,10 @@ def canonical_config(config: Any) -> dict[str, Any]:
         for k in INPUT_FILES:
             if agent.get(k):
                 agent[k] = _file_digest(str(agent[k]))
-    search = data.get("search")
-    if isinstance(search, dict) and search.get("corpus"):
-        search["corpus"] = _corpus_fingerprint(str(search["corpus"]))
+    for table in ("search", "sandbox"):
+        t = data.get(table)
+        if isinstance(t, dict) and t.get("corpus"):
+            t["corpus"] = _corpus_fingerprint(str(t["corpus"]))
     return data
 
 

@@ -75,7 +75,7 @@ def box_layout(
         pids_limit=cfg.pids_limit + (RUNSC_PIDS_HEADROOM if cfg.runtime == "runsc" else 0),
         memory=cfg.memory,
         cpus=cfg.cpus,
-        init=cfg.init and not cfg.protect_warden,
+        init=cfg.engine is not None and cfg.engine.init and not cfg.protect_warden,
         cap_drop_all=cfg.cap_drop_all,
         no_new_privileges=cfg.no_new_privileges,
         runtime=cfg.runtime,
