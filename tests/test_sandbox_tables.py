@@ -129,3 +129,20 @@ def test_the_provider_tables_of_providers_not_chosen_do_not_matter_unless_they_h
     assert config_digest(base) != config_digest(other)
     podman = RunConfig.model_validate({"sandbox": {"provider": "docker", "podman": {"init": False}}})
     assert config_digest(podman) == config_digest(base)  # docker's init is the one a docker box reads
+
+
+def test_the_corpus_in_the_box_enters_the_digest_by_content_and_its_cache_not_at_all(tmp_path: Path) -> None:
+    from fte_shell.search.corpus import CorpusDoc, build_corpus
+
+    a = build_corpus([CorpusDoc(docid="d1", title="T", text="one")], tmp_path / "a")
+    moved = build_corpus([CorpusDoc(docid="d1", title="T", text="one")], tmp_path / "elsewhere")
+    b = build_corpus([CorpusDoc(docid="d1", title="T", text="two")], tmp_path / "b")
+
+    def digest(**sandbox: Any) -> str:
+        return config_digest(RunConfig.model_validate({"sandbox": sandbox}))
+
+    fingerprint = canonical_config(RunConfig.model_validate({"sandbox": {"corpus": str(a)}}))["sandbox"]["corpus"]
+    assert fingerprint.startswith("fingerprint:")
+    assert digest(corpus=str(a)) == digest(corpus=str(moved), corpus_cache=str(tmp_path / "c")) != digest()
+    assert digest(corpus=str(a)) != digest(corpus=str(b))
+    assert digest(corpus_cache=str(tmp_path / "c")) == digest()

@@ -244,7 +244,8 @@ class SandboxConfig(StrictModel):
 
     corpus_cache: Path | None = None
     """Where corpora exported for ``corpus`` are kept (one directory per corpus fingerprint); None =
-    ``~/.cache/fte-shell/corpus-files`` (``$XDG_CACHE_HOME`` when set)."""
+    ``~/.cache/fte-shell/corpus-files`` (``$XDG_CACHE_HOME`` when set; ``/var/cache/fte-shell/corpus-files``
+    for root)."""
 
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the shell. Host variables never enter the container."""
