@@ -69,9 +69,12 @@ def test_the_export_holds_one_read_only_file_per_document(tmp_path: Path) -> Non
 
 
 def test_one_export_per_corpus_content(tmp_path: Path) -> None:
-    a = CF.export_corpus(make_corpus(tmp_path / "a"), tmp_path / "cache")
+    said: list[str] = []
+    a = CF.export_corpus(make_corpus(tmp_path / "a"), tmp_path / "cache", said.append)
+    assert len(said) == 1 and "(5 documents, ~0.00 GB)" in said[0] and str(a) in said[0]
     inode = (a / CF.doc_path("101", 1)).stat().st_ino
-    again = CF.export_corpus(make_corpus(tmp_path / "same-content-elsewhere"), tmp_path / "cache")
+    again = CF.export_corpus(make_corpus(tmp_path / "same-content-elsewhere"), tmp_path / "cache", said.append)
+    assert len(said) == 1  # found: nothing exported, nothing said
     assert again == a and (a / CF.doc_path("101", 1)).stat().st_ino == inode  # found, not written again
     other = CF.export_corpus(make_corpus(tmp_path / "b", DOCS[:2]), tmp_path / "cache")
     assert other != a and len([p for p in other.rglob("*") if p.is_file()]) == 2
@@ -135,7 +138,7 @@ def corpus_box(provider_case) -> Iterator[Sandbox]:
         with Sandbox(cfg) as sb:
             yield sb
     finally:
-        CF._remove(base)
+        CF.remove_tree(base)
 
 
 def test_in_the_box_the_corpus_files_are_there(corpus_box: Sandbox) -> None:

@@ -46,7 +46,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..config import SandboxConfig
@@ -164,12 +164,13 @@ def check_room(needed: int, free: int, corpus: Path, cache: Path) -> None:
         )
 
 
-def _fill(tmp: Path, corpus: Path, meta: dict, docs: int, needed: int) -> dict:
-    with_title = _with_title(meta)
+def write_tree(tmp: Path, documents: Iterable[tuple[str, bytes]], docs: int) -> tuple[int, int]:
+    """Write ``documents`` ((docid, file content) pairs, ``docs`` of them) into the empty directory ``tmp``
+    as an export's tree (read-only files and shard directories); returns (shard width, bytes written)."""
     width = shard_width(docs)
     made: set[str] = set()
     written = 0
-    for docid, body in _documents(corpus, with_title):
+    for docid, body in documents:
         rel = doc_path(docid, width)
         shard = rel.split("/", 1)[0]
         if shard not in made:
@@ -181,20 +182,28 @@ def _fill(tmp: Path, corpus: Path, meta: dict, docs: int, needed: int) -> dict:
         written += len(body)
     for shard in made:
         os.chmod(tmp / shard, 0o555)
+    return width, written
+
+
+def _fill(tmp: Path, corpus: Path, meta: dict, docs: int, needed: int) -> dict:
+    with_title = _with_title(meta)
+    width, written = write_tree(tmp, _documents(corpus, with_title), docs)
     return {"format": EXPORT_FORMAT, "fingerprint": meta["fingerprint"], "name": meta.get("name"),
             "docs": docs, "shard_width": width, "bytes": written, "disk_bytes_estimate": needed,
             "with_title": with_title}
 
 
-def _remove(tree: Path) -> None:
+def remove_tree(tree: Path) -> None:
+    """Remove a tree this module wrote (its read-only directories made writable first)."""
     for d, _dirs, _files in os.walk(tree):
         with contextlib.suppress(OSError):
             os.chmod(d, 0o755)
     shutil.rmtree(tree, ignore_errors=True)
 
 
-def export_corpus(corpus: Path, cache: Path) -> Path:
-    """The exported tree of the corpus directory ``corpus`` in ``cache`` (made now unless it is there)."""
+def export_corpus(corpus: Path, cache: Path, log: Callable[[str], None] | None = None) -> Path:
+    """The exported tree of the corpus directory ``corpus`` in ``cache`` (made now unless it is there;
+    ``log`` hears when it is)."""
     corpus = Path(corpus).expanduser().resolve()
     meta = _meta(corpus)
     key = f"{meta['fingerprint']}-v{EXPORT_FORMAT}"
@@ -208,22 +217,25 @@ def export_corpus(corpus: Path, cache: Path) -> Path:
             return entry  # another process exported it while we waited
         docs, needed = needed_bytes(corpus, _with_title(meta))
         check_room(needed, shutil.disk_usage(cache).free, corpus, cache)
+        if log is not None:
+            log(f"exporting the corpus {corpus} ({docs:,} documents, ~{needed / 1e9:.2f} GB) as files for "
+                f"{CORPUS_MOUNT} into {entry} (once)")
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=cache))
         try:
             info = _fill(tmp, corpus, meta, docs, needed)
             os.chmod(tmp, 0o555)
             if entry.exists():  # a torn earlier attempt (no .json): replace it
-                _remove(entry)
+                remove_tree(entry)
             os.rename(tmp, entry)
         except BaseException:
-            _remove(tmp)
+            remove_tree(tmp)
             raise
         (cache / f"{key}.json.tmp").write_text(json.dumps({**info, "source": str(corpus)}, indent=2) + "\n")
         os.replace(cache / f"{key}.json.tmp", cache / f"{key}.json")
     return entry
 
 
-def corpus_mount(cfg: SandboxConfig) -> Path | None:
+def corpus_mount(cfg: SandboxConfig, log: Callable[[str], None] | None = None) -> Path | None:
     """The host directory to bind at :data:`CORPUS_MOUNT` for boxes of ``cfg`` (exported on first use), or
     None when ``[sandbox] corpus`` is unset."""
-    return None if cfg.corpus is None else export_corpus(Path(cfg.corpus), cache_dir(cfg))
+    return None if cfg.corpus is None else export_corpus(Path(cfg.corpus), cache_dir(cfg), log)
