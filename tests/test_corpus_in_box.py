@@ -49,6 +49,7 @@ def test_shard_width_keeps_directories_to_a_few_thousand_entries() -> None:
     # PER_DIR = 2,000 on average: 16 shards hold 32,000, 256 hold 512,000, 4,096 hold 8,192,000
     assert [CF.shard_width(n) for n in (1, 32_000, 32_001, 512_000, 512_001, 8_192_001)] == [1, 1, 2, 2, 3, 4]
     assert CF.doc_path("101", 2) == "16/101"  # sha256(b"101") = 16dc…
+    assert CF.doc_path("101", 3) == "16/d/101" and CF.doc_path("101", 4) == "16/dc/101"  # nested past two
 
 
 def test_the_export_holds_one_read_only_file_per_document(tmp_path: Path) -> None:
@@ -66,6 +67,20 @@ def test_the_export_holds_one_read_only_file_per_document(tmp_path: Path) -> Non
     info = (tmp_path / "cache" / f"{tree.name}.json").read_text()
     assert '"docs": 5' in info and '"shard_width": 1' in info
     assert not [p for p in (tmp_path / "cache").iterdir() if ".tmp-" in p.name]
+
+
+def test_a_deep_tree_nests_its_shards_and_is_read_only_throughout(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CF, "PER_DIR", 1)  # 300 documents > 16**2: three hex digits, nested as ab/c
+    (tmp_path / "t").mkdir()
+    width, written = CF.write_tree(tmp_path / "t", ((str(i), b"x\n") for i in range(300)), 300)
+    assert (width, written) == (3, 600)
+    files = [p for p in (tmp_path / "t").rglob("*") if p.is_file()]
+    assert len(files) == 300 and all(len(p.relative_to(tmp_path / "t").parts) == 3 for p in files)
+    assert all(d.stat().st_mode & 0o777 == 0o555 for d in (tmp_path / "t").rglob("*") if d.is_dir())
+    assert len(list((tmp_path / "t").iterdir())) <= 256
+    CF.remove_tree(tmp_path / "t")
+    assert not (tmp_path / "t").exists()
 
 
 def test_one_export_per_corpus_content(tmp_path: Path) -> None:

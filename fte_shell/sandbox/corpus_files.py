@@ -20,8 +20,9 @@ File name
 Shard
     The first ``width`` hex digits of the SHA-256 of the docid's UTF-8 bytes, ``width`` the smallest with
     on average at most :data:`PER_DIR` documents per directory (1 up to 32,000 documents, 2 up to
-    512,000, …): no directory holds more than a few thousand entries, and a document's place follows from
-    its docid alone (``ls /corpus/*/DOCID`` finds it in the box).
+    512,000, 3 up to 8,192,000, …), nested two digits a level past two (``ab/c``): no directory holds more
+    than a few thousand entries, and a document's place follows from its docid alone (``ls /corpus/*/DOCID``
+    finds it in the box).
 Content
     The document as the corpus's retrievers index it — its text, or, in a corpus whose documents have
     separate titles (meta.json ``contents`` ``title+text``, or no ``contents``), its title, a newline and
@@ -92,8 +93,10 @@ def shard_width(docs: int) -> int:
 
 
 def doc_path(docid: str, width: int) -> str:
-    """``<shard>/<name>`` of ``docid`` in an export of shard width ``width``."""
-    return f"{hashlib.sha256(docid.encode('utf-8')).hexdigest()[:width]}/{file_name(docid)}"
+    """``<shard>/<name>`` of ``docid`` in an export of shard width ``width`` (a shard of more than two hex
+    digits is nested two digits a level: ``ab/c``, so no level holds more than 256 directories)."""
+    digits = hashlib.sha256(docid.encode("utf-8")).hexdigest()[:width]
+    return "/".join([digits[i:i + 2] for i in range(0, width, 2)] + [file_name(docid)])
 
 
 SYSTEM_CACHE = Path("/var/cache/fte-shell/corpus-files")
@@ -172,16 +175,18 @@ def write_tree(tmp: Path, documents: Iterable[tuple[str, bytes]], docs: int) -> 
     written = 0
     for docid, body in documents:
         rel = doc_path(docid, width)
-        shard = rel.split("/", 1)[0]
+        shard = rel.rsplit("/", 1)[0]
         if shard not in made:
-            (tmp / shard).mkdir()
+            (tmp / shard).mkdir(parents=True, exist_ok=True)
             made.add(shard)
         fd = os.open(tmp / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         with os.fdopen(fd, "wb") as f:
             f.write(body)
         written += len(body)
-    for shard in made:
+    for shard in sorted(made, reverse=True):  # deepest first: a parent made read-only last
         os.chmod(tmp / shard, 0o555)
+        if "/" in shard:
+            os.chmod(tmp / shard.split("/", 1)[0], 0o555)
     return width, written
 
 
@@ -211,6 +216,8 @@ def export_corpus(corpus: Path, cache: Path, log: Callable[[str], None] | None =
     if (cache / f"{key}.json").is_file() and entry.is_dir():
         return entry
     cache.mkdir(parents=True, exist_ok=True)
+    if cache.stat().st_uid == os.geteuid():
+        os.chmod(cache, 0o755)  # a box's uid (bwrap started by root) walks through it to the entry
     with open(cache / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (cache / f"{key}.json").is_file() and entry.is_dir():
