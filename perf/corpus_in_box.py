@@ -41,7 +41,8 @@ from fte_shell.sandbox import BoxSpec, get_provider  # noqa: E402
 from fte_shell.sandbox import corpus_files as CF  # noqa: E402
 
 PLANTED = {"zephyrine": 37, "quillonite": 400, "marrowgate": 5}
-"""Rare words and the number of documents each is planted in (one document each, at a random place)."""
+"""Rare words and the number of documents each is planted in (at most every document; once a document, at
+a random place)."""
 PATTERNS = ["zephyrine", "quillonite|marrowgate", "harbour [a-z]+ museum"]
 """What the greps look for: a rare word, an alternation, and a regex over common words."""
 
@@ -65,7 +66,7 @@ def synthetic_docs(n: int, seed: int = 11) -> Iterator[tuple[str, bytes]]:
         sentences.append(" ".join(words[start:start + k]).capitalize() + ".")
     planted: dict[int, list[str]] = {}
     for word, count in PLANTED.items():
-        for i in rng.sample(range(n), count):
+        for i in rng.sample(range(n), min(count, n)):
             planted.setdefault(i, []).append(word)
     for i in range(n):
         length = int(math.exp(rng.gauss(math.log(700), 0.9)))
@@ -151,6 +152,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=10)
     ap.add_argument("--keep", type=Path, default=None, help="write the tree here and keep it (reused if there)")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # rows as they are measured
     if shutil.which("rg") is None:
         sys.exit("rg is not on the host's PATH (apt-get install ripgrep)")
     tmp = Path(tempfile.mkdtemp(prefix="fte-perf-corpus-", dir="/var/tmp"))

@@ -208,3 +208,25 @@ def test_the_shell_profile_greps_the_corpus_without_search_and_is_told_where_it_
         assert other.execute("bash", {"command": "ls /corpus"}).meta["exit_code"] != 0
     finally:
         other.close()
+
+
+def test_the_perf_script_runs(tmp_path: Path) -> None:
+    """perf/corpus_in_box.py on a tiny corpus and one provider, so the script that makes the figures cannot
+    rot (its figures are in docs/sandbox.md; no speed is asserted here)."""
+    import sys
+
+    from fte_shell.sandbox import get_provider
+
+    why = get_provider("bwrap").probe(30.0)
+    if why:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"bwrap is not usable: {why}")
+        pytest.skip(f"bwrap is not usable: {why}")
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(repo / "perf" / "corpus_in_box.py"), "--docs", "300", "--repeats", "1",
+                          "--starts", "1", "--providers", "bwrap"], capture_output=True, text=True, timeout=600,
+                         check=True).stdout
+    assert "tree: 300 documents" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("bwrap ")]
+    assert len(rows) == 4  # three patterns, one start row
+    assert all(float(r[-1]) > 0 for r in rows[:3])  # box/host ratios were computed
