@@ -230,3 +230,22 @@ def test_the_perf_script_runs(tmp_path: Path) -> None:
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("bwrap ")]
     assert len(rows) == 4  # three patterns, one start row
     assert all(float(r[-1]) > 0 for r in rows[:3])  # box/host ratios were computed
+
+
+def test_a_sweep_exports_the_corpus_before_its_threads(tmp_path: Path) -> None:
+    from fte_shell.config import RunConfig
+    from fte_shell.sandbox import get_provider
+    from fte_shell.sweep.run import _prepare_sandbox
+
+    why = get_provider("bwrap").probe(30.0)
+    if why:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"bwrap is not usable: {why}")
+        pytest.skip(f"bwrap is not usable: {why}")
+    corpus = make_corpus(tmp_path / "c")
+    cfg = RunConfig.model_validate({"sandbox": {"provider": "bwrap", "corpus": str(corpus),
+                                                "corpus_cache": str(tmp_path / "cache")}})
+    said: list[str] = []
+    _prepare_sandbox(cfg, said.append)
+    assert [m for m in said if m.startswith("exporting the corpus")], said
+    assert CF.corpus_mount(cfg.sandbox) is not None and len(list((tmp_path / "cache").glob("*.json"))) == 1
