@@ -120,6 +120,39 @@ def measure_rg(provider: str, tree: Path, tmp: Path, repeats: int, jobs: int) ->
     return rows
 
 
+def evict(tree: Path) -> None:
+    """Drop the tree's pages from the page cache (``POSIX_FADV_DONTNEED`` per file: only these files)."""
+    for path in tree.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def measure_cold(provider: str, tree: Path, tmp: Path, jobs: int, memory: str) -> tuple[float, ...]:
+    """(host cold, host again, box cold, box again) seconds of one rg, the page cache emptied of the tree
+    before each cold run; the box has ``memory`` (its page cache is charged to it)."""
+    p = get_provider(provider)
+    cfg = SandboxConfig(provider=provider, cpus=float(jobs), memory=memory)
+    ws, gw = tmp / f"ws-cold-{provider}", tmp / f"gw-cold-{provider}"
+    for d in (ws, gw):
+        d.mkdir(exist_ok=True)
+        os.chmod(d, 0o755)
+    host = ["bash", "-c", rg_script(PATTERNS[0], str(tree), jobs)]
+    inside = ["bash", "-c", rg_script(PATTERNS[0], CF.CORPUS_MOUNT, jobs)]
+    evict(tree)
+    h1, h2 = timed(host), timed(host)
+    box = p.start(BoxSpec(cfg, ws, gw, f"perf-cold-{provider}", corpus=tree))
+    try:
+        evict(tree)
+        b1, b2 = (float(box.exec(inside)[1].strip().splitlines()[-1]) for _ in range(2))
+    finally:
+        box.stop()
+    return h1, h2, b1, b2
+
+
 def measure_start(provider: str, tree: Path, tmp: Path, starts: int) -> tuple[list[float], list[float]]:
     p = get_provider(provider)
     cfg = SandboxConfig(provider=provider)
@@ -150,6 +183,8 @@ def main() -> None:
     ap.add_argument("--providers", default="docker,podman,bwrap")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--cold", default=None, metavar="MEMORY",
+                    help="instead: rg with the tree out of the page cache, the box with this memory limit (1g)")
     ap.add_argument("--keep", type=Path, default=None, help="write the tree here and keep it (reused if there)")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # rows as they are measured
@@ -167,6 +202,13 @@ def main() -> None:
             print(f"tree: {args.docs:,} documents, {written / 1e6:,.0f} MB, shard width {width}, "
                   f"written in {time.perf_counter() - t0:.1f} s ({tree})")
         jobs = os.cpu_count() or 1
+        if args.cold:
+            print(f"\nrg -c -i -j {jobs} {PATTERNS[0]}, the tree evicted first; box memory {args.cold}")
+            print(f"{'provider':10} {'host cold':>10} {'again':>7} {'box cold':>9} {'again':>7} {'cold box/host':>14}")
+            for provider in args.providers.split(","):
+                h1, h2, b1, b2 = measure_cold(provider, tree, tmp, jobs, args.cold)
+                print(f"{provider:10} {h1:10.3f} {h2:7.3f} {b1:9.3f} {b2:7.3f} {b1 / h1:14.3f}")
+            return
         print(f"\nrg -c -i -j {jobs} (median of {args.repeats}; the box's CPU quota {jobs} cores)")
         print(f"{'provider':10} {'pattern':24} {'host s':>8} {'box s':>8} {'box/host':>9}")
         for provider in args.providers.split(","):
