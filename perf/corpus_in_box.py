@@ -2,12 +2,14 @@
 inside a box against the same ``rg`` on the host, and a box's start time with the /corpus mount against
 without, per provider.
 
-    python perf/corpus_in_box.py [--docs 100000] [--providers docker,podman,bwrap] [--repeats 7] [--starts 10]
+    python perf/corpus_in_box.py [--docs 100000 | --from-jsonl FILE] [--providers docker,podman,bwrap]
+                                 [--repeats 7] [--starts 10] [--cold MEMORY] [--keep DIR]
 
-The corpus is shaped like BrowseComp-Plus's (numeric docids, web-page-like documents: a title line, then
-paragraphs; lengths log-normal, median ~700 words) and written as an export's tree by the exporter itself
-(``fte_shell.sandbox.corpus_files.write_tree``: the same names, shards and modes as a real export). A few
-rare words are planted in a known number of documents so the greps find something.
+The corpus is the retrieval perf's BrowseComp-Plus-shaped synthetic one (``perf/retrieval_bm25.py``'s
+``synthetic``: mean 5,179.2 words a document, log-normal lengths, Zipf words; not a second generator), or
+any JSONL collection given; it is written as an export's tree by the exporter itself
+(``fte_shell.sandbox.corpus_files.write_tree``: the same names, shards and modes as a real export). The
+greps' patterns come from the collection's first documents (:func:`patterns_of`).
 
 rg: the same command (``rg -c -i -j J PATTERN DIR``, output to /dev/null) timed the same way (bash's
 ``time``, wall clock) on the host and inside a box (``box.exec``) whose CPU quota is the host's cores (a box's
@@ -21,9 +23,9 @@ Start: a box started by the provider (``start`` until the box runs, then ``stop`
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -40,47 +42,26 @@ from fte_shell.config import SandboxConfig  # noqa: E402
 from fte_shell.sandbox import BoxSpec, get_provider  # noqa: E402
 from fte_shell.sandbox import corpus_files as CF  # noqa: E402
 
-PLANTED = {"zephyrine": 37, "quillonite": 400, "marrowgate": 5}
-"""Rare words and the number of documents each is planted in (at most every document; once a document, at
-a random place)."""
-PATTERNS = ["zephyrine", "quillonite|marrowgate", "harbour [a-z]+ museum"]
-"""What the greps look for: a rare word, an alternation, and a regex over common words."""
+
+def read_collection(path: Path) -> Iterator[tuple[str, bytes]]:
+    """(docid, file content) of each row of a JSONL collection: ``{id, contents}`` (Anserini's
+    JsonCollection, what ``perf/retrieval_bm25.py``'s ``synthetic`` writes) or ``{docid, text}``."""
+    with path.open() as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                text = str(row.get("contents", row.get("text", "")))
+                yield str(row.get("id", row.get("docid"))), (text if text.endswith("\n") else text + "\n").encode()
 
 
-def synthetic_docs(n: int, seed: int = 11) -> Iterator[tuple[str, bytes]]:
-    """``n`` (docid, content) pairs: numeric docids, a title line and paragraphs of sentences drawn from a
-    Zipf-like vocabulary, log-normal lengths (median ~700 words, mean ~1,050)."""
-    rng = random.Random(seed)
-    syll = ["ar", "bel", "cor", "den", "el", "fa", "gor", "hal", "in", "jor", "ka", "lu", "mar", "nor", "o",
-            "pel", "qua", "ri", "sen", "tor", "u", "ven", "wil", "xa", "yor", "zen"]
-    common = ("the of and a to in is was for on as with by at from that his her it an were which are "
-              "this be also has had first one their its new after who they two years city harbour museum "
-              "river school war state national county university team season film album").split()
-    vocab = common + ["".join(rng.choice(syll) for _ in range(rng.randint(2, 4))) for _ in range(30_000)]
-    weights = [1 / (i + 1) for i in range(len(vocab))]
-    words = rng.choices(vocab, weights, k=400_000)
-    sentences = []
-    for _ in range(40_000):
-        k = rng.randint(6, 24)
-        start = rng.randrange(len(words) - k)
-        sentences.append(" ".join(words[start:start + k]).capitalize() + ".")
-    planted: dict[int, list[str]] = {}
-    for word, count in PLANTED.items():
-        for i in rng.sample(range(n), min(count, n)):
-            planted.setdefault(i, []).append(word)
-    for i in range(n):
-        length = int(math.exp(rng.gauss(math.log(700), 0.9)))
-        title = " ".join(rng.choices(vocab[:3000], k=rng.randint(2, 7))).title()
-        parts, count = [], 0
-        while count < length:
-            para = " ".join(rng.choices(sentences, k=rng.randint(2, 8)))
-            parts.append(para)
-            count += para.count(" ") + 1
-        for word in planted.get(i, []):
-            j = rng.randrange(len(parts))
-            parts[j] = f"{parts[j]} The {word} was noted."
-        docid = str(rng.randrange(10**6)) + f"{i:06d}"  # unique, numeric, unordered like BrowseComp-Plus's
-        yield docid, (title + "\n" + "\n\n".join(parts) + "\n").encode()
+def patterns_of(path: Path) -> list[str]:
+    """What the greps look for, taken from the collection's first documents: a long word (a literal that
+    matches few files), an alternation of two words, and a regex over every 12-letter-or-longer word."""
+    docs = iter(read_collection(path))
+    first = next(docs)[1].decode().split()
+    second = next(docs)[1].decode().split()
+    literal = max(first, key=len)
+    return [literal, f"{second[len(second) // 2]}|{second[-1]}", "[a-z]{12,}"]
 
 
 def timed(argv: list[str]) -> float:
@@ -93,7 +74,8 @@ def rg_script(pattern: str, where: str, jobs: int) -> str:
     return f"TIMEFORMAT=%3R; {{ time rg -c -i -j {jobs} '{pattern}' {where} > /dev/null; }} 2>&1"
 
 
-def measure_rg(provider: str, tree: Path, tmp: Path, repeats: int, jobs: int) -> list[tuple[str, float, float]]:
+def measure_rg(provider: str, tree: Path, tmp: Path, repeats: int, jobs: int,
+               patterns: list[str]) -> list[tuple[str, float, float]]:
     p = get_provider(provider)
     cfg = SandboxConfig(provider=provider, cpus=float(jobs), memory="2g")
     p.prepare(cfg)
@@ -104,7 +86,7 @@ def measure_rg(provider: str, tree: Path, tmp: Path, repeats: int, jobs: int) ->
     box = p.start(BoxSpec(cfg, ws, gw, f"perf-corpus-{provider}", corpus=tree))
     rows = []
     try:
-        for pattern in PATTERNS:
+        for pattern in patterns:
             host = ["bash", "-c", rg_script(pattern, str(tree), jobs)]
             inside = ["bash", "-c", rg_script(pattern, CF.CORPUS_MOUNT, jobs)]
             timed(host)
@@ -131,7 +113,8 @@ def evict(tree: Path) -> None:
                 os.close(fd)
 
 
-def measure_cold(provider: str, tree: Path, tmp: Path, jobs: int, memory: str) -> tuple[float, ...]:
+def measure_cold(provider: str, tree: Path, tmp: Path, jobs: int, memory: str,
+                 pattern: str) -> tuple[float, ...]:
     """(host cold, host again, box cold, box again) seconds of one rg, the page cache emptied of the tree
     before each cold run; the box has ``memory`` (its page cache is charged to it)."""
     p = get_provider(provider)
@@ -140,8 +123,8 @@ def measure_cold(provider: str, tree: Path, tmp: Path, jobs: int, memory: str) -
     for d in (ws, gw):
         d.mkdir(exist_ok=True)
         os.chmod(d, 0o755)
-    host = ["bash", "-c", rg_script(PATTERNS[0], str(tree), jobs)]
-    inside = ["bash", "-c", rg_script(PATTERNS[0], CF.CORPUS_MOUNT, jobs)]
+    host = ["bash", "-c", rg_script(pattern, str(tree), jobs)]
+    inside = ["bash", "-c", rg_script(pattern, CF.CORPUS_MOUNT, jobs)]
     evict(tree)
     h1, h2 = timed(host), timed(host)
     box = p.start(BoxSpec(cfg, ws, gw, f"perf-cold-{provider}", corpus=tree))
@@ -179,7 +162,9 @@ def p90(xs: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--docs", type=int, default=100_000)
+    ap.add_argument("--docs", type=int, default=100_000, help="documents to generate (perf/retrieval_bm25.py)")
+    ap.add_argument("--from-jsonl", type=Path, default=None,
+                    help="the collection to use instead ({id, contents} or {docid, text} rows)")
     ap.add_argument("--providers", default="docker,podman,bwrap")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--starts", type=int, default=10)
@@ -194,25 +179,35 @@ def main() -> None:
     os.chmod(tmp, 0o755)
     tree = args.keep or tmp / "tree"
     try:
+        collection = args.from_jsonl
+        if collection is None:  # the retrieval perf's BrowseComp-Plus-shaped generator, not a second one
+            from retrieval_bm25 import synthetic
+
+            t0 = time.perf_counter()
+            synthetic(args.docs, tmp)
+            collection = tmp / "docs.jsonl"
+            print(f"generated {args.docs:,} documents in {time.perf_counter() - t0:.1f} s")
+        docs = sum(1 for line in collection.open() if line.strip())
         if not tree.is_dir():
             tree.mkdir(parents=True)
             t0 = time.perf_counter()
-            width, written = CF.write_tree(tree, synthetic_docs(args.docs), args.docs)
+            width, written = CF.write_tree(tree, read_collection(collection), docs)
             os.chmod(tree, 0o555)
-            print(f"tree: {args.docs:,} documents, {written / 1e6:,.0f} MB, shard width {width}, "
+            print(f"tree: {docs:,} documents, {written / 1e6:,.0f} MB, shard width {width}, "
                   f"written in {time.perf_counter() - t0:.1f} s ({tree})")
+        patterns = patterns_of(collection)
         jobs = os.cpu_count() or 1
         if args.cold:
-            print(f"\nrg -c -i -j {jobs} {PATTERNS[0]}, the tree evicted first; box memory {args.cold}")
+            print(f"\nrg -c -i -j {jobs} {patterns[0]}, the tree evicted first; box memory {args.cold}")
             print(f"{'provider':10} {'host cold':>10} {'again':>7} {'box cold':>9} {'again':>7} {'cold box/host':>14}")
             for provider in args.providers.split(","):
-                h1, h2, b1, b2 = measure_cold(provider, tree, tmp, jobs, args.cold)
+                h1, h2, b1, b2 = measure_cold(provider, tree, tmp, jobs, args.cold, patterns[0])
                 print(f"{provider:10} {h1:10.3f} {h2:7.3f} {b1:9.3f} {b2:7.3f} {b1 / h1:14.3f}")
             return
         print(f"\nrg -c -i -j {jobs} (median of {args.repeats}; the box's CPU quota {jobs} cores)")
         print(f"{'provider':10} {'pattern':24} {'host s':>8} {'box s':>8} {'box/host':>9}")
         for provider in args.providers.split(","):
-            for pattern, h, b in measure_rg(provider, tree, tmp, args.repeats, jobs):
+            for pattern, h, b in measure_rg(provider, tree, tmp, args.repeats, jobs, patterns):
                 print(f"{provider:10} {pattern:24} {h:8.3f} {b:8.3f} {b / h:9.3f}")
         print(f"\nbox start (provider.start, {args.starts} each, interleaved)")
         print(f"{'provider':10} {'without ms':>11} {'p90':>7} {'with ms':>9} {'p90':>7} {'diff ms':>8}")

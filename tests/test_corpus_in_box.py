@@ -222,10 +222,16 @@ def test_the_perf_script_runs(tmp_path: Path) -> None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"bwrap is not usable: {why}")
         pytest.skip(f"bwrap is not usable: {why}")
+    import json
+
     repo = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, str(repo / "perf" / "corpus_in_box.py"), "--docs", "300", "--repeats", "1",
-                          "--starts", "1", "--providers", "bwrap"], capture_output=True, text=True, timeout=600,
-                         check=True).stdout
+    jsonl = tmp_path / "docs.jsonl"
+    words = ["alpha", "bravo", "charlie", "deltaforceful", "echo", "foxtrotting", "golf"]
+    jsonl.write_text("".join(json.dumps({"id": f"doc{i}", "contents": " ".join(words[i % 7:] + words[:i % 7])}) + "\n"
+                             for i in range(300)))
+    out = subprocess.run([sys.executable, str(repo / "perf" / "corpus_in_box.py"), "--from-jsonl", str(jsonl),
+                          "--repeats", "1", "--starts", "1", "--providers", "bwrap"], capture_output=True, text=True,
+                         timeout=600, check=True).stdout
     assert "tree: 300 documents" in out
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("bwrap ")]
     assert len(rows) == 4  # three patterns, one start row
