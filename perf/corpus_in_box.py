@@ -75,9 +75,9 @@ def rg_script(pattern: str, where: str, jobs: int) -> str:
 
 
 def measure_rg(provider: str, tree: Path, tmp: Path, repeats: int, jobs: int,
-               patterns: list[str]) -> list[tuple[str, float, float]]:
+               patterns: list[str], memory: str = "2g") -> list[tuple[str, float, float]]:
     p = get_provider(provider)
-    cfg = SandboxConfig(provider=provider, cpus=float(jobs), memory="2g")
+    cfg = SandboxConfig(provider=provider, cpus=float(jobs), memory=memory)
     p.prepare(cfg)
     ws, gw = tmp / f"ws-{provider}", tmp / f"gw-{provider}"
     for d in (ws, gw):
@@ -168,6 +168,9 @@ def main() -> None:
     ap.add_argument("--providers", default="docker,podman,bwrap")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--starts", type=int, default=10)
+    ap.add_argument("--memory", default="2g", help="the box's memory limit for the warm greps (the pages it "
+                    "reads into the page cache are charged to it)")
+    ap.add_argument("--patterns", default=None, help="which of the three patterns to run (e.g. 0,1)")
     ap.add_argument("--cold", default=None, metavar="MEMORY",
                     help="instead: rg with the tree out of the page cache, the box with this memory limit (1g)")
     ap.add_argument("--keep", type=Path, default=None, help="write the tree here and keep it (reused if there)")
@@ -196,6 +199,8 @@ def main() -> None:
             print(f"tree: {docs:,} documents, {written / 1e6:,.0f} MB, shard width {width}, "
                   f"written in {time.perf_counter() - t0:.1f} s ({tree})")
         patterns = patterns_of(collection)
+        if args.patterns:
+            patterns = [patterns[int(i)] for i in args.patterns.split(",")]
         jobs = os.cpu_count() or 1
         if args.cold:
             print(f"\nrg -c -i -j {jobs} {patterns[0]}, the tree evicted first; box memory {args.cold}")
@@ -204,11 +209,13 @@ def main() -> None:
                 h1, h2, b1, b2 = measure_cold(provider, tree, tmp, jobs, args.cold, patterns[0])
                 print(f"{provider:10} {h1:10.3f} {h2:7.3f} {b1:9.3f} {b2:7.3f} {b1 / h1:14.3f}")
             return
-        print(f"\nrg -c -i -j {jobs} (median of {args.repeats}; the box's CPU quota {jobs} cores)")
+        print(f"\nrg -c -i -j {jobs} (median of {args.repeats}; the box's CPU quota {jobs} cores, memory {args.memory})")
         print(f"{'provider':10} {'pattern':24} {'host s':>8} {'box s':>8} {'box/host':>9}")
         for provider in args.providers.split(","):
-            for pattern, h, b in measure_rg(provider, tree, tmp, args.repeats, jobs, patterns):
+            for pattern, h, b in measure_rg(provider, tree, tmp, args.repeats, jobs, patterns, args.memory):
                 print(f"{provider:10} {pattern:24} {h:8.3f} {b:8.3f} {b / h:9.3f}")
+        if args.starts <= 0:
+            return
         print(f"\nbox start (provider.start, {args.starts} each, interleaved)")
         print(f"{'provider':10} {'without ms':>11} {'p90':>7} {'with ms':>9} {'p90':>7} {'diff ms':>8}")
         for provider in args.providers.split(","):
