@@ -9,7 +9,7 @@ change the agent's behaviour:
   ``agent.summary_model``);
 * where things are, not what they are: ``model.base_url`` (the same model moved to another host),
   ``search.embeddings.base_url`` (the same embedder elsewhere), ``search.cache_dir``,
-  ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``;
+  ``sandbox.workspace_dir``, ``sandbox.keep_workspace``, ``sandbox.auto_build``, ``sandbox.corpus_cache``;
 * transport tuning: ``model.timeout_s``, ``model.max_retries``, ``model.backoff_s``, ``model.rpm``,
   ``model.tpm``, ``search.timeout_s``, ``search.max_retries``, ``search.embeddings.timeout_s``,
   ``search.embeddings.max_retries``;
@@ -19,7 +19,9 @@ change the agent's behaviour:
 
 Files that are inputs are replaced by their content: ``agent.system_prompt_file`` and
 ``agent.tool_descriptions_file`` become ``sha256:<hex of the file>``, and a local ``search.corpus``
-becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json). Everything else — model name,
+becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json), and so does ``sandbox.corpus``.
+The sandbox's provider tables (``[sandbox.docker]`` …) are folded back into ``[sandbox]`` as the flat table
+digests were written with before the tables existed (:data:`PROVIDER_TABLES`). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. Fields added to the config later are in
 unless listed here; keys added after digests were first written are left out while they hold the value
@@ -44,13 +46,14 @@ DROPPED: dict[str, tuple[str, ...]] = {
     "model": ("api_key", "base_url", "timeout_s", "max_retries", "backoff_s", "price", "rpm", "tpm"),
     "search": ("serper_api_key", "cache_dir", "timeout_s", "max_retries"),
     "embeddings": ("api_key", "base_url", "timeout_s", "max_retries"),
-    "sandbox": ("workspace_dir", "keep_workspace", "auto_build"),
+    "sandbox": ("workspace_dir", "keep_workspace", "auto_build", "corpus_cache"),
 }
 """Keys left out of the digest, by table (``agent.summary_model`` is a model table too; ``embeddings`` is
 ``search.embeddings``)."""
 
 DEFAULTED: dict[str, dict[str, Any]] = {
-    "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None},
+    "sandbox": {"provider": "docker", "runtime": "runc", "rootfs": None, "rootfs_cache": None, "cgroup_parent": None,
+                "corpus": None},
     "agent": {"max_total_tokens": None, "stuck_repeats": None},
     "model": {"api": "chat", "store": False, "reasoning_effort": None, "server": None, "thinking": None},
     "search": {"retriever": "bm25s"},
@@ -66,6 +69,12 @@ table is left out while it equals them (tests/test_config.py checks they match t
 OUT_TABLES: tuple[str, ...] = ("judge", "benchmark", "budget")
 """Tables left out of the digest as a whole (how runs are graded; dataset plugin options; what a sweep may
 spend: a higher budget resumes the same sweep)."""
+
+PROVIDER_TABLES: tuple[str, ...] = ("docker", "podman", "bwrap")
+"""``[sandbox]``'s provider tables (the names of ``config.SandboxProviderName``, in that order). Their keys
+are folded back into ``[sandbox]``: the chosen provider's table first, then the others' keys not yet there
+(so a key two tables have takes the chosen provider's value, else the first table's, as
+``config.sandbox.moved_table`` places an old config's key)."""
 
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""
@@ -86,6 +95,14 @@ def _corpus_fingerprint(path: str) -> str:
         return f"unreadable:{path}"
 
 
+def _fold_provider_tables(sandbox: dict[str, Any]) -> None:
+    tables = {name: sandbox.pop(name) for name in PROVIDER_TABLES if isinstance(sandbox.get(name), dict)}
+    chosen = sandbox.get("provider", "docker")
+    for name in sorted(tables, key=lambda n: (n != chosen, PROVIDER_TABLES.index(n))):
+        for k, v in tables[name].items():
+            sandbox.setdefault(k, v)
+
+
 def _drop(table: Any, keys: tuple[str, ...]) -> None:
     if isinstance(table, dict):
         for k in keys:
@@ -101,6 +118,8 @@ def canonical_config(config: Any) -> dict[str, Any]:
         data = copy.deepcopy(dict(config))
     for table in OUT_TABLES:
         data.pop(table, None)
+    if isinstance(data.get("sandbox"), dict):
+        _fold_provider_tables(data["sandbox"])
     for table, keys in DROPPED.items():
         _drop(data.get(table), keys)
     for table, defaults in DEFAULTED.items():
@@ -118,6 +137,9 @@ def canonical_config(config: Any) -> dict[str, Any]:
         for k in INPUT_FILES:
             if agent.get(k):
                 agent[k] = _file_digest(str(agent[k]))
+    sandbox = data.get("sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("corpus"):
+        sandbox["corpus"] = _corpus_fingerprint(str(sandbox["corpus"]))
     search = data.get("search")
     if isinstance(search, dict):
         if search.get("corpus"):

@@ -79,7 +79,7 @@ class ProviderCase:
 
 ROOTLESS_V1 = "rootless podman on cgroup v1: podman ignores the limit (\"not supported … on cgroups V1 rootless\")"
 
-BWRAP_RLIMITS = "bwrap as a plain user without a delegated cgroup (sandbox.cgroup_parent) has rlimits only: "
+BWRAP_RLIMITS = "bwrap as a plain user without a delegated cgroup (sandbox.bwrap.cgroup_parent) has rlimits only: "
 
 CASES = [
     ProviderCase("docker", "docker"),

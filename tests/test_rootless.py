@@ -17,7 +17,7 @@ from tests.conftest import IN_CI, REPO, hotpotqa_data_dir
 from tests.providers import CASES, TEST_USER, ProviderCase, case_cannot
 
 PROBE_FILES = ["tests/test_isolation.py", "tests/test_sandbox.py", "tests/test_container.py",
-               "tests/test_sandbox_exec.py", "tests/test_box_signals.py"]
+               "tests/test_sandbox_exec.py", "tests/test_box_signals.py", "tests/test_corpus_in_box.py"]
 """The modules whose ``provider_case`` tests are the guarantee probes."""
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from fte_shell import Sandbox, SandboxConfig
-from fte_shell.config import FetchPolicy
+from fte_shell.config import BwrapConfig, FetchPolicy
 from fte_shell.errors import SandboxError
 from fte_shell.sandbox import get_provider
 from fte_shell.sandbox.providers.bwrap import rootfs as R
@@ -64,7 +64,9 @@ def server() -> Iterator[LoopbackServer]:
 
 
 def cfg(**kw: object) -> SandboxConfig:
-    return SandboxConfig(provider="bwrap", command_timeout_s=30, **kw)  # type: ignore[arg-type]
+    """A bwrap box's config: ``[sandbox.bwrap]``'s keys of ``kw`` go to that table, the others to ``[sandbox]``."""
+    own = {k: kw.pop(k) for k in list(kw) if k in BwrapConfig.model_fields}
+    return SandboxConfig(provider="bwrap", command_timeout_s=30, bwrap=BwrapConfig(**own), **kw)  # type: ignore[arg-type]
 
 
 def _tar(members: list[tuple[tarfile.TarInfo, bytes]]) -> bytes:
@@ -290,7 +292,7 @@ def delegated() -> Iterator[str]:
 PLAIN = textwrap.dedent("""
     import json, os, sys
     from fte_shell import Sandbox, SandboxConfig
-    cfg = SandboxConfig(provider="bwrap", rootfs=sys.argv[1], cgroup_parent=sys.argv[2] or None)
+    cfg = SandboxConfig(provider="bwrap", bwrap={"rootfs": sys.argv[1], "cgroup_parent": sys.argv[2] or None})
     out = {"host_uid": os.getuid()}
     with Sandbox(cfg) as sb:
         out["limits"] = sb.describe()["limits"]
@@ -351,7 +353,7 @@ def test_as_a_plain_user_with_a_delegated_cgroup(tree: R.Rootfs, user_dir: Path,
 HOLD = textwrap.dedent("""
     import json, os, sys, time
     from fte_shell import Sandbox, SandboxConfig
-    sb = Sandbox(SandboxConfig(provider="bwrap", rootfs=sys.argv[1], cgroup_parent=sys.argv[2] or None))
+    sb = Sandbox(SandboxConfig(provider="bwrap", bwrap={"rootfs": sys.argv[1], "cgroup_parent": sys.argv[2] or None}))
     sb.run("sleep 1000 & (sleep 1001 &)")
     box = sb.box
     print(json.dumps({"warden": box.warden_pid, "bwrap": box.proc.pid, "shell": box.shells[-1].pid,

@@ -205,6 +205,7 @@ FLAGS: tuple[ConfigFlag, ...] = (
     # [sandbox]: a run's workspace is its run directory's
     ConfigFlag("sandbox.provider", ("--sandbox-provider",), commands=WORLD | {"demo", "doctor"}),
     ConfigFlag("sandbox.runtime", ("--sandbox-runtime",), commands=WORLD | {"demo", "doctor"}),
+    ConfigFlag("sandbox.corpus", ("--sandbox-corpus",), commands=WORLD),
     ConfigFlag("sandbox.workspace_dir", ("--workspace", "-w"), commands=frozenset({"shell"})),
     ConfigFlag("sandbox.keep_workspace", ("--keep",), commands=frozenset({"shell"}), negatable=False),
     # [snapshot]

@@ -5,6 +5,7 @@ A TOML file mirrors these models table for table::
     [model]                 # ModelConfig       (config/model.py)
     [agent]                 # AgentConfig       (config/agent.py)
     [sandbox]               # SandboxConfig     (config/sandbox.py)
+    [sandbox.docker]        # DockerConfig      (config/sandbox.py; also .podman, .bwrap)
     [sandbox.fetch_policy]  # FetchPolicy       (config/sandbox.py)
     [search]                # SearchConfig      (config/search.py)
     [snapshot]              # SnapshotConfig    (config/search.py)
@@ -28,7 +29,15 @@ from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
 from .reference import reference_toml
 from .run import RunConfig
-from .sandbox import FetchPolicy, SandboxConfig, SandboxProviderName
+from .sandbox import (
+    BwrapConfig,
+    DockerConfig,
+    EngineBoxConfig,
+    FetchPolicy,
+    PodmanConfig,
+    SandboxConfig,
+    SandboxProviderName,
+)
 from .search import EmbeddingsConfig, SearchConfig, SnapshotConfig
 
 __all__ = [
@@ -44,6 +53,10 @@ __all__ = [
     "ModelPrice",
     "RunConfig",
     "SandboxConfig",
+    "DockerConfig",
+    "PodmanConfig",
+    "BwrapConfig",
+    "EngineBoxConfig",
     "SandboxProviderName",
     "SearchConfig",
     "SnapshotConfig",

@@ -6,8 +6,8 @@ object store with ``docker save``/``docker load`` (no registry). Each check also
 containers left by dead harness processes (``sandbox.providers.docker.container.gc``), e.g. of Ray
 workers killed with a node.
 With another provider (``[sandbox] provider``, e.g. bwrap on a cluster without Docker) each node probes
-and prepares that provider itself (bwrap: its root file system, from ``sandbox.rootfs`` or a shared
-``sandbox.rootfs_cache``; nothing is shipped) and collects its own leftovers.
+and prepares that provider itself (bwrap: its root file system, from ``sandbox.bwrap.rootfs`` or a shared
+``sandbox.bwrap.rootfs_cache``; nothing is shipped) and collects its own leftovers.
 A node may choose its own provider: ``FTE_SANDBOX_PROVIDER`` (and ``FTE_SANDBOX_RUNTIME``) in the
 environment its Ray worker starts with (``FTE_SANDBOX_PROVIDER=podman ray start …``) beats the sweep's
 ``[sandbox]`` there (:func:`node_sandbox`); such a node prepares and gc's its own provider, and only

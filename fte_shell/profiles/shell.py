@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
+from ..prompts import read_prompt
 from ..record.events import FetchFact, SearchFact
 from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult
 
@@ -61,6 +62,9 @@ def exported(listing: str) -> dict[str, str]:
         out[name] = value[1:-1] if eq and value.startswith('"') and value.endswith('"') else value
     return out
 
+
+CORPUS_ADDENDUM = "corpus_in_box.md"
+"""What the model is told when ``[sandbox] corpus`` puts the corpus in the box at /corpus."""
 
 SCRATCH_DIR = "/tmp"
 """Where the model writes files of its own in the box (a private tmpfs: ``sandbox/hardening.py``)."""
@@ -111,6 +115,8 @@ class ShellProfile(ToolProfile):
                 "\n\nNo search backend is configured for this run: the `search` command will tell you so. "
                 "Work from URLs or document ids you already know."
             )
+        if self.ctx.config.sandbox.corpus is not None:  # the corpus in the box (sandbox/corpus_files.py)
+            text += "\n\n" + read_prompt(CORPUS_ADDENDUM)
         return text
 
     def bash(self, args: BashArgs) -> ToolResult:

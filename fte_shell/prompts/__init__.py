@@ -8,6 +8,8 @@ own words:
 - ``tools.toml``: the default tool and parameter descriptions (overridable entry by entry with
   ``agent.tool_descriptions_file``; see the comment at the top of that file for its shape);
 - ``summary_extractor.md``: the fixed instructions of the visit-summary reader model.
+- ``corpus_in_box.md``: added to the shell profile's addendum when ``[sandbox] corpus`` puts the corpus in
+  the box at /corpus.
 
 The system prompt is ``body + "\\n\\n" + addendum (if any) + "\\n\\nCurrent date: YYYY-MM-DD"``.
 """

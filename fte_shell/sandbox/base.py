@@ -7,7 +7,8 @@ these protocols; it never imports a provider's modules (the deployment → runti
 
 A box keeps the layout the image's helpers and warden expect (``sandbox/lib/warden.sh``): the workspace
 read-only at ``/work``, the gateway directory read-only at :data:`GATEWAY_MOUNT`, a private size-capped
-tmpfs at :data:`RUN_MOUNT`, and the warden (:data:`WARDEN`) as its main process.
+tmpfs at :data:`RUN_MOUNT`, and the warden (:data:`WARDEN`) as its main process; with ``[sandbox] corpus``
+also the exported corpus read-only at ``/corpus`` (:attr:`BoxSpec.corpus`).
 
 Providers: ``[sandbox] provider`` names one; the names are :data:`fte_shell.config.SandboxProviderName`
 and provider ``NAME`` lives in the module ``fte_shell.sandbox.providers.NAME.provider`` as ``PROVIDER``.
@@ -86,6 +87,9 @@ class BoxSpec:
     run_id: str
     ttl_s: int | None = None
     """The warden's dead-man timer (default ``config.ttl_s``)."""
+    corpus: Path | None = None
+    """Host directory bound read-only at ``/corpus`` (an exported corpus: :mod:`.corpus_files`); None = no
+    ``/corpus``."""
 
 
 class Box(Protocol):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Self
 from ..config import SandboxConfig
 from ..errors import FteError, SandboxError
 from .base import GATEWAY_SOCKET, BoxSpec, get_provider, install_cleanup
+from .corpus_files import corpus_mount
 from .output import Observation
 from .ownership import OWNER_FILE, name_part, write_owner_file
 from .reaper import watch_owner
@@ -95,7 +96,8 @@ class Sandbox:
                 self._start_gateway()
             install_cleanup()
             watch_owner(self.config.provider)  # removes the box even if this process is SIGKILLed
-            self._box = self.provider.start(BoxSpec(self.config, self.workspace, self.gateway_dir, self.run_id))
+            self._box = self.provider.start(BoxSpec(self.config, self.workspace, self.gateway_dir, self.run_id,
+                                                    corpus=corpus_mount(self.config)))
             self._session = ShellSession(self._box, self.config)
             self._session.start()
         except BaseException:

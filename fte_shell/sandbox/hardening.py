@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import SandboxConfig
 from .base import GATEWAY_MOUNT, GATEWAY_SOCKET, RUN_MOUNT, WARDEN, Check
+from .corpus_files import CORPUS_MOUNT
 from .ownership import name_part, owner_labels
 
 
@@ -80,9 +81,11 @@ def _size(text: str) -> str:
 
 
 def box_layout(
-    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None,
+    corpus: Path | None = None,
 ) -> BoxLayout:
-    """The hardened layout of one box for ``cfg`` (its name is fresh: ``fte-<run id>-<6 hex>``)."""
+    """The hardened layout of one box for ``cfg`` (its name is fresh: ``fte-<run id>-<6 hex>``); ``corpus``:
+    an exported corpus bound read-only at ``/corpus``."""
     ttl = int(cfg.ttl_s if ttl_s is None else ttl_s)
     env = dict(cfg.env)
     env["FTE_GATEWAY"] = GATEWAY_SOCKET
@@ -97,13 +100,14 @@ def box_layout(
             "/tmp": f"rw,exec,nosuid,nodev,size={_size(cfg.tmpfs_size)},mode=1777",
             RUN_MOUNT: f"rw,nosuid,nodev,noexec,size={_size(cfg.output_buffer_size)},mode=1777",
         },
-        binds=[(str(workspace), "/work"), (str(gateway_dir), GATEWAY_MOUNT)],
+        binds=[(str(workspace), "/work"), (str(gateway_dir), GATEWAY_MOUNT)]
+        + ([(str(corpus), CORPUS_MOUNT)] if corpus is not None else []),
         labels=owner_labels(run_id, ttl),
         read_only=cfg.read_only_root,
         pids_limit=cfg.pids_limit + (RUNSC_PIDS_HEADROOM if cfg.runtime == "runsc" else 0),
         memory=cfg.memory,
         cpus=cfg.cpus,
-        init=cfg.init and not cfg.protect_warden,
+        init=cfg.engine is not None and cfg.engine.init and not cfg.protect_warden,
         cap_drop_all=cfg.cap_drop_all,
         no_new_privileges=cfg.no_new_privileges,
         runtime=cfg.runtime,

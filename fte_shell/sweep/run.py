@@ -240,12 +240,16 @@ def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
 
 
 def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None) -> None:
-    """Check (or build) the sandbox image once, before the threads, and remove the containers of an
-    earlier harness that was SIGKILLed."""
+    """Check (or build) the sandbox image (and export the corpus of ``[sandbox] corpus``) once, before the
+    threads, and remove the containers of an earlier harness that was SIGKILLed."""
     from ..sandbox import get_provider
 
     provider = get_provider(cfg.sandbox.provider)
     provider.prepare(cfg.sandbox)
+    if cfg.sandbox.corpus is not None:  # the corpus for /corpus, exported once before the threads
+        from ..sandbox.corpus_files import corpus_mount
+
+        corpus_mount(cfg.sandbox, log)
     try:
         removed = provider.gc(log=log).removed
     except FteError as e:

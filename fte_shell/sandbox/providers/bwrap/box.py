@@ -48,6 +48,7 @@ from .launch import (
     box_ids,
     bwrap_argv,
     children_of,
+    corpus_mount_point,
     host_prefix,
     on_launcher,
 )
@@ -227,8 +228,10 @@ def start(spec: BoxSpec, rootfs: Rootfs) -> BwrapBox:
         raise SandboxError("sandbox.user must not be root (uid 0)")
     ttl = int(cfg.ttl_s if spec.ttl_s is None else spec.ttl_s)
     if os.geteuid() == 0:
-        for path in (rootfs.path, spec.workspace, spec.gateway_dir):
+        for path in (rootfs.path, spec.workspace, spec.gateway_dir, *([spec.corpus] if spec.corpus else [])):
             reachable(path, *box_ids(cfg))
+    if spec.corpus is not None:
+        corpus_mount_point(rootfs)
     lim = L.make(cfg)
     name = f"fte-{name_part(spec.run_id)}-{secrets.token_hex(3)}"
     err_path = spec.gateway_dir.parent / f".{name}.bwrap-err"

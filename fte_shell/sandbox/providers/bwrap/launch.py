@@ -15,6 +15,7 @@ from typing import Any
 from ....config import SandboxConfig
 from ....errors import SandboxError
 from ...base import GATEWAY_MOUNT, GATEWAY_SOCKET, RUN_MOUNT, WARDEN, BoxSpec
+from ...corpus_files import CORPUS_MOUNT
 from ...output import size_bytes
 from . import limits as L
 from .rootfs import Rootfs
@@ -93,6 +94,26 @@ def box_env(cfg: SandboxConfig, rootfs: Rootfs) -> dict[str, str]:
     return env
 
 
+def corpus_mount_point(rootfs: Rootfs) -> None:
+    """Make the empty directory ``/corpus`` is bound over in the box's root file system (read-only in the
+    box, so bwrap cannot make it there): once per tree, on the host."""
+    point = rootfs.path / CORPUS_MOUNT.lstrip("/")
+    if point.is_dir():
+        return
+    mode = rootfs.path.stat().st_mode & 0o7777
+    try:
+        if rootfs.path.stat().st_uid == os.geteuid() and not mode & 0o200:
+            os.chmod(rootfs.path, mode | 0o200)
+        try:
+            point.mkdir(mode=0o755, exist_ok=True)
+        finally:
+            os.chmod(rootfs.path, mode)
+    except OSError as e:
+        raise SandboxError(f"the box's root file system {rootfs.path} has no {CORPUS_MOUNT} for sandbox.corpus "
+                           f"and it cannot be made ({e}): create the empty directory there once "
+                           f"(mkdir {point}), or export the tree again") from None
+
+
 def bwrap_argv(cfg: SandboxConfig, spec: BoxSpec, rootfs: Rootfs, lim: L.BoxLimits, info_fd: int,
                ttl: int) -> list[str]:
     uid, gid = box_ids(cfg)
@@ -103,6 +124,8 @@ def bwrap_argv(cfg: SandboxConfig, spec: BoxSpec, rootfs: Rootfs, lim: L.BoxLimi
              "--size", str(size_bytes(cfg.tmpfs_size)), "--tmpfs", "/tmp",
              "--size", str(size_bytes(cfg.output_buffer_size)), "--tmpfs", RUN_MOUNT,
              "--ro-bind", str(spec.workspace), "/work", "--ro-bind", str(spec.gateway_dir), GATEWAY_MOUNT]
+    if spec.corpus is not None:
+        argv += ["--ro-bind", str(spec.corpus), CORPUS_MOUNT]
     if lim.pids_dir is not None:  # a read-only /sys that holds only the box's pids cgroup
         argv += ["--tmpfs", "/sys", "--ro-bind", str(lim.pids_dir), PIDS_MOUNT, "--remount-ro", "/sys"]
     argv += ["--uid", str(uid), "--gid", str(gid), "--hostname", "sandbox", "--chdir", "/work",

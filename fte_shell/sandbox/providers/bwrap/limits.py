@@ -1,7 +1,7 @@
 """What limits a bwrap box: a cgroup of its own where this user may make one, else rlimits.
 
 bwrap sets no limits itself. With a cgroup — made by root under each controller's root, or under a
-cgroup the admin delegated to the user (``[sandbox] cgroup_parent``: a directory the user owns, in
+cgroup the admin delegated to the user (``[sandbox.bwrap] cgroup_parent``: a directory the user owns, in
 every controller hierarchy of cgroup v1 or in the cgroup v2 tree) — memory, pids and CPU hold for the
 whole box as with Docker, and the warden's fork-bomb breaker reads the box's ``pids.current``. Else
 rlimits, set on the box's first processes (the warden, each shell; all else inherits them): pids by ``RLIMIT_NPROC`` (counted
@@ -36,7 +36,7 @@ def is_v2() -> bool:
 def parent_dirs(cfg: SandboxConfig) -> dict[str, Path]:
     """Controller -> the directory boxes' cgroups go under (``cgroup_parent``, else ``fte-shell`` for
     root); empty when no cgroup can be made (a plain user without a delegated cgroup)."""
-    rel = cfg.cgroup_parent
+    rel = cfg.bwrap.cgroup_parent
     if rel is None:
         if os.geteuid() != 0:
             return {}
@@ -60,7 +60,7 @@ def usable_parents(cfg: SandboxConfig) -> tuple[dict[str, Path], str]:
         else:
             why.append(f"{d} is missing or not writable")
     if not parent_dirs(cfg):
-        why.append("no delegated cgroup (sandbox.cgroup_parent) and not root")
+        why.append("no delegated cgroup (sandbox.bwrap.cgroup_parent) and not root")
     return out, "; ".join(why)
 
 

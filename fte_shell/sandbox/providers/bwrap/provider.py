@@ -72,7 +72,7 @@ class BwrapProvider:
         except Exception as e:  # noqa: BLE001
             return False, str(e)
         if rf is None:
-            src = cfg.rootfs or f"the image {cfg.image}"
+            src = cfg.bwrap.rootfs or f"the image {cfg.image}"
             return False, f"no bwrap root file system for {src} in {R.cache_dir(cfg)} yet ({R.MAKE_AS_ROOT})"
         return True, f"root file system {rf.key} at {rf.path}"
 
@@ -101,7 +101,7 @@ class BwrapProvider:
         ok, reason = self.status(cfg)
         checks.append(Check("root file system", ok, reason, "" if ok else
                             f"{R.MAKE_AS_ROOT} (makes it without Docker, for every user), or fte-shell "
-                            "sandbox build where Docker or podman has the image, or set sandbox.rootfs to a tar "
+                            "sandbox build where Docker or podman has the image, or set sandbox.bwrap.rootfs to a tar "
                             "of it (docker export)"))
         if not ok:
             return checks
@@ -110,7 +110,7 @@ class BwrapProvider:
         cg = any(v.startswith("cgroup") for v in lim.enforced.values())
         checks.append(Check("limits", cg, "; ".join(f"{k}: {v}" for k, v in lim.enforced.items()),
                             "" if cg else "for whole-box memory/CPU limits, ask the admin for a delegated "
-                            "cgroup and set sandbox.cgroup_parent (see docs/hpc.md)", advisory=True))
+                            "cgroup and set sandbox.bwrap.cgroup_parent (see docs/hpc.md)", advisory=True))
         checks.extend(self._box_checks(cfg))
         return checks
 

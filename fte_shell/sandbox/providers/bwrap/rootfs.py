@@ -4,7 +4,7 @@ A cache entry is ``<cache>/<key>/`` (the tree) beside ``<cache>/<key>.json`` (th
 and where it came from). The key is the sandbox image's content hash (its build inputs, the label the
 Docker provider puts on the image: a checkout finds its entry without asking any daemon) when the tree
 is exported from the image with ``docker export`` or ``podman export``, or ``tar-<sha256>`` of a tar the
-user gives (``[sandbox] rootfs``). A directory given as ``rootfs`` is used as it is (e.g. an entry on a
+user gives (``[sandbox.bwrap] rootfs``). A directory given as ``rootfs`` is used as it is (e.g. an entry on a
 cluster's shared storage). Entries are written to a temporary directory and renamed into place, so
 processes on many nodes may prepare the same entry at once. Device nodes are left out (bwrap makes
 ``/dev``) and set-uid/set-gid bits dropped (the box's mounts are nosuid anyway).
@@ -52,11 +52,11 @@ SYSTEM_CACHE = Path("/var/cache/fte-shell/rootfs")
 
 
 def cache_dir(cfg: SandboxConfig) -> Path:
-    """``[sandbox] rootfs_cache``, else ``$XDG_CACHE_HOME/fte-shell/rootfs`` (``~/.cache``); for root
+    """``[sandbox.bwrap] rootfs_cache``, else ``$XDG_CACHE_HOME/fte-shell/rootfs`` (``~/.cache``); for root
     ``/var/cache/fte-shell/rootfs`` (a box started by root runs as an unprivileged uid, which must be
     able to read the tree: root's home is private)."""
-    if cfg.rootfs_cache is not None:
-        return Path(cfg.rootfs_cache).expanduser()
+    if cfg.bwrap.rootfs_cache is not None:
+        return Path(cfg.bwrap.rootfs_cache).expanduser()
     if os.geteuid() == 0:
         return SYSTEM_CACHE
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -84,8 +84,8 @@ def _entry(cache: Path, key: str) -> Rootfs | None:
 
 def find(cfg: SandboxConfig) -> Rootfs | None:
     """The ready tree for ``cfg`` without making one (None when there is none yet)."""
-    if cfg.rootfs is not None:
-        src = Path(cfg.rootfs).expanduser()
+    if cfg.bwrap.rootfs is not None:
+        src = Path(cfg.bwrap.rootfs).expanduser()
         if src.is_dir():
             return Rootfs(src, "dir", FALLBACK_ENV, str(src)) if _complete(src) else None
         return None  # a tar: its key needs its hash (ensure)
@@ -96,7 +96,7 @@ def find(cfg: SandboxConfig) -> Rootfs | None:
 
 def _image_entry(cfg: SandboxConfig, key: str) -> Rootfs | None:
     """The image's tree in this user's cache, else in the system's (unless a cache was configured)."""
-    caches = [cache_dir(cfg)] + ([SYSTEM_CACHE] if cfg.rootfs_cache is None else [])
+    caches = [cache_dir(cfg)] + ([SYSTEM_CACHE] if cfg.bwrap.rootfs_cache is None else [])
     for cache in dict.fromkeys(caches):
         rf = _entry(cache, key)
         if rf is not None:
@@ -109,16 +109,16 @@ def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -
     else the cache entry of the sandbox image's content hash (this user's cache, then the system's),
     exported from the image (the Docker
     provider builds it first when a daemon answers; else podman's copy) when it is not there yet."""
-    key_in = (str(cfg.rootfs), cfg.base_image if cfg.rootfs is None else "")
+    key_in = (str(cfg.bwrap.rootfs), cfg.base_image if cfg.bwrap.rootfs is None else "")
     with _lock:
         if not force and key_in in _ready:
             return _ready[key_in]
         cache = cache_dir(cfg)
-        if cfg.rootfs is not None:
-            src = Path(cfg.rootfs).expanduser()
+        if cfg.bwrap.rootfs is not None:
+            src = Path(cfg.bwrap.rootfs).expanduser()
             if src.is_dir():
                 if not _complete(src):
-                    raise SandboxError(f"sandbox.rootfs {src} is not an fte-shell sandbox tree (no {WARDEN})")
+                    raise SandboxError(f"sandbox.bwrap.rootfs {src} is not an fte-shell sandbox tree (no {WARDEN})")
                 meta = src.with_name(src.name + ".json")
                 env = json.loads(meta.read_text()).get("env") if meta.is_file() else None
                 rf = Rootfs(src, "dir", dict(env or FALLBACK_ENV), str(src))
@@ -129,10 +129,10 @@ def ensure(cfg: SandboxConfig, *, force: bool = False, log: Log | None = None) -
                     with src.open("rb") as f:
                         rf = _install(cache, key, f, {"env": FALLBACK_ENV, "source": str(src)}, log)
             else:
-                raise SandboxError(f"sandbox.rootfs {src} does not exist (a directory or a tar of the image)")
+                raise SandboxError(f"sandbox.bwrap.rootfs {src} does not exist (a directory or a tar of the image)")
         else:
             if not (REPO_ROOT / "Dockerfile.sandbox").exists():
-                raise SandboxError("no Dockerfile.sandbox here to name the image's tree: set sandbox.rootfs "
+                raise SandboxError("no Dockerfile.sandbox here to name the image's tree: set sandbox.bwrap.rootfs "
                                    "to a tar of the sandbox image (docker export) or to an exported tree")
             key = content_hash(cfg)
             rf = None if force else _image_entry(cfg, key)
@@ -173,7 +173,7 @@ def _engine(cfg: SandboxConfig, key: str, log: Log | None) -> tuple[str, str, li
     raise SandboxError(
         f"no sandbox tree {key} in {cache_dir(cfg)} or {SYSTEM_CACHE} and no engine to export it from ("
         + "; ".join(problems) + f"): make it once as root, with no Docker needed: {MAKE_AS_ROOT} "
-        "(it serves every user); or set sandbox.rootfs to a tar of the image (docker export)")
+        "(it serves every user); or set sandbox.bwrap.rootfs to a tar of the image (docker export)")
 
 
 MAKE_AS_ROOT = "sudo bash sandbox/setup-host.sh --provider bwrap"

@@ -71,11 +71,12 @@ def remove_all_live(*, api: docker.APIClient | None = None) -> None:
 
 # --- creation ----------------------------------------------------------------------------------------
 def container_kwargs(
-    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None,
+    corpus: Path | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``containers.create`` for a hardened sandbox (exposed for tests): the
     shared layout (:func:`fte_shell.sandbox.hardening.box_layout`) in the SDK's terms."""
-    lay = box_layout(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
+    lay = box_layout(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s, corpus=corpus)
     kwargs: dict[str, Any] = {
         "image": cfg.image,
         "command": lay.command,
@@ -118,7 +119,8 @@ class Handle:
 
 
 def create(
-    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None
+    cfg: SandboxConfig, workspace: Path, gateway_dir: Path, run_id: str, *, ttl_s: int | None = None,
+    corpus: Path | None = None,
 ) -> Handle:
     """Start a hardened sandbox container, registered for removal at exit (``sandbox.base.install_cleanup``)."""
     import docker.errors
@@ -127,7 +129,7 @@ def create(
         raise SandboxError("sandbox.user must not be root (uid 0)")
     image_id = ensure_image(cfg)
     _startup_sweep()
-    kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s)
+    kwargs = container_kwargs(cfg, workspace, gateway_dir, run_id, ttl_s=ttl_s, corpus=corpus)
     c = client()
     try:
         try:

@@ -70,7 +70,8 @@ class DockerProvider(ImageProvider):
         """A started container; a daemon that stops answering raises ``SandboxUnavailable`` (stop reason
         ``sandbox_unavailable``), not the SDK's connection error."""
         with daemon_errors("starting the sandbox container"):
-            h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
+            h = container.create(spec.config, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s,
+                                 corpus=spec.corpus)
         return DockerBox(h.id, h.name, spec.run_id, spec.workspace, spec.gateway_dir, spec.config.user,
                          spec.config.image, direct_channel=spec.config.runtime == "runc")
 

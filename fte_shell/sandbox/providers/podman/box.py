@@ -190,7 +190,7 @@ def start(spec: BoxSpec) -> PodmanBox:
         _swept = True
         with contextlib.suppress(Exception):
             gc()
-    lay = box_layout(cfg, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s)
+    lay = box_layout(cfg, spec.workspace, spec.gateway_dir, spec.run_id, ttl_s=spec.ttl_s, corpus=spec.corpus)
     flags = run_flags(lay, cfg)
     res = cli.run([*flags, image_id, *lay.command], check=False, timeout=300, cwd=spec.gateway_dir.parent)
     if res.returncode != 0 and b"image not known" in res.stderr:  # pruned since checked: check again
