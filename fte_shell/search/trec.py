@@ -195,3 +195,43 @@ def evaluate(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
             sums[str(metric.measure)] += float(metric.value)
     means = {name: total / len(judged) for name, total in sums.items()}
     return Evaluation(means=means, queries=len(judged), answered=len(answered))
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """How far a run agrees with a reference run over the reference's queries (docs/metrics.md):
+    ``same_top`` the fraction whose top ``depth`` docids are the same list in the same order; ``same_first``
+    the fraction with the same first docid; ``first_score`` the fraction whose first scores differ by at
+    most ``rel_tol`` of the reference's; ``overlap`` the mean |top depth ∩ reference top depth| / |reference top depth|."""
+
+    queries: int
+    same_top: float
+    same_first: float
+    first_score: float
+    overlap: float
+
+
+def agreement(run: dict[str, list[tuple[str, float]]], reference: dict[str, list[tuple[str, float]]],
+              depth: int = 5, rel_tol: float = 1e-3) -> Agreement:
+    """:class:`Agreement` of ``run`` with ``reference`` ({qid: [(docid, score), …] best first}); a query
+    ``run`` does not answer agrees on nothing (two empty lists are the same list)."""
+    if not reference:
+        raise FteError("the reference run has no queries")
+    same_top = same_first = first_score = 0
+    overlap = 0.0
+    for qid, ref in reference.items():
+        got = run.get(qid, [])[:depth]
+        ref = ref[:depth]
+        same_top += [d for d, _ in got] == [d for d, _ in ref]
+        if got and ref:
+            same_first += got[0][0] == ref[0][0]
+            first_score += abs(got[0][1] - ref[0][1]) <= rel_tol * abs(ref[0][1])
+        elif not got and not ref:
+            same_first += 1
+            first_score += 1
+        if ref:
+            overlap += len({d for d, _ in got} & {d for d, _ in ref}) / len(ref)
+        else:
+            overlap += not got
+    n = len(reference)
+    return Agreement(n, same_top / n, same_first / n, first_score / n, overlap / n)
