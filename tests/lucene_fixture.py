@@ -94,7 +94,7 @@ def anserini_run(pages: Pages, queries: list[tuple[str, str]], hits: int, tmp: P
     """Anserini's own run: ``IndexCollection`` over the pages as a JsonCollection, then ``SearchCollection
     -topicReader TsvString -bm25 -hits N``; {qid: [(docid, score), …]} best first."""
     docs = tmp / "collection"
-    docs.mkdir()
+    docs.mkdir(parents=True)
     with (docs / "docs.jsonl").open("w", encoding="utf-8") as f:
         for docid, contents in pages.rows:
             f.write(json.dumps({"id": docid, "contents": contents}) + "\n")

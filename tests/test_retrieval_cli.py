@@ -1,7 +1,7 @@
 """``fte-shell corpus retrieve`` and ``corpus evaluate`` on the HotpotQA pages, run as a user runs them (the
 real CLI in a child process, the real Anserini behind ``bm25``).
 
-The 600 questions are the queries; the qrels are each question's supporting pages. bm25's run file must
+The 600 questions are the queries; the qrels are each question's supporting pages that the corpus holds. bm25's run file must
 carry Anserini's own ranking (its run scores the same by ir-measures), and recall@5 of bm25 and bm25s is
 printed for the note. Bad input ends with a one-line error naming the file and line, or the setting.
 """
@@ -44,7 +44,10 @@ def hotpotqa(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     queries = root / "queries.tsv"
     queries.write_text("".join(f"{qid}\t{q}\n" for qid, q, _ in questions), encoding="utf-8")
     qrels = root / "qrels.txt"
-    qrels.write_text("".join(f"{qid} 0 {docid_of[t]} 1\n" for qid, _, titles in questions for t in sorted(titles)))
+    # the supporting pages the corpus holds (AMOR's data lists some supporting pages that no question's
+    # context has: 774 of the 1,200 are pages of the corpus)
+    qrels.write_text("".join(f"{qid} 0 {docid_of[t]} 1\n" for qid, _, titles in questions
+                             for t in sorted(titles) if t in docid_of))
     return corpus, queries, qrels
 
 
@@ -62,8 +65,8 @@ def test_retrieve_and_evaluate_the_hotpotqa_pages(hotpotqa: tuple[Path, Path, Pa
         assert evaluated.returncode == 0, evaluated.stderr
         recall[retriever] = metrics(evaluated.stdout)
         assert set(recall[retriever]) == {"R@5", "R@100", "R@1000", "nDCG@10", "queries", "answered"}
-        assert recall[retriever]["queries"] == 600
-    print(f"\nrecall@5 of the supporting pages, 600 HotpotQA questions: bm25 {recall['bm25']['R@5']:.3f}, "
+        assert recall[retriever]["queries"] == 522
+    print(f"\nrecall@5 of the supporting pages, 522 HotpotQA questions with one in the corpus: bm25 {recall['bm25']['R@5']:.3f}, "
           f"bm25s {recall['bm25s']['R@5']:.3f}; nDCG@10 bm25 {recall['bm25']['nDCG@10']:.3f}, "
           f"bm25s {recall['bm25s']['nDCG@10']:.3f}")
 
