@@ -13,7 +13,8 @@ pseudo-words), at each ``--sizes``; and the 5,895 HotpotQA pages. Per corpus:
 2. **query**: Anserini's ``SearchCollection -bm25 -threads 1`` has no per-query clock, so its cost per query
    is the marginal one: (time of Q queries − time of 1 query) / (Q − 1), JVM start excluded. fte-shell's
    ``bm25`` (``search`` through its worker, one query at a time, after 20 warm-up queries): p50 and p99 of
-   the caller's wall time; and the worker's floor (a query matching nothing).
+   the caller's wall time; and the worker's floor (a query matching nothing). ``--rounds`` passes per side,
+   alternating who goes first; means are the median over rounds, p50/p99 over every query of every round.
 
 Each figure is printed with the ratio fte-shell / Anserini (< 1: fte-shell is faster).
 """
@@ -25,6 +26,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,15 +44,18 @@ MEAN_WORDS = 5179.2
 SPEC = RetrieverSpec("bm25", "", "bm25")
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """(wall seconds, peak RSS in MB of the largest process of the command's tree)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd[:4]} failed: {proc.stderr.read().decode()[-1500:] if proc.stderr else ''}")
-    return elapsed, usage.ru_maxrss // 1024
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in MB of the largest process of the command's tree, its stdout)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{cmd[:4]} failed: {err.read().decode(errors='replace')[-1500:]}")
+        return elapsed, usage.ru_maxrss // 1024, out.read().decode(errors="replace")
 
 
 def synthetic(n: int, out: Path, seed: int = 7, vocab_size: int = 200_000) -> list[str]:
@@ -89,7 +94,7 @@ def hotpotqa(out: Path) -> list[str]:
 
 
 BUILD_CHILD = """
-import json, sys
+import json, sys, time
 from pathlib import Path
 from fte_shell.search.retrievers.base import RetrieverSpec
 from fte_shell.search.retrievers.lucene import KIND
@@ -102,20 +107,25 @@ class Texts:
             for line in f:
                 row = json.loads(line)
                 yield row["id"], row["contents"]
+t0 = time.perf_counter()
 KIND.build(RetrieverSpec("bm25", "", "bm25"), Texts(sys.argv[1]), Path(sys.argv[2]), None)
+print(time.perf_counter() - t0)
 """
 
 
-def measure(label: str, coll: Path, queries: list[str], work: Path) -> dict[str, float]:
+def measure(coll: Path, queries: list[str], work: Path, rounds: int) -> dict[str, float]:
     jar = find_jar()
     out: dict[str, float] = {}
     theirs_idx, ours_idx = work / "anserini-index", work / "ours" / "lucene"
     ours_idx.mkdir(parents=True)
-    # 1. build, alternating who goes first is not possible for one build each: Anserini first, then ours
-    out["build_anserini_s"], out["build_anserini_mb"] = run_measured(index_command(jar, coll, theirs_idx))
+    # 1. build: one each (Anserini first)
+    out["build_anserini_s"], out["build_anserini_mb"], _ = run_measured(index_command(jar, coll, theirs_idx))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out["build_ours_s"], out["build_ours_mb"] = run_measured(
+    # fte-shell's build runs in a child only for its peak memory; its time is the build call's (the child's
+    # interpreter start and imports are not part of a build)
+    _, out["build_ours_mb"], said = run_measured(
         [sys.executable, "-c", BUILD_CHILD, str(coll / "docs.jsonl"), str(ours_idx)], env)
+    out["build_ours_s"] = float(said.split()[-1])
     # 2. queries
     topics = work / "topics.tsv"
     topics.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(queries)))
@@ -126,22 +136,32 @@ def measure(label: str, coll: Path, queries: list[str], work: Path) -> dict[str,
         for q in queries[:20]:
             retriever.search(q, 1000)
         for k in (5, 1000):
-            spans = []
-            for q in queries:
-                t0 = time.perf_counter()
-                retriever.search(q, k)
-                spans.append(time.perf_counter() - t0)
+            spans: list[float] = []
+            ours_means: list[float] = []
+            theirs_means: list[float] = []
+            for r in range(rounds):  # alternating who goes first
+                for turn in ((0, 1) if r % 2 == 0 else (1, 0)):
+                    if turn == 0:
+                        got = []
+                        for q in queries:
+                            t0 = time.perf_counter()
+                            retriever.search(q, k)
+                            got.append(time.perf_counter() - t0)
+                        spans += got
+                        ours_means.append(sum(got) / len(got) * 1e3)
+                    else:
+                        times = {}
+                        for name, topic_file in (("all", topics), ("one", one)):
+                            times[name], _, _ = run_measured([
+                                str(java()), "-cp", str(jar), "io.anserini.search.SearchCollection", "-index",
+                                str(theirs_idx), "-topics", str(topic_file), "-topicReader", "TsvString",
+                                "-output", str(work / f"run-{name}"), "-bm25", "-hits", str(k), "-threads", "1"])
+                        theirs_means.append((times["all"] - times["one"]) / (len(queries) - 1) * 1e3)
             spans.sort()
             out[f"ours_k{k}_p50_ms"] = spans[len(spans) // 2] * 1e3
             out[f"ours_k{k}_p99_ms"] = spans[min(len(spans) - 1, int(len(spans) * 0.99))] * 1e3
-            out[f"ours_k{k}_mean_ms"] = sum(spans) / len(spans) * 1e3
-            times = {}
-            for name, topic_file in (("all", topics), ("one", one)):
-                times[name], _ = run_measured([str(java()), "-cp", str(jar), "io.anserini.search.SearchCollection",
-                                               "-index", str(theirs_idx), "-topics", str(topic_file),
-                                               "-topicReader", "TsvString", "-output", str(work / f"run-{name}"),
-                                               "-bm25", "-hits", str(k), "-threads", "1"])
-            out[f"anserini_k{k}_mean_ms"] = (times["all"] - times["one"]) / (len(queries) - 1) * 1e3
+            out[f"ours_k{k}_mean_ms"] = statistics.median(ours_means)
+            out[f"anserini_k{k}_mean_ms"] = statistics.median(theirs_means)
         floor = []
         for _ in range(50):
             t0 = time.perf_counter()
@@ -163,6 +183,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,30000,100000")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--no-hotpotqa", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="query passes per side, alternating who goes first")
     ap.add_argument("--vocab", type=int, default=200_000, help="pseudo-words of the synthetic corpora")
     args = ap.parse_args()
     rows: list[tuple[str, dict[str, float]]] = []
@@ -183,7 +204,7 @@ def main() -> None:
             size_mb = (coll / "docs.jsonl").stat().st_size / 1e6
             print(f"[{label}] corpus written ({size_mb:.0f} MB, {time.perf_counter() - t0:.0f} s); measuring",
                   file=sys.stderr, flush=True)
-            figures = measure(label, coll, queries, work)
+            figures = measure(coll, queries, work, args.rounds)
             figures["corpus_mb"] = size_mb
             rows.append((label, figures))
             print(f"[{label}] {json.dumps({k: round(v, 2) for k, v in figures.items()})}", file=sys.stderr, flush=True)

@@ -21,7 +21,7 @@ def test_the_speed_table_has_every_figure(tmp_path: Path) -> None:
     require_lucene()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, str(ROOT / "perf" / "retrieval_bm25.py"), "--sizes", "300",
-                           "--queries", "12", "--no-hotpotqa", "--vocab", "3000"], env=env, capture_output=True, text=True,
+                           "--queries", "12", "--no-hotpotqa", "--vocab", "3000", "--rounds", "1"], env=env, capture_output=True, text=True,
                           timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| synthetic-")]
