@@ -120,7 +120,7 @@ def _serve(jar: str, index_dir: str, out: IO[bytes]) -> None:  # pragma: no cove
 
     libjvm = Path(os.environ["JAVA_HOME"]) / "lib" / "server" / "libjvm.so"
     try:
-        jpype.startJVM(str(libjvm), "-Xrs", classpath=[jar], convertStrings=False)
+        jpype.startJVM(str(libjvm), "-Xrs", classpath=[jar], convertStrings=True)
         searcher_cls = jpype.JClass("io.anserini.search.SimpleSearcher")
         searcher = searcher_cls(index_dir)
         array_list = jpype.JClass("java.util.ArrayList")
@@ -142,7 +142,7 @@ def _serve(jar: str, index_dir: str, out: IO[bytes]) -> None:  # pragma: no cove
                     jids.add(i)
                 by_id = searcher.batch_search(jq, jids, k, SEARCH_THREADS)
                 results = [by_id.get(i) for i in qids]
-            hits = [[[str(h.docid), float(h.score)] for h in r] if r is not None else [] for r in results]
+            hits = [[[h.docid, float(h.score)] for h in r] if r is not None else [] for r in results]
             _send(out, {"hits": hits})
         except Exception as e:  # noqa: BLE001 - reported to the parent, which raises
             if "TooManyClauses" in f"{type(e).__name__} {e}":
