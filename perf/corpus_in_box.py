@@ -5,8 +5,8 @@ without, per provider.
     python perf/corpus_in_box.py [--docs 100000 | --from-jsonl FILE] [--providers docker,podman,bwrap]
                                  [--repeats 7] [--starts 10] [--cold MEMORY] [--keep DIR]
 
-The corpus is the retrieval perf's BrowseComp-Plus-shaped synthetic one (``perf/retrieval_bm25.py``'s
-``synthetic``: mean 5,179.2 words a document, log-normal lengths, Zipf words; not a second generator), or
+The corpus is the perf scripts' one BrowseComp-Plus-shaped synthetic corpus (perf/synthetic_corpus.py: mean
+5,179.2 words a document, log-normal lengths, Zipf words; the retrieval perf's too), or
 any JSONL collection given; it is written as an export's tree by the exporter itself
 (``fte_shell.sandbox.corpus_files.write_tree``: the same names, shards and modes as a real export). The
 greps' patterns come from the collection's first documents (:func:`patterns_of`).
@@ -45,7 +45,7 @@ from fte_shell.sandbox import corpus_files as CF  # noqa: E402
 
 def read_collection(path: Path) -> Iterator[tuple[str, bytes]]:
     """(docid, file content) of each row of a JSONL collection: ``{id, contents}`` (Anserini's
-    JsonCollection, what ``perf/retrieval_bm25.py``'s ``synthetic`` writes) or ``{docid, text}``."""
+    JsonCollection, what perf/synthetic_corpus.py's ``write_collection`` writes) or ``{docid, text}``."""
     with path.open() as f:
         for line in f:
             if line.strip():
@@ -183,12 +183,11 @@ def main() -> None:
     tree = args.keep or tmp / "tree"
     try:
         collection = args.from_jsonl
-        if collection is None:  # the retrieval perf's BrowseComp-Plus-shaped generator, not a second one
-            from retrieval_bm25 import synthetic
+        if collection is None:  # the perf scripts' one BrowseComp-Plus-shaped generator
+            from perf.synthetic_corpus import write_collection
 
             t0 = time.perf_counter()
-            synthetic(args.docs, tmp)
-            collection = tmp / "docs.jsonl"
+            collection = write_collection(args.docs, tmp)
             print(f"generated {args.docs:,} documents in {time.perf_counter() - t0:.1f} s")
         docs = sum(1 for line in collection.open() if line.strip())
         if not tree.is_dir():

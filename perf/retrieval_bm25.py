@@ -2,10 +2,9 @@
 
     python3 perf/retrieval_bm25.py [--sizes 10000,30000,100000] [--queries 200] [--no-hotpotqa]
 
-Corpora: synthetic documents shaped like BrowseComp-Plus's (100,195 web pages averaging 5,179.2 words,
-Table 1 of Chen et al. 2025, arXiv 2508.06600; the paper gives no other moment, so lengths are drawn from a
-log-normal with that mean and sigma 1.0, at least 50 words; words from a Zipf(1.1) law over 200,000
-pseudo-words), at each ``--sizes``; and the 5,895 HotpotQA pages. Per corpus:
+Corpora: the perf scripts' synthetic documents shaped like BrowseComp-Plus's (perf/synthetic_corpus.py:
+log-normal lengths with the paper's mean of 5,179.2 words, Zipf(1.1) words over ``--vocab`` pseudo-words),
+at each ``--sizes``; and the 5,895 HotpotQA pages. Per corpus:
 
 1. **build**: Anserini's ``IndexCollection`` over the corpus as a JsonCollection (written beforehand,
    not timed) against fte-shell's build (the ``bm25`` kind writing that JSONL from the corpus texts, then
@@ -23,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -39,8 +36,8 @@ sys.path.insert(0, str(REPO))
 from fte_shell.search.retrievers.base import RetrieverSpec  # noqa: E402
 from fte_shell.search.retrievers.lucene import KIND, index_command  # noqa: E402
 from fte_shell.search.retrievers.lucene_jar import find_jar, java  # noqa: E402
+from perf.synthetic_corpus import synthetic_queries, write_collection  # noqa: E402
 
-MEAN_WORDS = 5179.2
 SPEC = RetrieverSpec("bm25", "", "bm25")
 
 
@@ -56,30 +53,6 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{cmd[:4]} failed: {err.read().decode(errors='replace')[-1500:]}")
         return elapsed, usage.ru_maxrss // 1024, out.read().decode(errors="replace")
-
-
-def synthetic(n: int, out: Path, seed: int = 7, vocab_size: int = 200_000) -> list[str]:
-    """``n`` BrowseComp-Plus-shaped documents as ``out/docs.jsonl``; returns 2,000 candidate query words."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
-    vocab = np.array(["".join(rng.choice(letters, size=rng.integers(3, 11), p=_letter_p())) for _ in range(vocab_size)])
-    sigma = 1.0
-    mu = math.log(MEAN_WORDS) - sigma * sigma / 2
-    with (out / "docs.jsonl").open("w") as f:
-        for i in range(n):
-            length = max(50, int(rng.lognormal(mu, sigma)))
-            ranks = np.minimum(rng.zipf(1.1, size=length), len(vocab)) - 1
-            f.write(json.dumps({"id": f"doc{i}", "contents": " ".join(vocab[ranks])}) + "\n")
-    return [str(w) for w in vocab[50:2050]] if len(vocab) > 2100 else [str(w) for w in vocab[10:]]
-
-
-def _letter_p() -> list[float]:
-    weights = [12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2.8, 2.4, 2.4, 2.2, 2.0, 2.0, 1.9,
-               1.5, 1.0, 0.8, 0.2, 0.2, 0.1, 0.1]
-    s = sum(weights)
-    return [w / s for w in weights]
 
 
 def hotpotqa(out: Path) -> list[str]:
@@ -198,9 +171,8 @@ def main() -> None:
             if n == 0:
                 queries = hotpotqa(coll)[: args.queries]
             else:
-                words = synthetic(n, coll, vocab_size=args.vocab)
-                rnd = random.Random(n)
-                queries = [" ".join(rnd.sample(words, rnd.randint(3, 8))) for _ in range(args.queries)]
+                write_collection(n, coll, vocab_size=args.vocab)
+                queries = synthetic_queries(args.queries, query_seed=n, vocab_size=args.vocab)
             size_mb = (coll / "docs.jsonl").stat().st_size / 1e6
             print(f"[{label}] corpus written ({size_mb:.0f} MB, {time.perf_counter() - t0:.0f} s); measuring",
                   file=sys.stderr, flush=True)

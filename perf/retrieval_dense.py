@@ -74,34 +74,34 @@ def child(n: int, base_url: str, queries: int) -> dict:
     from fte_shell.search.retrievers.dense import KIND
     from perf.synthetic_corpus import synthetic_docs, synthetic_queries
 
-    class Texts:
+    class Texts:  # the documents generated as the build reads them (the corpus is not held in memory)
         fingerprint = "synthetic"
 
-        def __init__(self, docs: list[tuple[str, str]]) -> None:
-            self.docs = docs
+        def __init__(self, n: int) -> None:
+            self.n, self.words = n, []
 
         def __len__(self) -> int:
-            return len(self.docs)
+            return self.n
 
         def texts(self):
-            return iter(self.docs)
+            for docid, text in synthetic_docs(self.n):
+                self.words.append(text.count(" ") + 1)
+                yield docid, text
 
-    docs = synthetic_docs(n)
-    words = [t.count(" ") + 1 for _, t in docs]
+    docs = Texts(n)
     spec = RetrieverSpec("dense", "openai:synthetic", "dense:openai:synthetic")
     cfg = SearchConfig.model_validate({"embeddings": {"base_url": base_url}})
     out_dir = Path(tempfile.mkdtemp(prefix="fte-dense-perf-"))
     with PeakRss() as mem:
         t0 = time.perf_counter()
-        KIND.build(spec, Texts(docs), out_dir, cfg)
+        KIND.build(spec, docs, out_dir, cfg)
         build_s = time.perf_counter() - t0
-    del docs
     retriever = KIND.open(spec, out_dir, cfg)
     qs = synthetic_queries(queries)
     qvec = retriever._embedder.embed(qs, prefix=retriever.prefix)
     index = retriever._index
     vectors = index.reconstruct_n(0, index.ntotal)
-    res: dict[str, float | int] = {"docs": n, "median_words": statistics.median(words), "build_s": build_s,
+    res: dict[str, float | int] = {"docs": n, "median_words": statistics.median(docs.words), "build_s": build_s,
                                    "peak_mb": (mem.peak - mem.start) / 2**20,
                                    "index_mb": (out_dir / "index.faiss").stat().st_size / 2**20}
     for k in (5, 1000):

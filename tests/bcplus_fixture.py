@@ -102,6 +102,15 @@ def _name(rng: random.Random, parts: int = 3) -> str:
     return "".join(rng.choice(SYLLABLES) for _ in range(parts)).capitalize()
 
 
+def _parts(least: int, count: int) -> int:
+    """Syllables per name so that ``count`` distinct names fill at most half of the possible ones (the
+    fixture's sizes so far keep their names; a larger one gets longer names instead of never finishing)."""
+    parts = least
+    while len(SYLLABLES) ** parts < 2 * count:
+        parts += 1
+    return parts
+
+
 def _filler(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(FILLER) for _ in range(words)) + "."
 
@@ -119,8 +128,11 @@ def make_bcplus_clone(root: Path, *, n_docs: int = 300, n_queries: int = 5, seed
     fx = BcplusFixture(root=Path(root))
     docids = [str(FIRST_DOCID + 7 * i) for i in range(n_docs)]  # numeric, not contiguous (like the real ones)
     names: list[str] = []  # towns, rivers and founding families: all distinct, so no answer is a clue
+    seen: set[str] = set()
+    town_parts, other_parts = _parts(3, n_queries), _parts(2, 2 * n_queries)  # any size finishes
     while len(names) < 3 * n_queries:
-        if (name := _name(rng, 3 if len(names) < n_queries else 2)) not in names:
+        if (name := _name(rng, town_parts if len(names) < n_queries else other_parts)) not in seen:
+            seen.add(name)
             names.append(name)
     rows = []
     for q, town in enumerate(names[:n_queries]):

@@ -23,3 +23,13 @@ def test_fixture_reads_back(tmp_path: Path) -> None:
     tree = ast.parse((fx.root / "search_agent" / "prompts.py").read_text())
     names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     assert {"QUERY_TEMPLATE", "QUERY_TEMPLATE_NO_GET_DOCUMENT", "GRADER_TEMPLATE"} <= names
+
+
+def test_fixture_generates_any_size(tmp_path: Path) -> None:
+    """Past the 400 two-syllable names (about 195 queries) the names grow longer: a large fixture finishes,
+    every answer still distinct from every other name."""
+    fx = make_bcplus_clone(tmp_path / "big", n_docs=3 * 1000, n_queries=1000, corpus="none", prompts=False)
+    answers = [q["answer"] for q in fx.queries]
+    assert len(fx.queries) == 1000 and len(set(answers)) == 1000
+    towns = {q["query"].rsplit(" ", 1)[-1].rstrip("?") for q in fx.queries[::2]}
+    assert not towns & set(answers)

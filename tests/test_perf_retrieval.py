@@ -31,3 +31,18 @@ def test_the_speed_table_has_every_figure(tmp_path: Path) -> None:
     build = cells[2].split("=")
     assert float(build[1]) > 0 and all(float(t) > 0 for t in build[0].split("/"))
     assert not list(tmp_path.glob("fte-perf-bm25-*"))  # the corpora and indexes are removed
+
+
+def test_the_one_synthetic_corpus_is_shaped_like_browsecomp_plus() -> None:
+    """perf/synthetic_corpus.py, what every retrieval and corpus-in-box figure is measured over: the same
+    documents for a seed, lengths around the paper's mean of 5,179.2 words, at least 50, queries of its
+    words."""
+    from perf.synthetic_corpus import MEAN_WORDS, MIN_WORDS, synthetic_docs, synthetic_queries
+
+    docs = list(synthetic_docs(400, vocab_size=3000))
+    assert docs[:3] == list(synthetic_docs(3, vocab_size=3000)) and docs[0][0] == "doc0"
+    words = [len(t.split()) for _, t in docs]
+    assert min(words) >= MIN_WORDS and abs(sum(words) / len(words) - MEAN_WORDS) < 0.2 * MEAN_WORDS
+    vocab = {w for _, t in docs for w in t.split()}
+    queries = synthetic_queries(20, vocab_size=3000)
+    assert len(queries) == 20 and all(3 <= len(q.split()) <= 8 and set(q.split()) <= vocab for q in queries)

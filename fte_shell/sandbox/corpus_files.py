@@ -52,7 +52,7 @@ from pathlib import Path
 
 from ..config import SandboxConfig
 from ..errors import SandboxError
-from ..search.corpus import DOCS_DB, META
+from ..search.corpus import DOCS_DB, META, SqliteTexts
 
 CORPUS_MOUNT = "/corpus"
 """Where the box sees the exported corpus (read-only)."""
@@ -135,14 +135,11 @@ def _with_title(meta: dict) -> bool:
     return meta.get("contents", "title+text") != "text"
 
 
-def _documents(corpus: Path, with_title: bool) -> Iterator[tuple[str, bytes]]:
-    db = _connect(corpus)
-    try:
-        for docid, title, text in db.execute("SELECT docid, title, text FROM docs ORDER BY i"):
-            body = f"{title}\n{text}" if with_title else text
-            yield docid, (body if body.endswith("\n") else body + "\n").encode("utf-8")
-    finally:
-        db.close()
+def _documents(corpus: Path) -> Iterator[tuple[str, bytes]]:
+    """Each document's file content (the corpus store's one reader, :class:`SqliteTexts`: its contents as the
+    retrievers index them), ending with one newline."""
+    for docid, body in SqliteTexts(corpus).texts():
+        yield docid, (body if body.endswith("\n") else body + "\n").encode("utf-8")
 
 
 def needed_bytes(corpus: Path, with_title: bool = True) -> tuple[int, int]:
@@ -192,7 +189,7 @@ def write_tree(tmp: Path, documents: Iterable[tuple[str, bytes]], docs: int) -> 
 
 def _fill(tmp: Path, corpus: Path, meta: dict, docs: int, needed: int) -> dict:
     with_title = _with_title(meta)
-    width, written = write_tree(tmp, _documents(corpus, with_title), docs)
+    width, written = write_tree(tmp, _documents(corpus), docs)
     return {"format": EXPORT_FORMAT, "fingerprint": meta["fingerprint"], "name": meta.get("name"),
             "docs": docs, "shard_width": width, "bytes": written, "disk_bytes_estimate": needed,
             "with_title": with_title}

@@ -27,7 +27,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..benchmarks.registry import load_dataset
 from ..config import RunConfig
@@ -51,6 +53,11 @@ from .state import (
     run_digests,
     write_questions,
 )
+
+if TYPE_CHECKING:
+    from ..benchmarks.base import Dataset
+    from ..model import ModelClient
+    from ..model.prices import ModelPrice
 
 GRACE_S = 10.0
 """Seconds an interrupted sweep waits for its in-flight runs before deleting them and returning."""
@@ -90,131 +97,178 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     runs = remote if remote is not None else LocalRuns(run_fn)
 
-    from ..model import ModelClient, resolve_endpoint
+    from ..model import ModelClient
     from ..model.prices import price_for, unknown_price_note
 
     price = price_for(config.model)
     if price is None and config.budget.max_cost is not None:
         raise ConfigError(f"--max-cost needs a price: {unknown_price_note(config.model)}")
     model = ModelClient(config.model)  # fails fast without an endpoint; shared connection pool
-    unlisten: Callable[[], None] = lambda: None
     try:
-        # 1. plan
-        config = resumed_retriever(out, config)  # a sweep recorded before [search] retriever: bm25s
-        filled = sweep_config(bench, dataset, config, log)
-        if bench.retrievers and filled.search.corpus is None:
-            raise ConfigError(f"--retrievers compares retrievers of a local corpus; {bench.dataset} has none and "
-                              "no [search] corpus is set")
-        arms = context_arms(bench, filled)
-        history, changed = check_config(out, filled, bench.allow_config_change,
-                                        run_digests(filled, bench.profiles, arms, retriever_arms(bench)),
-                                        retrievers=bool(bench.retrievers))
-        if changed:
-            say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
-        stop = threading.Event()
-        base_url, api_key, _name = resolve_endpoint(config.model)
-        outages = Outages(default_probes(filled, base_url, api_key),
-                          wait_s=bench.endpoint_wait_s, backoff_s=bench.probe_backoff_s, log=say, stop=stop)
-        books = Ledger(bench, dataset, filled, plan(bench, dataset.questions, arms), history=history, t0=t0,
-                       outages=outages, on_event=on_event, log=say)
-        write_questions(out, dataset.questions)
-        try:
-            ready = outages.preflight(_needed(bench, filled))
-        except KeyboardInterrupt:
-            stop.set()  # ends the probe watchers
-            raise
-        if not ready:
-            return books.finish()
-
-        # 2. attempt
-        if "shell" in bench.profiles and runs.uses_local_sandboxes:
-            _prepare_sandbox(filled, log)
-        shared = prepare_shared(bench, dataset, config, log, filled=filled)
-        run, slots = runs.open(bench, dataset, shared, log)
-        books.write("running")
-        todo = books.to_do()
-        if price is not None:  # else the runs record tokens only (the command's closing line says so)
-            books.stats.cost_usd = 0.0
-        # the budget counts the runs of this sweep on disk; the throttle listens to the endpoint's 429s
-        budget = Budget(config.budget.max_cost, config.budget.max_tokens_total, stop=stop)
-        if budget.limited:
-            waiting = set(map(id, todo))
-            for t in books.tasks:
-                if id(t) not in waiting:
-                    budget.add(*run_spend(read_result(t.run_dir), price))
-        workers = min(slots, max(1, len(todo)))
-        throttle = Throttle(workers, log=say, stop=stop)
-        books.stats.concurrency = books.stats.concurrency_lowest = workers
-        unlisten = model.pacer.listen(throttle.on_status)
-        gates = Gates(outages.wait_open, throttle, budget)
-        work = WorkQueue(todo, may_start=gates.may_start, not_started=lambda: gates.ended(None))
-        attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say, resumes=books.resumes)
-
-        def run_one(t: Task) -> None:  # on a worker thread
-            books.started(t)
-            spent = None
-            try:
-                o = attempt(t)
-                if o is None or stop.is_set():  # in flight when the sweep was interrupted: not trusted
-                    return
-                spent = o.spent = run_spend(read_result(t.run_dir), price)
-                if o.stop_reason == "disk_full":  # a full disk: nothing can be recorded; redone on resume
-                    books.forget(t)
-                    disk_full(t.run_dir)
-                    return
-                # 3. bookkeeping
-                books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
-                if books.ended(t, o):
-                    work.put(t)
-            except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
-                books.forget(t)
-                if is_disk_full(e):  # a full disk
-                    disk_full(getattr(e, "path", out))
-                    return
-                say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
-            finally:
-                gates.ended(spent)
-
-        # --- a full disk: the first write that finds the device full stops
-        # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
-        full: list[Path] = []
-
-        def disk_full(where: Path) -> None:
-            if not full:
-                full.append(Path(where))
-                work.close()
-
-        try:
-            with sigterm_as_interrupt():  # SIGINT raises KeyboardInterrupt by itself
-                drain(work, run_one, workers)
-        except KeyboardInterrupt:
-            stop.set()
-            work.close()
-            books.stats.interrupted = True
-            runs.cancel()
-            work.wait_idle(GRACE_S)
-            books.discard_in_flight()
-        stop.set()  # ends the probe watchers
-        books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
-        books.stats.throttled = throttle.lowered
-        if budget.limited:
-            books.stats.budget = budget.describe()
-        if budget.reached and not books.stats.interrupted:
-            books.stats.budget_reached = budget.reached
-            say(f"budget reached: {budget.describe()}; no more runs started, the runs in flight finished")
-        if full:  # a full disk: the status if there is room, then the one line
-            with contextlib.suppress(OSError, FteError):
-                books.write("disk_full")
-            raise DiskFull(full[0])
-        return books.finish()
+        planned = _plan(bench, config, dataset, out, t0=t0, on_event=on_event, log=log)
+        if not planned.ready:
+            return planned.books.finish()
+        return _attempt(bench, dataset, planned, runs, model, price, log)
     except OSError as e:  # a full disk: a write outside the record's writers (caches, directories)
         if is_disk_full(e):
             raise DiskFull(getattr(e, "filename", None) or out) from e
         raise
     finally:
-        unlisten()
         runs.close()
         model.close()
+
+
+@dataclass
+class _Planned:
+    """What step 1 (plan) hands to step 2 (attempt)."""
+
+    config: RunConfig
+    """The sweep's configuration as given (with the retriever of a sweep recorded before ``[search] retriever``)."""
+    filled: RunConfig
+    """The sweep's configuration, filled from the dataset (:func:`.shared.sweep_config`)."""
+    books: Ledger
+    """The runs and their bookkeeping."""
+    outages: Outages
+    """The infrastructure's probes and gate."""
+    stop: threading.Event
+    """Set when the sweep ends (ends the probe watchers)."""
+    ready: bool
+    """The infrastructure answered the preflight probes."""
+
+
+def _plan(bench: BenchConfig, config: RunConfig, dataset: Dataset, out: Path, *, t0: float,
+          on_event: OnEvent | None, log: Callable[[str], None] | None) -> _Planned:
+    """Step 1: the runs, the configuration checked against the sweep's, ``questions.jsonl``, the
+    infrastructure probed."""
+    from ..model import resolve_endpoint
+
+    say = log or (lambda _m: None)
+    config = resumed_retriever(out, config)  # a sweep recorded before [search] retriever: bm25s
+    filled = sweep_config(bench, dataset, config, log)
+    if bench.retrievers and filled.search.corpus is None:
+        raise ConfigError(f"--retrievers compares retrievers of a local corpus; {bench.dataset} has none and "
+                          "no [search] corpus is set")
+    arms = context_arms(bench, filled)
+    history, changed = check_config(out, filled, bench.allow_config_change,
+                                    run_digests(filled, bench.profiles, arms, retriever_arms(bench)),
+                                    retrievers=bool(bench.retrievers))
+    if changed:
+        say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
+    stop = threading.Event()
+    base_url, api_key, _name = resolve_endpoint(config.model)
+    outages = Outages(default_probes(filled, base_url, api_key),
+                      wait_s=bench.endpoint_wait_s, backoff_s=bench.probe_backoff_s, log=say, stop=stop)
+    books = Ledger(bench, dataset, filled, plan(bench, dataset.questions, arms), history=history, t0=t0,
+                   outages=outages, on_event=on_event, log=say)
+    write_questions(out, dataset.questions)
+    try:
+        ready = outages.preflight(_needed(bench, filled))
+    except KeyboardInterrupt:
+        stop.set()  # ends the probe watchers
+        raise
+    return _Planned(config, filled, books, outages, stop, ready)
+
+
+def _attempt(bench: BenchConfig, dataset: Dataset, planned: _Planned, runs: RemoteRuns,
+             model: ModelClient, price: ModelPrice | None, log: Callable[[str], None] | None) -> SweepStats:
+    """Step 2: the runs still to do, on worker threads through the gates; each run's step 3
+    (bookkeeping) as it ends, the sweep's when all have."""
+    say = log or (lambda _m: None)
+    config, books, stop, out = planned.config, planned.books, planned.stop, Path(bench.out)
+    if "shell" in bench.profiles and runs.uses_local_sandboxes:
+        _prepare_sandbox(planned.filled, log)
+    shared = prepare_shared(bench, dataset, config, log, filled=planned.filled)
+    run, slots = runs.open(bench, dataset, shared, log)
+    books.write("running")
+    todo = books.to_do()
+    if price is not None:  # else the runs record tokens only (the command's closing line says so)
+        books.stats.cost_usd = 0.0
+    budget = _budget(config, books, todo, price, stop)
+    workers = min(slots, max(1, len(todo)))
+    throttle = Throttle(workers, log=say, stop=stop)
+    books.stats.concurrency = books.stats.concurrency_lowest = workers
+    gates = Gates(planned.outages.wait_open, throttle, budget)
+    work = WorkQueue(todo, may_start=gates.may_start, not_started=lambda: gates.ended(None))
+    attempt = Attempt(run, shared, model, dataset.source, bench.retries, stop, say, resumes=books.resumes)
+
+    def run_one(t: Task) -> None:  # on a worker thread
+        books.started(t)
+        spent = None
+        try:
+            o = attempt(t)
+            if o is None or stop.is_set():  # in flight when the sweep was interrupted: not trusted
+                return
+            spent = o.spent = run_spend(read_result(t.run_dir), price)
+            if o.stop_reason == "disk_full":  # a full disk: nothing can be recorded; redone on resume
+                books.forget(t)
+                disk_full(t.run_dir)
+                return
+            # 3. bookkeeping
+            books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
+            if books.ended(t, o):
+                work.put(t)
+        except Exception as e:  # noqa: BLE001 - bookkeeping failed (disk full?): say so, keep the worker
+            books.forget(t)
+            if is_disk_full(e):  # a full disk
+                disk_full(getattr(e, "path", out))
+                return
+            say(f"could not record run {t.run_dir}: {e.__class__.__name__}: {e}")
+        finally:
+            gates.ended(spent)
+
+    # --- a full disk: the first write that finds the device full stops
+    # the sweep: no new runs, the ones in flight end on their own, then one line (DiskFull) for the user
+    full: list[Path] = []
+
+    def disk_full(where: Path) -> None:
+        if not full:
+            full.append(Path(where))
+            work.close()
+
+    unlisten = model.pacer.listen(throttle.on_status)  # the throttle listens to the endpoint's 429s
+    try:
+        with sigterm_as_interrupt():  # SIGINT raises KeyboardInterrupt by itself
+            drain(work, run_one, workers)
+    except KeyboardInterrupt:
+        stop.set()
+        work.close()
+        books.stats.interrupted = True
+        runs.cancel()
+        work.wait_idle(GRACE_S)
+        books.discard_in_flight()
+    finally:
+        unlisten()
+    stop.set()  # ends the probe watchers
+    return _close_books(books, throttle, budget, full, say)
+
+
+def _budget(config: RunConfig, books: Ledger, todo: list[Task], price: ModelPrice | None,
+            stop: threading.Event) -> Budget:
+    """The sweep's budget, counting what the runs of this sweep already on disk spent."""
+    budget = Budget(config.budget.max_cost, config.budget.max_tokens_total, stop=stop)
+    if budget.limited:
+        waiting = set(map(id, todo))
+        for t in books.tasks:
+            if id(t) not in waiting:
+                budget.add(*run_spend(read_result(t.run_dir), price))
+    return budget
+
+
+def _close_books(books: Ledger, throttle: Throttle, budget: Budget, full: list[Path],
+                 say: Callable[[str], None]) -> SweepStats:
+    """Step 3 for the sweep: its counts, the budget, ``sweep.json``; :class:`DiskFull` after a full disk."""
+    books.stats.concurrency, books.stats.concurrency_lowest = throttle.allowed, throttle.lowest
+    books.stats.throttled = throttle.lowered
+    if budget.limited:
+        books.stats.budget = budget.describe()
+    if budget.reached and not books.stats.interrupted:
+        books.stats.budget_reached = budget.reached
+        say(f"budget reached: {budget.describe()}; no more runs started, the runs in flight finished")
+    if full:  # a full disk: the status if there is room, then the one line
+        with contextlib.suppress(OSError, FteError):
+            books.write("disk_full")
+        raise DiskFull(full[0])
+    return books.finish()
 
 
 def _validate(bench: BenchConfig) -> None:
