@@ -116,24 +116,19 @@ def final_response(events: list[Event]) -> str | None:
     return None
 
 
-def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
-    """Grade every finished run under ``req.root`` against its gold answer with ``req.preset`` and keep
-    the verdicts under that judge's key (a cached verdict of the same preset, model and gold is reused and
-    made primary again); runs that ended for an infrastructure reason are never graded (old verdicts
-    removed)."""
-    preset, judge = req.preset, req.llm
-    if preset.needs_model and judge is None:
-        raise ConfigError(f"the {preset.name} judge preset needs a grading model: pass --judge-model")
-    model = judge.model if preset.needs_model and judge is not None else None
-    key = judge_key(preset.name, model)
-    # the entries it continues: the pre-preset one, those under its former names
-    olds = [judge_key(n, model) for n in ((preset.legacy,) if preset.legacy and model else ()) + preset.formerly]
-    if key not in summary.judges:
-        summary.judges.append(key)
+_Task = tuple[Path, str, str, str | None, str | None, str | None]
+"""One run to grade: its directory, question, gold, answer, final response (for a model judge), and the
+key of the entry the new verdict replaces."""
+
+
+def _to_grade(req: JudgeRequest, summary: JudgeSummary, key: str, olds: list[str], model: str | None) -> list[_Task]:
+    """The runs under ``req.root`` the judge must grade; the others counted in ``summary`` on the way (no
+    result, an infrastructure failure — its old verdicts removed —, no gold, or a cached verdict of the same
+    preset, model and gold, made primary again)."""
+    preset = req.preset
     known = dict(load_golds(req.sweep) if req.sweep else {})
     known.update(req.golds)
-    lock = threading.Lock()
-    tasks: list[tuple[Path, str, str, str | None, str | None, str | None]] = []
+    tasks: list[_Task] = []
     for d, _profile, qid, _rep in find_runs(req.root):
         result = read_result(d)
         if result is None:
@@ -165,8 +160,27 @@ def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
         answer = result.get("answer")
         tasks.append((d, question, gold, answer, final_response(read_events(d)) if preset.needs_model else None,
                       old))
+    return tasks
 
-    def one(task: tuple[Path, str, str, str | None, str | None, str | None]) -> None:
+
+def judge_answers(req: JudgeRequest, summary: JudgeSummary) -> None:
+    """Grade every finished run under ``req.root`` against its gold answer with ``req.preset`` and keep
+    the verdicts under that judge's key (a cached verdict of the same preset, model and gold is reused and
+    made primary again); runs that ended for an infrastructure reason are never graded (old verdicts
+    removed)."""
+    preset, judge = req.preset, req.llm
+    if preset.needs_model and judge is None:
+        raise ConfigError(f"the {preset.name} judge preset needs a grading model: pass --judge-model")
+    model = judge.model if preset.needs_model and judge is not None else None
+    key = judge_key(preset.name, model)
+    # the entries it continues: the pre-preset one, those under its former names
+    olds = [judge_key(n, model) for n in ((preset.legacy,) if preset.legacy and model else ()) + preset.formerly]
+    if key not in summary.judges:
+        summary.judges.append(key)
+    lock = threading.Lock()
+    tasks = _to_grade(req, summary, key, olds, model)
+
+    def one(task: _Task) -> None:
         d, question, gold, answer, response, old = task
         try:
             v = preset.grade(question, response, answer, gold, judge)

@@ -90,83 +90,102 @@ class EventPrinter:
         self._said_no_price = False
 
     def __call__(self, ev: dict[str, Any]) -> None:
+        """Print one event (a dict of the trajectory); an event type it does not know prints nothing."""
+        show = getattr(self, f"_on_{ev.get('type')}", None)
+        if show is not None:
+            show(ev)
+
+    def _on_start(self, ev: dict[str, Any]) -> None:
+        c = self.console
+        c.print(f"[bold]Question:[/bold] {escape(str(ev.get('question')))}")
+        wire = " · Responses API" if ((ev.get("config") or {}).get("model") or {}).get("api") == "responses" else ""
+        c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')}{wire} · "
+                f"{len(ev.get('tools') or [])} tool(s)[/dim]")
+        self.tokens, self.cost_usd, self._model, self._said_no_price = 0, None, ev.get("model"), False
+
+    def _on_model_call(self, ev: dict[str, Any]) -> None:
         from ..model.prices import usd
         c = self.console
-        kind = ev.get("type")
-        if kind == "start":
-            c.print(f"[bold]Question:[/bold] {escape(str(ev.get('question')))}")
-            wire = " · Responses API" if ((ev.get("config") or {}).get("model") or {}).get("api") == "responses" else ""
-            c.print(f"[dim]profile {ev.get('profile')} · model {ev.get('model')}{wire} · "
-                    f"{len(ev.get('tools') or [])} tool(s)[/dim]")
-            self.tokens, self.cost_usd, self._model, self._said_no_price = 0, None, ev.get("model"), False
-        elif kind == "model_call":
-            u = ev.get("usage") or {}
-            self.tokens += int(u.get("total_tokens") or 0)
-            cost = ev.get("cost_usd")
-            if isinstance(cost, (int, float)):
-                self.cost_usd = (self.cost_usd or 0.0) + cost
-            so_far = f"so far {self.tokens:,} tokens" + (f", {usd(self.cost_usd)}" if self.cost_usd is not None else "")
-            c.print(
-                f"[bold cyan]turn {ev.get('turn')}[/bold cyan] [dim]{ev.get('latency_s', 0):.2f} s · "
-                f"tokens {u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out"
-                f"{f' · {usd(cost)}' if isinstance(cost, (int, float)) else ''} · {so_far}[/dim]"
-            )
-            if cost is None and not self._said_no_price:
-                self._said_no_price = True
-                note = f"no price known for model {self._model}: tokens only (set [model.price] in USD per million tokens)"
-                c.print(f"  [dim]{escape(note)}[/dim]")
-            content = (ev.get("message") or {}).get("content")
-            if content and content.strip():
-                c.print(f"[italic]{escape(_indent(preview(content.strip(), 4, 400), '  '))}[/italic]")
-        elif kind == "tool_call":
-            args = ev.get("arguments")
-            if ev.get("name") == "bash" and isinstance(args, dict) and "command" in args:
-                head = f"$ {args['command']}"
-            else:
-                shown = json.dumps(args, ensure_ascii=False) if args is not None else ev.get("raw_arguments")
-                head = f"{ev.get('name')}({shown})"
-            style = "red" if ev.get("error") else "green"
-            facts = [f"{ev.get('duration_s', 0):.2f} s", *_meta_facts(ev.get("meta") or {})]
-            c.print(f"  [{style}]▶[/{style}] [bold]{escape(head)}[/bold] [dim]({', '.join(facts)})[/dim]")
-            body = preview(str(ev.get("observation") or ""))
-            if body:
-                c.print(f"[{'red' if ev.get('error') else 'dim'}]{escape(_indent(body))}[/]")
-        elif kind == "nudge":
-            if ev.get("kind") == "reply_cut":
-                c.print("  [yellow]the reply was cut at max_tokens: told the model so[/yellow]")
-            elif ev.get("kind") == "stuck":
-                c.print(f"  [yellow]the same {escape(str(ev.get('tool')))} call with the same observation "
-                        f"{ev.get('repeats')} times in a row: told the model (one more stops the run)[/yellow]")
-            else:
-                c.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
-        elif kind == "retry":
-            c.print(
-                f"  [yellow]retry {ev.get('attempt')} of the model call to {escape(str(ev.get('endpoint')))} "
-                f"in {ev.get('delay_s', 0):.1f} s:[/yellow] {escape(str(ev.get('error')))}"
-            )
-        elif kind == "warning":
-            c.print(f"  [yellow]warning:[/yellow] {escape(str(ev.get('message')))}")
-        elif kind == "text_tool_call":
-            what = "executing" if ev.get("executed") else "not executed (model.parse_text_tool_calls is off)"
-            names = ", ".join(str(x.get("name")) for x in ev.get("calls") or [])
-            c.print(f"  [yellow]tool call(s) written as text in the {ev.get('source')}: {escape(names)} — {what}[/yellow]")
-        elif kind == "context_edit":
-            what = f"{ev.get('note')}; " if ev.get("note") else ""
-            c.print(f"  [magenta]context {escape(str(ev.get('strategy')))}: {escape(what)}{ev.get('messages_before')} → "
-                    f"{ev.get('messages_after')} messages, about {ev.get('tokens_before', 0):,} → "
-                    f"{ev.get('tokens_after', 0):,} tokens[/magenta]")
-        elif kind == "resume":
-            if ev.get("equal"):
-                c.print(f"  [green]resumed at turn {ev.get('turn')} (resume {ev.get('count')}): the replayed state "
-                        f"equals the record; going on live[/green]")
-            else:
-                c.print(f"  [yellow]redone from scratch: {escape('; '.join(ev.get('mismatches') or []))}[/yellow]")
-        elif kind == "final_answer_request":
-            c.print("  [yellow]context window full: asked the model for its final answer[/yellow]")
-        elif kind == "error":
-            c.print(f"  [red]error:[/red] {escape(str(ev.get('message')))}")
-        elif kind == "end":
-            c.print(f"[dim]stopped: {ev.get('stop_reason')} after {ev.get('turns')} turn(s), {ev.get('wall_s', 0):.1f} s[/dim]")
+        u = ev.get("usage") or {}
+        self.tokens += int(u.get("total_tokens") or 0)
+        cost = ev.get("cost_usd")
+        if isinstance(cost, (int, float)):
+            self.cost_usd = (self.cost_usd or 0.0) + cost
+        so_far = f"so far {self.tokens:,} tokens" + (f", {usd(self.cost_usd)}" if self.cost_usd is not None else "")
+        c.print(
+            f"[bold cyan]turn {ev.get('turn')}[/bold cyan] [dim]{ev.get('latency_s', 0):.2f} s · "
+            f"tokens {u.get('prompt_tokens', 0):,} in / {u.get('completion_tokens', 0):,} out"
+            f"{f' · {usd(cost)}' if isinstance(cost, (int, float)) else ''} · {so_far}[/dim]"
+        )
+        if cost is None and not self._said_no_price:
+            self._said_no_price = True
+            note = f"no price known for model {self._model}: tokens only (set [model.price] in USD per million tokens)"
+            c.print(f"  [dim]{escape(note)}[/dim]")
+        content = (ev.get("message") or {}).get("content")
+        if content and content.strip():
+            c.print(f"[italic]{escape(_indent(preview(content.strip(), 4, 400), '  '))}[/italic]")
+
+    def _on_tool_call(self, ev: dict[str, Any]) -> None:
+        args = ev.get("arguments")
+        if ev.get("name") == "bash" and isinstance(args, dict) and "command" in args:
+            head = f"$ {args['command']}"
+        else:
+            shown = json.dumps(args, ensure_ascii=False) if args is not None else ev.get("raw_arguments")
+            head = f"{ev.get('name')}({shown})"
+        style = "red" if ev.get("error") else "green"
+        facts = [f"{ev.get('duration_s', 0):.2f} s", *_meta_facts(ev.get("meta") or {})]
+        self.console.print(f"  [{style}]▶[/{style}] [bold]{escape(head)}[/bold] [dim]({', '.join(facts)})[/dim]")
+        body = preview(str(ev.get("observation") or ""))
+        if body:
+            self.console.print(f"[{'red' if ev.get('error') else 'dim'}]{escape(_indent(body))}[/]")
+
+    def _on_nudge(self, ev: dict[str, Any]) -> None:
+        if ev.get("kind") == "reply_cut":
+            self.console.print("  [yellow]the reply was cut at max_tokens: told the model so[/yellow]")
+        elif ev.get("kind") == "stuck":
+            self.console.print(f"  [yellow]the same {escape(str(ev.get('tool')))} call with the same observation "
+                               f"{ev.get('repeats')} times in a row: told the model (one more stops the run)[/yellow]")
+        else:
+            self.console.print("  [yellow]no tool call and no <answer>: nudged the model[/yellow]")
+
+    def _on_retry(self, ev: dict[str, Any]) -> None:
+        self.console.print(
+            f"  [yellow]retry {ev.get('attempt')} of the model call to {escape(str(ev.get('endpoint')))} "
+            f"in {ev.get('delay_s', 0):.1f} s:[/yellow] {escape(str(ev.get('error')))}"
+        )
+
+    def _on_warning(self, ev: dict[str, Any]) -> None:
+        self.console.print(f"  [yellow]warning:[/yellow] {escape(str(ev.get('message')))}")
+
+    def _on_text_tool_call(self, ev: dict[str, Any]) -> None:
+        what = "executing" if ev.get("executed") else "not executed (model.parse_text_tool_calls is off)"
+        names = ", ".join(str(x.get("name")) for x in ev.get("calls") or [])
+        self.console.print(
+            f"  [yellow]tool call(s) written as text in the {ev.get('source')}: {escape(names)} — {what}[/yellow]")
+
+    def _on_context_edit(self, ev: dict[str, Any]) -> None:
+        what = f"{ev.get('note')}; " if ev.get("note") else ""
+        self.console.print(
+            f"  [magenta]context {escape(str(ev.get('strategy')))}: {escape(what)}{ev.get('messages_before')} → "
+            f"{ev.get('messages_after')} messages, about {ev.get('tokens_before', 0):,} → "
+            f"{ev.get('tokens_after', 0):,} tokens[/magenta]")
+
+    def _on_resume(self, ev: dict[str, Any]) -> None:
+        if ev.get("equal"):
+            self.console.print(f"  [green]resumed at turn {ev.get('turn')} (resume {ev.get('count')}): the replayed "
+                               f"state equals the record; going on live[/green]")
+        else:
+            self.console.print(f"  [yellow]redone from scratch: {escape('; '.join(ev.get('mismatches') or []))}[/yellow]")
+
+    def _on_final_answer_request(self, ev: dict[str, Any]) -> None:
+        self.console.print("  [yellow]context window full: asked the model for its final answer[/yellow]")
+
+    def _on_error(self, ev: dict[str, Any]) -> None:
+        self.console.print(f"  [red]error:[/red] {escape(str(ev.get('message')))}")
+
+    def _on_end(self, ev: dict[str, Any]) -> None:
+        self.console.print(f"[dim]stopped: {ev.get('stop_reason')} after {ev.get('turns')} turn(s), "
+                           f"{ev.get('wall_s', 0):.1f} s[/dim]")
 
 
 def default_out_dir(question: str, root: Path = Path("runs")) -> Path:

@@ -25,7 +25,9 @@ from ..record.events import (
 )
 from ..version import __version__
 from .common import (
+    Conversation,
     Run,
+    Turn,
     at,
     conversation,
     missing_extra,
@@ -69,91 +71,108 @@ def _metrics(ev: ModelCallEvent) -> Any:
                    extra=extra or None)
 
 
+def _present(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its None values."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
 def trajectory(run: Run) -> Any:
     """The run as one ``atif.Trajectory`` (validated by its models on construction)."""
-    from atif import Agent, FinalMetrics, Observation, ObservationResult, Step, ToolCall, Trajectory
+    from atif import Step, Trajectory
 
     conv = conversation(run)
-    st, res = run.start, run.result or {}
-    steps: list[Any] = []
+    res = run.result or {}
+    steps = [Step(step_id=i, **kw) for i, kw in enumerate(_placed_steps(run, conv), 1)]
+    kept = [plain(ev) for ev in conv.others if not isinstance(ev, WarningEvent | ErrorEvent | ContextEditEvent)]
+    extra = _present({
+        "run_dir": str(run.run_dir), "dataset": run.dataset or None, "task": run.task, "qid": run.qid, "rep": run.rep,
+        "question": run.question, "target": run.target, "answer": res.get("answer"), "stop_reason": run.stop_reason,
+        "infrastructure_failure": run.infra_failure, "result": res or None, "judgement": run.judgement,
+        "hand_check": run.audit.model_dump() if run.audit else None,
+        "question_row": run.question_row or None, "events": kept or None})
+    return Trajectory(schema_version=SCHEMA, session_id=run.run_id, agent=_agent(run), steps=steps, notes=NOTE,
+                      final_metrics=_final_metrics(res, steps), extra=extra)
+
+
+def _placed_steps(run: Run, conv: Conversation) -> list[dict[str, Any]]:
+    """The fields of every step in time order: the conversation's messages (system, user, one agent step
+    per model call, the turns the loop added), then at their times the warnings, errors and context edits."""
     by_msg = {t.message: t for t in conv.turns}
-
-    def add(**kw: Any) -> None:
-        steps.append(Step(step_id=len(steps) + 1, **kw))
-
     placed: list[tuple[float, int, dict[str, Any]]] = []  # (t, order, step fields)
     for i, m in enumerate(conv.messages):
         ev = m.event
         t = ev.t if ev is not None else 0.0
         if i in by_msg:
-            turn = by_msg[i]
-            call = turn.call
-            calls = tool_calls_of(turn)
-            tcs = [ToolCall(tool_call_id=c["id"], function_name=c["name"], arguments=c["arguments"],
-                            extra={k: v for k, v in {"raw_arguments": c["raw"], "parse_error": c["parse_error"]}.items()
-                                   if v is not None} or None) for c in calls]
-            results = [ObservationResult(
-                source_call_id=te.id or "", content=te.observation,
-                extra={k: v for k, v in {"name": te.name, "error": te.error, "duration_s": te.duration_s,
-                                         "salvaged": te.salvaged,
-                                         "meta": te.meta.model_dump(mode="json", exclude_none=True),
-                                         **(te.model_extra or {})}.items() if v is not None})
-                for te in turn.tools]
-            extra = {k: v for k, v in {
-                "turn": call.turn, "t": call.t, "finish_reason": call.finish_reason, "attempts": call.attempts,
-                "request": call.request, "response": call.response, "message": call.message,
-                "reasoning_fields": call.reasoning_fields, "kept_changes": call.kept_changes,
-                "retries": [plain(r) for r in turn.retries] or None,
-                "text_tool_calls": [plain(x) for x in turn.text_calls] or None,
-                "tool_events_t": [te.t for te in turn.tools] or None, **(call.model_extra or {})}.items()
-                if v is not None}
-            placed.append((t, 0, {
-                "source": "agent", "message": m.content, "timestamp": _iso(run, t),
-                "model_name": str((call.response or {}).get("model") or run.model), "reasoning_content": call.reasoning,
-                "tool_calls": tcs or None, "observation": Observation(results=results) if results else None,
-                "metrics": _metrics(call), "llm_call_count": 1, "extra": extra}))
+            placed.append((t, 0, _agent_step(run, by_msg[i], m.content, t)))
         elif m.role in ("system", "user") and (ev is None or isinstance(ev, StartEvent)):
             placed.append((t, 0, {"source": m.role, "message": m.content, "timestamp": _iso(run, t)}))
         elif isinstance(ev, NudgeEvent | FinalAnswerRequestEvent):
             placed.append((t, 0, {"source": "user", "message": m.content, "timestamp": _iso(run, t),
-                                      "extra": {"event": ev.type, "turn": ev.turn, "t": ev.t,
-                                             **({"kind": ev.kind} if isinstance(ev, NudgeEvent) else {})}}))
+                                  "extra": {"event": ev.type, "turn": ev.turn, "t": ev.t,
+                                            **({"kind": ev.kind} if isinstance(ev, NudgeEvent) else {})}}))
     for ev in conv.others:
         if isinstance(ev, WarningEvent | ErrorEvent | ContextEditEvent):
             text = edit_note(ev) if isinstance(ev, ContextEditEvent) else ev.message
             placed.append((ev.t, 1, {"source": "system", "message": text, "timestamp": _iso(run, ev.t),
-                                         "extra": {"event": plain(ev)}}))
-    for _t, _o, kw in sorted(placed, key=lambda x: (x[0], x[1])):
-        add(**kw)
-    kept = [plain(ev) for ev in conv.others if not isinstance(ev, WarningEvent | ErrorEvent | ContextEditEvent)]
+                                     "extra": {"event": plain(ev)}}))
+    return [kw for _t, _o, kw in sorted(placed, key=lambda x: (x[0], x[1]))]
+
+
+def _agent_step(run: Run, turn: Turn, message: str, t: float) -> dict[str, Any]:
+    """The fields of one model call's agent step: its tool calls, their observations, its metrics."""
+    from atif import Observation, ObservationResult, ToolCall
+
+    call = turn.call
+    tcs = [ToolCall(tool_call_id=c["id"], function_name=c["name"], arguments=c["arguments"],
+                    extra=_present({"raw_arguments": c["raw"], "parse_error": c["parse_error"]}) or None)
+           for c in tool_calls_of(turn)]
+    results = [ObservationResult(
+        source_call_id=te.id or "", content=te.observation,
+        extra=_present({"name": te.name, "error": te.error, "duration_s": te.duration_s, "salvaged": te.salvaged,
+                        "meta": te.meta.model_dump(mode="json", exclude_none=True), **(te.model_extra or {})}))
+        for te in turn.tools]
+    extra = _present({
+        "turn": call.turn, "t": call.t, "finish_reason": call.finish_reason, "attempts": call.attempts,
+        "request": call.request, "response": call.response, "message": call.message,
+        "reasoning_fields": call.reasoning_fields, "kept_changes": call.kept_changes,
+        "retries": [plain(r) for r in turn.retries] or None,
+        "text_tool_calls": [plain(x) for x in turn.text_calls] or None,
+        "tool_events_t": [te.t for te in turn.tools] or None, **(call.model_extra or {})})
+    return {"source": "agent", "message": message, "timestamp": _iso(run, t),
+            "model_name": str((call.response or {}).get("model") or run.model), "reasoning_content": call.reasoning,
+            "tool_calls": tcs or None, "observation": Observation(results=results) if results else None,
+            "metrics": _metrics(call), "llm_call_count": 1, "extra": extra}
+
+
+def _final_metrics(res: dict[str, Any], steps: list[Any]) -> Any:
+    """The run's totals: its usage and cost from the result, cached tokens summed over the steps."""
+    from atif import FinalMetrics
+
     usage = res.get("usage") or {}
     cached = sum(s.metrics.cached_tokens or 0 for s in steps if s.metrics is not None)
     has_cached = any(s.metrics is not None and s.metrics.cached_tokens is not None for s in steps)
-    final = FinalMetrics(total_prompt_tokens=usage.get("prompt_tokens"),
-                         total_completion_tokens=usage.get("completion_tokens"),
-                         total_cached_tokens=cached if has_cached else None, total_steps=len(steps),
-                         total_cost_usd=res.get("cost_usd") if isinstance(res.get("cost_usd"), int | float) else None,
-                         extra={k: v for k, v in {"total_tokens": usage.get("total_tokens"), "turns": res.get("turns"),
-                                                  "summary_usage": res.get("summary_usage"),
-                                                  "wall_s": res.get("wall_s")}.items() if v is not None} or None)
+    return FinalMetrics(total_prompt_tokens=usage.get("prompt_tokens"),
+                        total_completion_tokens=usage.get("completion_tokens"),
+                        total_cached_tokens=cached if has_cached else None, total_steps=len(steps),
+                        total_cost_usd=res.get("cost_usd") if isinstance(res.get("cost_usd"), int | float) else None,
+                        extra=_present({"total_tokens": usage.get("total_tokens"), "turns": res.get("turns"),
+                                        "summary_usage": res.get("summary_usage"),
+                                        "wall_s": res.get("wall_s")}) or None)
+
+
+def _agent(run: Run) -> Any:
+    """The agent: fte-shell, the model, the tools, and the start event's settings."""
+    from atif import Agent
+
+    st = run.start
     start = plain(st) if st is not None else {}
-    agent = Agent(name=AGENT, version=__version__, model_name=run.model,
-                  tool_definitions=(st.tools if st is not None else None) or None,
-                  extra={k: v for k, v in {"profile": run.profile, "context": run.context, "retriever": run.retriever,
-                                           "config": start.get("config"),
-                                           "server": start.get("server"),
-                                           "reasoning_passback": start.get("reasoning_passback"),
-                                           "schema_version": start.get("schema_version"),
-                                           "start": {k: v for k, v in start.items() if k not in _PLACED} or None,
-                                           }.items() if v is not None})
-    extra = {k: v for k, v in {
-        "run_dir": str(run.run_dir), "dataset": run.dataset or None, "task": run.task, "qid": run.qid, "rep": run.rep,
-        "question": run.question, "target": run.target, "answer": res.get("answer"), "stop_reason": run.stop_reason,
-        "infrastructure_failure": run.infra_failure, "result": res or None, "judgement": run.judgement,
-        "hand_check": run.audit.model_dump() if run.audit else None,
-        "question_row": run.question_row or None, "events": kept or None}.items() if v is not None}
-    return Trajectory(schema_version=SCHEMA, session_id=run.run_id, agent=agent, steps=steps, notes=NOTE,
-                      final_metrics=final, extra=extra)
+    return Agent(name=AGENT, version=__version__, model_name=run.model,
+                 tool_definitions=(st.tools if st is not None else None) or None,
+                 extra=_present({"profile": run.profile, "context": run.context, "retriever": run.retriever,
+                                 "config": start.get("config"), "server": start.get("server"),
+                                 "reasoning_passback": start.get("reasoning_passback"),
+                                 "schema_version": start.get("schema_version"),
+                                 "start": {k: v for k, v in start.items() if k not in _PLACED} or None}))
 
 
 def edit_note(ev: ContextEditEvent) -> str:

@@ -23,17 +23,8 @@ from .actions import (
     revisited_docs,
 )
 from .runs import RunMetrics, collect, judged, run_metrics, run_status
-from .summary import (
-    PERCENTILES,
-    REGEX_META,
-    ProfileSummary,
-    group_label,
-    group_runs,
-    percentile,
-    percentiles,
-    summarize,
-    summarize_profile,
-)
+from .stats import PERCENTILES, percentile, percentiles
+from .summary import REGEX_META, ProfileSummary, group_label, group_runs, summarize, summarize_profile
 
 __all__ = [
     "CATEGORY", "EXTRACTING_OPS", "MOUNT", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",

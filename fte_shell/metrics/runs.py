@@ -233,75 +233,98 @@ def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = 
     run_dir = Path(run_dir)
     result = read_result(run_dir)
     events = read_events(run_dir)
-    start = next((e for e in events if isinstance(e, StartEvent)), StartEvent())
-    model_calls = [e for e in events if isinstance(e, ModelCallEvent)]
-    tool_calls = [e for e in events if isinstance(e, ToolCallEvent)]
     files = workspace_files(run_dir)
     actions = actions_from_events(events, files)
+    return RunMetrics(
+        run_dir=str(run_dir),
+        qid=qid or run_dir.name,
+        rep=rep,
+        **_outcome(run_dir, result, events, profile),
+        **_usage(result or {}, events),
+        **_action_counts(actions, files),
+        edits=edit_metrics(events, actions),
+    )
+
+
+def _outcome(run_dir: Path, result: dict[str, Any] | None, events: list[Any], profile: str | None) -> dict[str, Any]:
+    """Who ran (profile, model, context, retriever), how the run ended and was judged, turns and calls."""
+    res = result or {}
+    start = next((e for e in events if isinstance(e, StartEvent)), StartEvent())
+    correct, f1 = judged(read_judgement(run_dir))
+    stop = res.get("stop_reason") or NO_RESULT
+    digest = res.get("config_digest")
+    return {
+        "profile": profile or res.get("profile") or start.profile or "?",
+        "model": res.get("model") or start.model,
+        "context": context_label(events),
+        "retriever": run_retriever(result, start.config),
+        "stop_reason": stop,
+        "infra_failure": result is None or is_infra_failure(stop),
+        "config_digest": digest if isinstance(digest, str) and digest else None,
+        "answered": res.get("answer") is not None,
+        "correct": correct,
+        "f1": f1,
+        "turns": int(res.get("turns") or sum(1 for e in events if isinstance(e, ModelCallEvent))),
+        "calls": sum(1 for e in events if isinstance(e, ToolCallEvent)),
+        "stuck_notices": sum(1 for e in events if isinstance(e, NudgeEvent) and e.kind == "stuck"),
+    }
+
+
+def _usage(res: dict[str, Any], events: list[Any]) -> dict[str, Any]:
+    """Tokens (the run's and its tools' reader model's), wall time and cost: from ``result.json``, else
+    summed over the events."""
+    usage = res.get("usage") or _summed(e.usage for e in events if isinstance(e, ModelCallEvent))
+    summary_usage = res.get("summary_usage")
+    if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
+        summary_usage = _summed(e.meta.summary_usage for e in events if isinstance(e, ToolCallEvent))
+    wall = res.get("wall_s")
+    if wall is None:
+        wall = max((e.t for e in events), default=0.0)
+    return {
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+        "total_tokens": int(usage.get("total_tokens") or 0),
+        "summary_tokens": int(summary_usage.get("total_tokens") or 0),
+        "wall_s": float(wall),
+        "cost_usd": _cost(res.get("cost_usd")),
+    }
+
+
+def _action_counts(actions: list[Action], files: dict[str, int]) -> dict[str, Any]:
+    """What the actions did: counts by op and category, the documents materialized and revisited, the
+    workspace's size, grep and read shapes, the sources fetched and seen."""
     fetched = [d for a in actions if a.op == "fetch" and a.new for d in a.docs]
     materialized = set(files) | set(fetched) | materialized_pages(actions)
     rev = revisited_docs(actions, materialized)
-    correct, f1 = judged(read_judgement(run_dir))
-    usage = (result or {}).get("usage") or _summed(e.usage for e in model_calls)
-    summary_usage = (result or {}).get("summary_usage")
-    if not isinstance(summary_usage, dict):  # a missing result, or one written before the field existed
-        summary_usage = _summed(e.meta.summary_usage for e in tool_calls)
     counts = Counter(a.op for a in actions)
     cats = Counter(CATEGORY[a.op] for a in actions)
-    stop = (result or {}).get("stop_reason") or NO_RESULT
-    digest = (result or {}).get("config_digest")
-    wall = (result or {}).get("wall_s")
-    if wall is None:
-        wall = max((e.t for e in events), default=0.0)
-    return RunMetrics(
-        run_dir=str(run_dir),
-        profile=profile or (result or {}).get("profile") or start.profile or "?",
-        model=(result or {}).get("model") or start.model,
-        qid=qid or run_dir.name,
-        rep=rep,
-        context=context_label(events),
-        retriever=run_retriever(result, start.config),
-        stop_reason=stop,
-        infra_failure=result is None or is_infra_failure(stop),
-        config_digest=digest if isinstance(digest, str) and digest else None,
-        answered=(result or {}).get("answer") is not None,
-        correct=correct,
-        f1=f1,
-        turns=int((result or {}).get("turns") or len(model_calls)),
-        calls=len(tool_calls),
-        n_search=cats["search"],
-        n_select=cats["select"],
-        n_extract=cats["extract"],
-        n_grep=counts["grep"],
-        n_read=counts["read"],
-        n_list=counts["list"],
-        n_other=counts["other"],
-        n_fetch=counts["fetch"],
-        n_fetch_repeat=sum(1 for a in actions if a.op == "fetch" and a.new is False),
-        n_whole_cache_grep=sum(1 for a in actions if a.op == "grep" and a.whole_cache),
-        materialized=len(materialized),
-        revisited=len(rev),
-        revisit_rate=(len(rev) / len(materialized)) if materialized else None,
-        cache_files=len(files),
-        cache_chars=sum(files.values()),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        total_tokens=int(usage.get("total_tokens") or 0),
-        summary_tokens=int(summary_usage.get("total_tokens") or 0),
-        wall_s=float(wall),
-        cost_usd=_cost((result or {}).get("cost_usd")),
-        stuck_notices=sum(1 for e in events if isinstance(e, NudgeEvent) and e.kind == "stuck"),
-        n_refused=len({a.call for a in actions if a.refused}),
-        n_unique_fetch=len({d for a in actions if a.op == "fetch" for d in a.docs}),
-        grep_scopes=dict(Counter(a.scope for a in actions if a.op == "grep" and a.scope)),
-        grep_patterns=[a.pattern for a in actions if a.op == "grep" and a.pattern is not None],
-        read_windows=[(a.offset, a.limit) for a in actions if a.op == "read" and not a.error],
-        fetched_sources=list(dict.fromkeys(a.source for a in actions if a.source and a.op in ("fetch", "open", "visit"))),
-        seen_sources=list(dict.fromkeys(r for a in actions for r in a.search_refs)),
-        revisited_sources=_sources_of(actions, rev),
-        ops=[a.op for a in actions],
-        edits=edit_metrics(events, actions),
-    )
+    return {
+        "n_search": cats["search"],
+        "n_select": cats["select"],
+        "n_extract": cats["extract"],
+        "n_grep": counts["grep"],
+        "n_read": counts["read"],
+        "n_list": counts["list"],
+        "n_other": counts["other"],
+        "n_fetch": counts["fetch"],
+        "n_fetch_repeat": sum(1 for a in actions if a.op == "fetch" and a.new is False),
+        "n_whole_cache_grep": sum(1 for a in actions if a.op == "grep" and a.whole_cache),
+        "materialized": len(materialized),
+        "revisited": len(rev),
+        "revisit_rate": (len(rev) / len(materialized)) if materialized else None,
+        "cache_files": len(files),
+        "cache_chars": sum(files.values()),
+        "n_refused": len({a.call for a in actions if a.refused}),
+        "n_unique_fetch": len({d for a in actions if a.op == "fetch" for d in a.docs}),
+        "grep_scopes": dict(Counter(a.scope for a in actions if a.op == "grep" and a.scope)),
+        "grep_patterns": [a.pattern for a in actions if a.op == "grep" and a.pattern is not None],
+        "read_windows": [(a.offset, a.limit) for a in actions if a.op == "read" and not a.error],
+        "fetched_sources": list(dict.fromkeys(
+            a.source for a in actions if a.source and a.op in ("fetch", "open", "visit"))),
+        "seen_sources": list(dict.fromkeys(r for a in actions for r in a.search_refs)),
+        "revisited_sources": _sources_of(actions, rev),
+        "ops": [a.op for a in actions],
+    }
 
 
 def _sources_of(actions: list[Action], docs: set[str]) -> list[str]:

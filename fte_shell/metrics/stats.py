@@ -22,6 +22,8 @@ from .runs import RunMetrics, run_status
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20260101
+PERCENTILES = (10, 25, 50, 75, 90)
+"""Percentiles reported for pattern lengths and read windows."""
 
 
 class _M(BaseModel):
@@ -73,6 +75,17 @@ def _quantile(sorted_xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def percentile(xs: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile with linear interpolation between order statistics (position
+    ``(n - 1) * q / 100`` of the sorted values; numpy's default); None for no values."""
+    return _quantile(sorted(xs), q / 100) if xs else None
+
+
+def percentiles(xs: Sequence[float]) -> dict[str, float]:
+    """``{"p10": …, …, "p90": …}`` of :data:`PERCENTILES` ({} for no values)."""
+    return {f"p{q}": percentile(xs, q) for q in PERCENTILES} if xs else {}  # type: ignore[misc]
 
 
 def paired_bootstrap(

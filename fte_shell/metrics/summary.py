@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field
 
 from ..stops import STOPS
 from .actions import _M, ngrams
 from .runs import RunMetrics
-from .stats import wilson
+from .stats import percentiles, wilson
 
 REGEX_META = frozenset(".*+?[](){}|^$\\")
 """Characters that make a grep pattern a regular expression rather than a literal (Table 7)."""
-PERCENTILES = (10, 25, 50, 75, 90)
-"""Percentiles reported for pattern lengths and read windows."""
 
 
 class ProfileSummary(_M):
@@ -196,27 +195,8 @@ class ProfileSummary(_M):
     """Most frequent op trigrams with counts."""
 
 
-
-
 def _mean(xs: Sequence[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
-
-
-def percentile(xs: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile with linear interpolation between order statistics (position
-    ``(n - 1) * q / 100`` of the sorted values; numpy's default); None for no values."""
-    if not xs:
-        return None
-    v = sorted(xs)
-    pos = (len(v) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def percentiles(xs: Sequence[float]) -> dict[str, float]:
-    """``{"p10": …, …, "p90": …}`` of :data:`PERCENTILES` ({} for no values)."""
-    return {f"p{q}": percentile(xs, q) for q in PERCENTILES} if xs else {}  # type: ignore[misc]
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -226,20 +206,91 @@ def _share(part: int, whole: int) -> float | None:
 def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -> ProfileSummary:
     """Average ``runs`` of one profile (see :class:`ProfileSummary` for each definition). Runs that are
     infrastructure failures count in ``failed`` only."""
-
     ok = [r for r in runs if not r.infra_failure]
-    judged_runs = [r for r in ok if r.correct is not None]
-    f1s = [r.f1 for r in ok if r.f1 is not None]
+    first = runs[0] if runs else None
+    return ProfileSummary(
+        profile=first.profile if first else profile,
+        model=first.model if first else None,
+        label=profile,
+        runs=len(runs),
+        failed=len(runs) - len(ok),
+        **_outcomes(ok),
+        **_tool_use(ok),
+        **_costs(ok),
+        **_grep_and_read_shapes(ok),
+        **_op_sequences(ok, top),
+    )
+
+
+def _outcomes(ok: Sequence[RunMetrics]) -> dict[str, Any]:
+    """Judged, accuracy (with its Wilson interval), F1, answered share."""
+    judged = [r for r in ok if r.correct is not None]
+    n_correct = sum(1 for r in judged if r.correct)
+    return {
+        "judged": len(judged),
+        "accuracy": _mean([1.0 if r.correct else 0.0 for r in judged]),
+        "accuracy_ci95": wilson(n_correct, len(judged)),
+        "f1": _mean([r.f1 for r in ok if r.f1 is not None]),
+        "answered": _mean([1.0 if r.answered else 0.0 for r in ok]),
+    }
+
+
+def _tool_use(ok: Sequence[RunMetrics]) -> dict[str, Any]:
+    """Per-run means of the calls by kind, the cache, tokens and time; fetch repeats, stops and stuck."""
     reads = sum(r.n_read for r in ok)
     fetches = sum(r.n_fetch for r in ok)
-    ops = Counter(op for r in ok for op in r.ops)
-    n_ops = sum(ops.values())
-    bi: Counter[tuple[str, ...]] = Counter()
-    tri: Counter[tuple[str, ...]] = Counter()
-    for r in ok:
-        bi.update(ngrams(r.ops, 2))
-        tri.update(ngrams(r.ops, 3))
-    n_bi, n_tri = sum(bi.values()), sum(tri.values())
+
+    def m(attr: str) -> float | None:
+        return _mean([float(getattr(r, attr)) for r in ok])
+
+    return {
+        "search": m("n_search"),
+        "select": m("n_select"),
+        "extract": m("n_extract"),
+        "grep": m("n_grep"),
+        "read": m("n_read"),
+        "list": m("n_list"),
+        "other": m("n_other"),
+        "calls": m("calls"),
+        "revisit_rate": _mean([r.revisit_rate for r in ok if r.revisit_rate is not None]),
+        "grep_read_ratio": (sum(r.n_grep for r in ok) / reads) if reads else None,
+        "whole_cache_grep_share": _mean([1.0 if r.n_whole_cache_grep else 0.0 for r in ok]),
+        "fetch_repeat_pct": (100.0 * sum(r.n_fetch_repeat for r in ok) / fetches) if fetches else None,
+        "cache_files": m("cache_files"),
+        "cache_chars": m("cache_chars"),
+        "tokens": m("total_tokens"),
+        "prompt_tokens": m("prompt_tokens"),
+        "completion_tokens": m("completion_tokens"),
+        "summary_tokens": m("summary_tokens"),
+        "wall_s": m("wall_s"),
+        "fetch": m("n_fetch"),
+        "unique_fetches": m("n_unique_fetch"),
+        "repeated_fetches": m("n_fetch_repeat"),
+        "refused": m("n_refused"),
+        "stops": {x.name: n for x in STOPS if (n := sum(1 for r in ok if r.stop_reason == x.name))},
+        "stuck_noticed": sum(1 for r in ok if r.stuck_notices),
+        "stuck_went_on": sum(1 for r in ok if r.stuck_notices and r.stop_reason != "stuck"),
+        "no_tool_calls": bool(ok) and all(r.calls == 0 for r in ok),
+    }
+
+
+def _costs(ok: Sequence[RunMetrics]) -> dict[str, Any]:
+    """Total cost (None unless every run is priced), per run and per correct answer."""
+    costs = [r.cost_usd for r in ok]
+    priced = bool(ok) and all(c is not None for c in costs)
+    cost = sum(c for c in costs if c is not None) if priced else None
+    judged = [r for r in ok if r.correct is not None]
+    n_correct = sum(1 for r in judged if r.correct)
+    judged_cost = sum(r.cost_usd or 0.0 for r in judged)
+    return {
+        "cost_usd": cost,
+        "cost_per_run": cost / len(ok) if cost is not None else None,
+        "cost_per_correct": judged_cost / n_correct if cost is not None and n_correct else None,
+    }
+
+
+def _grep_and_read_shapes(ok: Sequence[RunMetrics]) -> dict[str, Any]:
+    """How grep patterns and read windows look: pattern lengths, regex and scope shares, offsets, limits."""
     patterns = [p for r in ok for p in r.grep_patterns]
     scopes: Counter[str] = Counter()
     for r in ok:
@@ -248,71 +299,35 @@ def summarize_profile(profile: str, runs: Sequence[RunMetrics], top: int = 10) -
     windows = [w for r in ok for w in r.read_windows]
     offsets = [float(o) for o, _ in windows if o is not None]
     limits = [float(lim) for _, lim in windows if lim is not None]
+    return {
+        "grep_pattern_chars": percentiles([float(len(p)) for p in patterns]),
+        "grep_regex_share": _share(sum(1 for p in patterns if REGEX_META & set(p)), len(patterns)),
+        "grep_whole_cache_call_share": _share(scopes["all"], n_scoped),
+        "grep_single_file_call_share": _share(scopes["one"], n_scoped),
+        "read_offset_share": _share(len(offsets), len(windows)),
+        "read_limit_share": _share(len(limits), len(windows)),
+        "read_offsets": percentiles(offsets),
+        "read_limits": percentiles(limits),
+    }
 
-    def m(attr: str) -> float | None:
-        return _mean([float(getattr(r, attr)) for r in ok])
 
-    first = runs[0] if runs else None
-    costs = [r.cost_usd for r in ok]
-    priced = bool(ok) and all(c is not None for c in costs)
-    cost = sum(c for c in costs if c is not None) if priced else None
-    n_correct = sum(1 for r in judged_runs if r.correct)
-    judged_cost = sum(r.cost_usd or 0.0 for r in judged_runs)
-    return ProfileSummary(
-        profile=first.profile if first else profile,
-        model=first.model if first else None,
-        label=profile,
-        runs=len(runs),
-        failed=len(runs) - len(ok),
-        judged=len(judged_runs),
-        accuracy=_mean([1.0 if r.correct else 0.0 for r in judged_runs]),
-        accuracy_ci95=wilson(sum(1 for r in judged_runs if r.correct), len(judged_runs)),
-        f1=_mean(f1s),
-        answered=_mean([1.0 if r.answered else 0.0 for r in ok]),
-        search=m("n_search"),
-        select=m("n_select"),
-        extract=m("n_extract"),
-        grep=m("n_grep"),
-        read=m("n_read"),
-        list=m("n_list"),
-        other=m("n_other"),
-        calls=m("calls"),
-        revisit_rate=_mean([r.revisit_rate for r in ok if r.revisit_rate is not None]),
-        grep_read_ratio=(sum(r.n_grep for r in ok) / reads) if reads else None,
-        whole_cache_grep_share=_mean([1.0 if r.n_whole_cache_grep else 0.0 for r in ok]),
-        fetch_repeat_pct=(100.0 * sum(r.n_fetch_repeat for r in ok) / fetches) if fetches else None,
-        cache_files=m("cache_files"),
-        cache_chars=m("cache_chars"),
-        tokens=m("total_tokens"),
-        prompt_tokens=m("prompt_tokens"),
-        completion_tokens=m("completion_tokens"),
-        summary_tokens=m("summary_tokens"),
-        wall_s=m("wall_s"),
-        cost_usd=cost,
-        cost_per_run=cost / len(ok) if cost is not None else None,
-        cost_per_correct=judged_cost / n_correct if cost is not None and n_correct else None,
-        fetch=m("n_fetch"),
-        unique_fetches=m("n_unique_fetch"),
-        repeated_fetches=m("n_fetch_repeat"),
-        refused=m("n_refused"),
-        stops={x.name: n for x in STOPS if (n := sum(1 for r in ok if r.stop_reason == x.name))},
-        stuck_noticed=sum(1 for r in ok if r.stuck_notices),
-        stuck_went_on=sum(1 for r in ok if r.stuck_notices and r.stop_reason != "stuck"),
-        grep_pattern_chars=percentiles([float(len(p)) for p in patterns]),
-        grep_regex_share=_share(sum(1 for p in patterns if REGEX_META & set(p)), len(patterns)),
-        grep_whole_cache_call_share=_share(scopes["all"], n_scoped),
-        grep_single_file_call_share=_share(scopes["one"], n_scoped),
-        read_offset_share=_share(len(offsets), len(windows)),
-        read_limit_share=_share(len(limits), len(windows)),
-        read_offsets=percentiles(offsets),
-        read_limits=percentiles(limits),
-        bigram_pct=[("→".join(k), 100.0 * v / n_bi) for k, v in bi.most_common(top)],
-        trigram_pct=[("→".join(k), 100.0 * v / n_tri) for k, v in tri.most_common(top)],
-        no_tool_calls=bool(ok) and all(r.calls == 0 for r in ok),
-        distribution={k: v / n_ops for k, v in sorted(ops.items())} if n_ops else {},
-        bigrams=[("→".join(k), v) for k, v in bi.most_common(top)],
-        trigrams=[("→".join(k), v) for k, v in tri.most_common(top)],
-    )
+def _op_sequences(ok: Sequence[RunMetrics], top: int) -> dict[str, Any]:
+    """The operation distribution and the ``top`` bigrams and trigrams of operations (counts and %)."""
+    ops = Counter(op for r in ok for op in r.ops)
+    n_ops = sum(ops.values())
+    bi: Counter[tuple[str, ...]] = Counter()
+    tri: Counter[tuple[str, ...]] = Counter()
+    for r in ok:
+        bi.update(ngrams(r.ops, 2))
+        tri.update(ngrams(r.ops, 3))
+    n_bi, n_tri = sum(bi.values()), sum(tri.values())
+    return {
+        "bigram_pct": [("→".join(k), 100.0 * v / n_bi) for k, v in bi.most_common(top)],
+        "trigram_pct": [("→".join(k), 100.0 * v / n_tri) for k, v in tri.most_common(top)],
+        "distribution": {k: v / n_ops for k, v in sorted(ops.items())} if n_ops else {},
+        "bigrams": [("→".join(k), v) for k, v in bi.most_common(top)],
+        "trigrams": [("→".join(k), v) for k, v in tri.most_common(top)],
+    }
 
 
 def compares_retrievers(runs: Sequence[RunMetrics]) -> bool:

@@ -216,27 +216,43 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
     out = Path(out)
     d = build_data(roots, order, out)
     out.mkdir(parents=True, exist_ok=True)
-    ps = d.profiles
     built = [s for build in sections() if (s := build(d)) is not None]
-    plots = make_plots(ps, out)
+    plots = make_plots(d.profiles, out)
     pq_path = out / "per_question.csv"
     head, rows = per_question(d.groups)
     with pq_path.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([head, *rows])
+    metrics_path = out / "metrics.json"
+    metrics_path.write_text(json.dumps(_metrics_json(d, roots, built), indent=1, ensure_ascii=False) + "\n",
+                            encoding="utf-8")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    md_path = out / "report.md"
+    md_path.write_text(_markdown(d, roots, built, plots, title, now), encoding="utf-8")
+    html_path = out / "report.html"
+    html_path.write_text(_html(d, roots, built, plots, title, now), encoding="utf-8")
+    return Report(out=out, markdown=md_path, html=html_path, metrics=metrics_path, per_question=pq_path, plots=plots,
+                  profiles=d.profiles, arms=arm_summaries(d) if has_arms(d.runs) else [], warnings=d.warnings)
+
+
+def _metrics_json(d: ReportData, roots: Sequence[Path], built: Sequence[Section]) -> dict[str, Any]:
+    """``metrics.json``: the sources, warnings, profiles, paired comparisons and repetitions, each section's
+    own keys, then every run."""
     data: dict[str, Any] = {
         "sources": [str(Path(r).resolve()) for r in roots],
         "warnings": d.warnings,
-        "profiles": [p.model_dump(mode="json") for p in ps],
+        "profiles": [p.model_dump(mode="json") for p in d.profiles],
         "paired": [x.model_dump(mode="json") for x in d.paired],
         "repetitions": [x.model_dump(mode="json") for x in d.repetitions],
     }
     for s in built:
         data.update(s.metrics)
     data["runs"] = [r.model_dump(mode="json") for r in d.runs]
-    metrics_path = out / "metrics.json"
-    metrics_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return data
 
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+def _markdown(d: ReportData, roots: Sequence[Path], built: Sequence[Section], plots: Sequence[Path], title: str,
+              now: str) -> str:
+    """``report.md``: the sections' tables and notes (an HTML-only section points to the HTML), the plots."""
     sources = ", ".join(f"`{r}`" for r in roots)
     md = [f"# {title}", "", f"{len(d.runs)} runs from {sources}; generated {now}.", ""]
     md += [f"> **Warning:** {w}" for w in d.warnings] + ([""] if d.warnings else [])
@@ -250,9 +266,12 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         md += [f"*{n}*" for n in s.notes] + ([""] if s.notes else [])
     md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + ["", "## Notes", ""]
     md += [f"- {n}" for n in NOTES]
-    md_path = out / "report.md"
-    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    return "\n".join(md) + "\n"
 
+
+def _html(d: ReportData, roots: Sequence[Path], built: Sequence[Section], plots: Sequence[Path], title: str,
+          now: str) -> str:
+    """``report.html``: one self-contained page, the plots embedded."""
     parts = [
         (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
@@ -269,7 +288,4 @@ def write_report(roots: Sequence[Path], out: Path, *, title: str = "fte-shell be
         parts.append(f"<img alt='{p.stem}' src='data:image/png;base64,{b64}'>")
     parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in NOTES) + "</ul>")
     parts.append("</body></html>")
-    html_path = out / "report.html"
-    html_path.write_text("".join(parts), encoding="utf-8")
-    return Report(out=out, markdown=md_path, html=html_path, metrics=metrics_path, per_question=pq_path, plots=plots,
-                  profiles=ps, arms=arm_summaries(d) if has_arms(d.runs) else [], warnings=d.warnings)
+    return "".join(parts)

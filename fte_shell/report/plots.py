@@ -38,16 +38,19 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    w = max(5.0, 1.2 * len(ps) + 2)
     paths: list[Path] = []
-
-    def save(fig: Any, name: str) -> None:
+    for name, draw in _PLOTS:
+        fig = draw(plt, ps, w)
         fig.tight_layout()
         p = out / f"{name}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
+    return paths
 
-    w = max(5.0, 1.2 * len(ps) + 2)
+
+def _accuracy(plt: Any, ps: Sequence[ProfileSummary], w: float) -> Any:
     fig, ax = plt.subplots(figsize=(w, 3.6))
     _bar(ax, ps, [p.accuracy for p in ps], lambda v: f"{100 * v:.1f}%")
     for x, p in enumerate(ps):
@@ -57,8 +60,10 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("accuracy (Wilson 95% CI)")
     ax.set_title("Accuracy per profile")
-    save(fig, "accuracy")
+    return fig
 
+
+def _calls(plt: Any, ps: Sequence[ProfileSummary], w: float) -> Any:
     fig, ax = plt.subplots(figsize=(w + 1, 3.6))
     kinds = [("search", "#Search", "#4c72b0"), ("select", "#Select", "#dd8452"), ("extract", "#Extract", "#55a868"),
              ("list", "list", "#c4ad66"), ("other", "other", "#8c8c8c")]
@@ -71,15 +76,19 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     ax.set_title("Calls per question by kind")
     ax.legend(fontsize=8, frameon=False, ncol=len(kinds), loc="upper center", bbox_to_anchor=(0.5, -0.25))
     ax.spines[["top", "right"]].set_visible(False)
-    save(fig, "calls")
+    return fig
 
+
+def _revisit(plt: Any, ps: Sequence[ProfileSummary], w: float) -> Any:
     fig, ax = plt.subplots(figsize=(w, 3.6))
     _bar(ax, ps, [p.revisit_rate for p in ps], lambda v: f"{100 * v:.1f}%")
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("revisit rate")
     ax.set_title("Revisit rate (materialized docs extracted again)")
-    save(fig, "revisit")
+    return fig
 
+
+def _cache(plt: Any, ps: Sequence[ProfileSummary], w: float) -> Any:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(min(2 * w, 13.0), 4.0))
     _bar(a1, ps, [p.cache_files for p in ps], lambda v: f"{v:.1f}")
     a1.set_ylabel("files")
@@ -87,8 +96,10 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     _bar(a2, ps, [None if p.cache_chars is None else p.cache_chars / 1000 for p in ps], lambda v: f"{v:,.1f}k")
     a2.set_ylabel("thousand characters")
     a2.set_title("End-of-run cache: characters")
-    save(fig, "cache")
+    return fig
 
+
+def _tokens(plt: Any, ps: Sequence[ProfileSummary], w: float) -> Any:
     fig, ax = plt.subplots(figsize=(w, 3.6))
     xs = range(len(ps))
     prompt = [(p.prompt_tokens or 0) / 1000 for p in ps]
@@ -107,7 +118,9 @@ def make_plots(ps: Sequence[ProfileSummary], out: Path) -> list[Path]:
     ax.set_title("Tokens per question")
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
-    save(fig, "tokens")
-    return paths
+    return fig
 
 
+_PLOTS: tuple[tuple[str, Callable[[Any, Sequence[ProfileSummary], float], Any]], ...] = (
+    ("accuracy", _accuracy), ("calls", _calls), ("revisit", _revisit), ("cache", _cache), ("tokens", _tokens))
+"""The plots in order: file name (``NAME.png``) and what draws the figure."""

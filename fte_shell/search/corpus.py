@@ -245,7 +245,30 @@ def build_corpus(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.build-", dir=out_dir.parent))
     try:
-        db = sqlite3.connect(tmp / DOCS_DB)
+        n, fingerprint = _store_docs(tmp / DOCS_DB, docs, where, contents, progress)
+        meta = {
+            "format": FORMAT,
+            "name": name or out_dir.name,
+            "docs": n,
+            "fingerprint": fingerprint,
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "source": source,
+            "contents": contents,
+        }
+        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+        _swap_in(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _store_docs(
+    db_path: Path, docs: Iterable[CorpusDoc], where: str, contents: str, progress: Callable[[int], None] | None
+) -> tuple[int, str]:
+    """Write ``docs`` to a new SQLite file, checking each docid and url as it goes; (count, fingerprint)."""
+    db = sqlite3.connect(db_path)
+    try:
         db.execute(
             "CREATE TABLE docs (i INTEGER PRIMARY KEY, docid TEXT NOT NULL UNIQUE, url TEXT, "
             "url_key TEXT UNIQUE, title TEXT NOT NULL, text TEXT NOT NULL)"
@@ -257,21 +280,7 @@ def build_corpus(
         seen_urls: dict[str, str] = {}
         seen_ids: set[str] = set()
         for i, d in enumerate(docs):
-            if not d.docid or len(d.docid) > MAX_DOCID_CHARS or any(c.isspace() for c in d.docid):
-                raise CorpusError(
-                    f"{where}: document {i + 1}: invalid docid {d.docid[:60]!r} (non-empty, no whitespace, "
-                    f"at most {MAX_DOCID_CHARS} characters)"
-                )
-            if d.docid in seen_ids:
-                raise CorpusError(f"{where}: document {i + 1}: duplicate docid {d.docid!r}")
-            seen_ids.add(d.docid)
-            key = url_key(d.url) if d.url else None
-            if key is not None:
-                if key in seen_urls:
-                    raise CorpusError(
-                        f"{where}: document {i + 1}: url {d.url!r} is also the url of docid {seen_urls[key]!r}"
-                    )
-                seen_urls[key] = d.docid
+            key = _checked_keys(d, f"{where}: document {i + 1}", seen_ids, seen_urls)
             db.execute(
                 "INSERT INTO docs (i, docid, url, url_key, title, text) VALUES (?, ?, ?, ?, ?, ?)",
                 (i, d.docid, d.url, key, d.title, d.text),
@@ -283,28 +292,37 @@ def build_corpus(
         if not n:
             raise CorpusError(f"{where}: the corpus is empty: no documents to index")
         db.commit()
+    finally:
         db.close()
-        meta = {
-            "format": FORMAT,
-            "name": name or out_dir.name,
-            "docs": n,
-            "fingerprint": fingerprint.hexdigest(),
-            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "source": source,
-            "contents": contents,
-        }
-        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-            os.replace(out_dir, old / "c")
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return n, fingerprint.hexdigest()
+
+
+def _checked_keys(d: CorpusDoc, at: str, seen_ids: set[str], seen_urls: dict[str, str]) -> str | None:
+    """Check ``d``'s docid (valid, new) and url (new) and record them; its url key (None without a url)."""
+    if not d.docid or len(d.docid) > MAX_DOCID_CHARS or any(c.isspace() for c in d.docid):
+        raise CorpusError(
+            f"{at}: invalid docid {d.docid[:60]!r} (non-empty, no whitespace, at most {MAX_DOCID_CHARS} characters)"
+        )
+    if d.docid in seen_ids:
+        raise CorpusError(f"{at}: duplicate docid {d.docid!r}")
+    seen_ids.add(d.docid)
+    key = url_key(d.url) if d.url else None
+    if key is not None:
+        if key in seen_urls:
+            raise CorpusError(f"{at}: url {d.url!r} is also the url of docid {seen_urls[key]!r}")
+        seen_urls[key] = d.docid
+    return key
+
+
+def _swap_in(tmp: Path, out_dir: Path) -> None:
+    """Move the built corpus ``tmp`` to ``out_dir``, replacing a previous corpus there."""
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        os.replace(out_dir, old / "c")
+        os.replace(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out_dir)
 
 
 def build_corpus_from_jsonl(

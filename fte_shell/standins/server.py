@@ -121,8 +121,7 @@ class ScriptedServer:
         """Requests answered with :attr:`unavailable` so far."""
         self._lock = threading.Lock()
         self._conns: set[Any] = set()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer((host, port), self)
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------
@@ -216,110 +215,141 @@ class ScriptedServer:
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+class _HTTPServer(ThreadingHTTPServer):
+    """The listening socket of a :class:`ScriptedServer`; its handlers answer for :attr:`scripted`."""
 
-            def setup(self) -> None:
-                super().setup()
-                with server._lock:
-                    server._conns.add(self.connection)
+    daemon_threads = True
 
-            def finish(self) -> None:
-                with server._lock:
-                    server._conns.discard(self.connection)
-                super().finish()
+    def __init__(self, address: tuple[str, int], scripted: ScriptedServer):
+        self.scripted = scripted
+        super().__init__(address, _Handler)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return
 
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload, ensure_ascii=False).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+class _Handler(BaseHTTPRequestHandler):
+    """One client connection: ``GET /v1/models`` and ``POST /v1/chat/completions``, answered from the
+    scripted server's turns; every other route is a 404."""
 
-            def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-                self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
 
-            def _outage(self) -> bool:
-                status = server.unavailable
-                if status is None:
-                    return False
-                with server._lock:
-                    server.refused += 1
-                self._error(status, "scripted outage: the endpoint is unavailable")
-                return True
+    @property
+    def scripted(self) -> ScriptedServer:
+        return self.server.scripted
 
-            def do_GET(self) -> None:
-                if self._outage():
-                    return
-                if self.path.rstrip("/") == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fte-shell"}]})
-                else:
-                    self._error(404, f"no route GET {self.path}")
+    # --- connection bookkeeping (so close() can cut kept-alive connections) ----------------------------
+    def setup(self) -> None:
+        super().setup()
+        with self.scripted._lock:
+            self.scripted._conns.add(self.connection)
 
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                if self._outage():
-                    return
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._error(404, f"no route POST {self.path}")
-                    return
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError as e:
-                    self._error(400, f"request body is not JSON: {e}")
-                    return
-                n, turn, err = server._next_turn(body)
-                if turn is None:
-                    self._error(400, err or "no turn")
-                    return
-                if turn.delay_s > 0:
-                    time.sleep(turn.delay_s)
-                if turn.status != 200:
-                    headers = {"Retry-After": f"{turn.retry_after:g}"} if turn.retry_after is not None else None
-                    self._error(turn.status, turn.error, headers)
-                    return
-                payload = server._response(n, body, turn)
-                with server._lock:
-                    server.responses.append(payload)
-                try:
-                    if body.get("stream"):
-                        self._send_stream(payload, bool((body.get("stream_options") or {}).get("include_usage")))
-                    else:
-                        self._send(200, payload)
-                except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
-                    return
+    def finish(self) -> None:
+        with self.scripted._lock:
+            self.scripted._conns.discard(self.connection)
+        super().finish()
 
-            def _send_stream(self, payload: dict[str, Any], usage: bool) -> None:
-                """The response as server-sent events (``stream: true``): one chunk with the whole message
-                (tool calls indexed), one with the finish reason, the usage when asked, then ``[DONE]``."""
-                choice = payload["choices"][0]
-                delta = dict(choice["message"])
-                if delta.get("tool_calls"):
-                    delta["tool_calls"] = [{"index": i, **tc} for i, tc in enumerate(delta["tool_calls"])]
-                head = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-                chunks = [head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-                          head | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
-                if usage:
-                    chunks.append(head | {"choices": [], "usage": payload["usage"]})
-                data = b"".join(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n" for c in chunks)
-                data += b"data: [DONE]\n\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def log_message(self, format: str, *args: Any) -> None:
+        return
 
-        return Handler
+    # --- routes ---------------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if self._outage():
+            return
+        if self.path.rstrip("/") == "/v1/models":
+            model = {"id": self.scripted.model, "object": "model", "owned_by": "fte-shell"}
+            self._send(200, {"object": "list", "data": [model]})
+        else:
+            self._error(404, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:
+        body = self._chat_request()
+        if body is not None:
+            self._answer(body)
+
+    # --- steps of a chat completion -------------------------------------------------------------------
+    def _chat_request(self) -> dict[str, Any] | None:
+        """Read the request; its JSON body when it is a chat completion the server serves, else None
+        (the outage, 404 or 400 is already sent)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self._outage():
+            return None
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route POST {self.path}")
+            return None
+        try:
+            return json.loads(raw or b"{}")
+        except json.JSONDecodeError as e:
+            self._error(400, f"request body is not JSON: {e}")
+            return None
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        """Answer with the next turn: after its delay, its injected failure or its message (streamed
+        when the request asks ``stream: true``)."""
+        n, turn, err = self.scripted._next_turn(body)
+        if turn is None:
+            self._error(400, err or "no turn")
+            return
+        if turn.delay_s > 0:
+            time.sleep(turn.delay_s)
+        if turn.status != 200:
+            headers = {"Retry-After": f"{turn.retry_after:g}"} if turn.retry_after is not None else None
+            self._error(turn.status, turn.error, headers)
+            return
+        payload = self.scripted._response(n, body, turn)
+        with self.scripted._lock:
+            self.scripted.responses.append(payload)
+        try:
+            if body.get("stream"):
+                self._send_stream(payload, bool((body.get("stream_options") or {}).get("include_usage")))
+            else:
+                self._send(200, payload)
+        except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout)
+            return
+
+    # --- sending --------------------------------------------------------------------------------------
+    def _outage(self) -> bool:
+        """Answer with the server's :attr:`ScriptedServer.unavailable` status if set; True when it did."""
+        status = self.scripted.unavailable
+        if status is None:
+            return False
+        with self.scripted._lock:
+            self.scripted.refused += 1
+        self._error(status, "scripted outage: the endpoint is unavailable")
+        return True
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": "scripted_error", "code": status}}, headers)
+
+    def _send_stream(self, payload: dict[str, Any], usage: bool) -> None:
+        """The response as server-sent events (``stream: true``): one chunk with the whole message
+        (tool calls indexed), one with the finish reason, the usage when asked, then ``[DONE]``."""
+        choice = payload["choices"][0]
+        delta = dict(choice["message"])
+        if delta.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **tc} for i, tc in enumerate(delta["tool_calls"])]
+        head = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        chunks = [head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                  head | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
+        if usage:
+            chunks.append(head | {"choices": [], "usage": payload["usage"]})
+        data = b"".join(b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n" for c in chunks)
+        data += b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def _main() -> None:  # pragma: no cover - manual use
