@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from ..version import __version__
-from .workspaces import Workspace, WorkspaceError, Workspaces
+from .workspaces import OpenWorkspace, WorkspaceError, Workspaces
 
 SCHEME = "fte-workspace"
 STDIO_KEY = "work"
@@ -88,7 +88,7 @@ def workspace_file(root: Path, name: str) -> Path | None:
     return path
 
 
-def list_files(ws: Workspace, key: str) -> list[types.Resource]:
+def list_files(ws: OpenWorkspace, key: str) -> list[types.Resource]:
     root = ws.workspace_dir
     files = sorted(p for p in root.iterdir() if p.is_file() and not p.is_symlink()) if root.is_dir() else []
     return [types.Resource(name=p.name, uri=resource_uri(key, p.name), mime_type="text/plain", size=p.stat().st_size,
@@ -99,7 +99,7 @@ def list_files(ws: Workspace, key: str) -> list[types.Resource]:
 class Dispatcher:
     """What the handlers do, for one server: stdio (``single`` set: its one workspace, no handles) or HTTP."""
 
-    def __init__(self, workspaces: Workspaces, profile_tools: list[dict[str, Any]], *, single: Workspace | None,
+    def __init__(self, workspaces: Workspaces, profile_tools: list[dict[str, Any]], *, single: OpenWorkspace | None,
                  answer: bool):
         self.workspaces, self.single, self.answer = workspaces, single, answer
         http = single is None
@@ -130,7 +130,7 @@ class Dispatcher:
         except Exception as e:  # the box or the world failed: an error result, the server stays up
             return text_result(f"Error: the tool crashed: {e.__class__.__name__}: {e}", error=True)
 
-    async def _answer(self, ws: Workspace, args: dict[str, Any]) -> types.CallToolResult:
+    async def _answer(self, ws: OpenWorkspace, args: dict[str, Any]) -> types.CallToolResult:
         answer = args.get("answer")
         if not isinstance(answer, str) or not answer.strip() or set(args) != {"answer"}:
             raise WorkspaceError("answer takes one argument, `answer`: a non-empty string")

@@ -38,8 +38,9 @@ class WorkspaceError(FteError):
 
 
 @dataclass
-class Workspace:
-    """One open workspace."""
+class OpenWorkspace:
+    """One open MCP workspace: the handle a client holds and its episode (not the workspace store,
+    :class:`fte_shell.workspace.Workspace`)."""
 
     handle: str
     """What the client passes back (a random, unguessable name)."""
@@ -94,7 +95,7 @@ class Workspaces:
             sandbox = config.sandbox.model_copy(update={"workspace_dir": None})
             self.boxes = SandboxPool(sandbox, size=min(warm, max_workspaces))
         self.max_workspaces, self.idle_ttl_s, self.default_question = max_workspaces, idle_ttl_s, default_question
-        self._open: dict[str, Workspace] = {}
+        self._open: dict[str, OpenWorkspace] = {}
         self._opening = 0
         self._lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(max_workspaces + 2)
@@ -104,7 +105,7 @@ class Workspaces:
         return len(self._open)
 
     # --- opening ---------------------------------------------------------------------------------------
-    def open_sync(self, question: str | None = None) -> Workspace:
+    def open_sync(self, question: str | None = None) -> OpenWorkspace:
         """Open a workspace (its episode, its box) in this thread; refused beyond ``max_workspaces``."""
         with self._lock:
             if len(self._open) + self._opening >= self.max_workspaces:
@@ -120,23 +121,23 @@ class Workspaces:
         finally:
             with self._lock:
                 self._opening -= 1
-        ws = Workspace(secrets.token_urlsafe(18), ep)
+        ws = OpenWorkspace(secrets.token_urlsafe(18), ep)
         with self._lock:
             self._open[ws.handle] = ws
         return ws
 
-    async def open(self, question: str | None = None) -> Workspace:
+    async def open(self, question: str | None = None) -> OpenWorkspace:
         return await anyio.to_thread.run_sync(self.open_sync, question, limiter=self.limiter)
 
     # --- using ------------------------------------------------------------------------------------------
-    def get(self, handle: Any) -> Workspace:
+    def get(self, handle: Any) -> OpenWorkspace:
         """The open workspace ``handle`` names; a :class:`WorkspaceError` for anything else."""
         ws = self._open.get(handle) if isinstance(handle, str) else None
         if ws is None:
             raise WorkspaceError("unknown or closed workspace handle: call open_workspace for a new one")
         return ws
 
-    async def call(self, ws: Workspace, name: str, args: dict[str, Any]) -> ToolResult:
+    async def call(self, ws: OpenWorkspace, name: str, args: dict[str, Any]) -> ToolResult:
         """Run tool ``name`` in ``ws``'s episode (a turn of its own), in a worker thread."""
         ws.busy += 1
         ws.last_used = time.monotonic()
@@ -148,7 +149,7 @@ class Workspaces:
             ws.last_used = time.monotonic()
 
     # --- closing ----------------------------------------------------------------------------------------
-    def _take(self, handle: Any) -> Workspace:
+    def _take(self, handle: Any) -> OpenWorkspace:
         with self._lock:
             ws = self.get(handle)
             del self._open[ws.handle]
