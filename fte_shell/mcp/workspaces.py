@@ -26,6 +26,7 @@ import anyio
 
 from ..config import RunConfig
 from ..episode import Episode, RunResult, new_run_id
+from ..episode.host import EpisodeHost
 from ..errors import FteError
 from ..profiles import QuestionContext, ToolResult, make_profile
 from ..sandbox import SandboxPool
@@ -89,17 +90,20 @@ class Workspaces:
     def __init__(self, config: RunConfig, world: World, out: Path, *, max_workspaces: int, idle_ttl_s: float,
                  default_question: str, warm: int = 0):
         self.config, self.world, self.out = config, world, Path(out)
-        self.boxes: SandboxPool | None = None
-        """Boxes started ahead (``warm`` > 0 and the shell profile), closed by :meth:`close_all`."""
-        if warm and config.agent.profile == "shell":
-            sandbox = config.sandbox.model_copy(update={"workspace_dir": None})
-            self.boxes = SandboxPool(sandbox, size=min(warm, max_workspaces))
+        self.host = EpisodeHost(config, world, warm=min(warm, max_workspaces))
+        """Opens the workspaces' episodes, with boxes started ahead (``warm`` > 0 and the shell profile),
+        closed by :meth:`close_all`."""
         self.max_workspaces, self.idle_ttl_s, self.default_question = max_workspaces, idle_ttl_s, default_question
         self._open: dict[str, OpenWorkspace] = {}
         self._opening = 0
         self._lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(max_workspaces + 2)
         """Worker threads for box calls (one per workspace, two for opening and closing)."""
+
+    @property
+    def boxes(self) -> SandboxPool | None:
+        """The warm boxes (:attr:`EpisodeHost.boxes`)."""
+        return self.host.boxes
 
     def __len__(self) -> int:
         return len(self._open)
@@ -115,9 +119,7 @@ class Workspaces:
         try:
             q = question if question is not None and question.strip() else self.default_question
             run_id = new_run_id(q)
-            ep = Episode.open(self.config, q, self.out / run_id, world=self.world, run_id=run_id, meta={"mcp": True},
-                              sandbox_source=self.boxes.acquire if self.boxes else None,
-                              sandbox_release=self.boxes.release if self.boxes else None)
+            ep = self.host.open(q, self.out / run_id, run_id=run_id, meta={"mcp": True})
         finally:
             with self._lock:
                 self._opening -= 1
@@ -159,7 +161,7 @@ class Workspaces:
         """Close workspace ``handle``: finished with ``answer`` when given (else ``abandoned``), its box
         removed. The handle is unknown from here on."""
         ws = self._take(handle)
-        return await anyio.to_thread.run_sync(close_episode, ws.episode, answer, limiter=self.limiter)
+        return await anyio.to_thread.run_sync(ws.episode.end, answer, limiter=self.limiter)
 
     async def reap_idle(self) -> list[str]:
         """Close every workspace idle for ``idle_ttl_s`` (none with a call running); their handles."""
@@ -181,24 +183,10 @@ class Workspaces:
         exception that ends the server (an interrupt: ``interrupted``); None: ``abandoned``."""
         with self._lock:
             left, self._open = list(self._open.values()), {}
-        threads = [threading.Thread(target=close_episode, args=(ws.episode, None, why)) for ws in left]
-        if self.boxes is not None:
-            threads.append(threading.Thread(target=self.boxes.close))
+        threads = [threading.Thread(target=functools.partial(ws.episode.end, why=why)) for ws in left]
+        threads.append(threading.Thread(target=self.host.close))
         for t in threads:
             t.start()
         for t in threads:
             t.join()
 
-
-def close_episode(ep: Episode, answer: str | None = None, why: BaseException | None = None) -> RunResult:
-    """Finish ``ep`` with ``answer`` (when given and not finished yet; else with the stop ``why`` names)
-    and close it; its result."""
-    try:
-        if answer is not None and not ep.finished:
-            ep.finish(answer=answer)
-        elif why is not None and not ep.finished:
-            ep.finish_on(why)
-    finally:
-        ep.close()
-    assert ep.result is not None  # close() finishes 'abandoned' when nothing else did
-    return ep.result

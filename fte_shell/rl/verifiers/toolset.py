@@ -23,6 +23,7 @@ import verifiers.v1 as vf
 
 from ...config import load_config
 from ...episode import Episode
+from ...episode.host import EpisodeHost
 from ...sandbox.ownership import write_owner_file
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class FteShellToolset(vf.Toolset[FteShellToolsConfig]):
             self._exit_stack.callback(shutil.rmtree, tmp, True)
             out = tmp / "run"
         question = str(getattr(task, "question", None) or task.prompt_text)
-        self.episode = await Episode.aopen(cfg, question, out, meta={"qid": qid, "source": "verifiers"})
+        self.episode = await EpisodeHost(cfg).aopen(question, out, meta={"qid": qid, "source": "verifiers"})
         self._exit_stack.push_async_callback(self.episode.aclose)
 
     def register(self, mcp: MCPServer) -> None:
