@@ -21,8 +21,8 @@ from servers import LoopbackServer
 from test_events_written import typed_events
 
 from fte_shell import Episode, load_config
-from fte_shell.episode.host import EpisodeHost
 from fte_shell.config import RunConfig
+from fte_shell.episode.host import EpisodeHost
 from fte_shell.errors import SearchUnavailable
 from fte_shell.record.rundir import read_result
 
