@@ -16,6 +16,7 @@ from .agent import Agent
 from .config import RunConfig
 from .episode import Episode, RunResult, check_question, sigterm_as_interrupt
 from .episode.fork import ParentTimes
+from .episode.host import EpisodeHost
 from .episode.resume import (
     CannotResume,
     ResumeMismatch,
@@ -81,8 +82,8 @@ def run_question(
         if why is not None:
             _log.warning("fte-shell: %s; the run is redone from scratch", why)
             clear(out_dir)
-        ep = cleanup.enter_context(Episode.open(
-            config, question, out_dir, world=world, run_id=qid, log=log, server=info, model=model, meta=meta))
+        ep = cleanup.enter_context(EpisodeHost(config, world).open(
+            question, out_dir, run_id=qid, log=log, server=info, model=model, meta=meta))
         if why is not None:
             ep.resumed = {"count": 0, "turns": [], "redone": redone, "mismatch": why}
             ep.record(ResumeEvent(turn=0, count=0, equal=False, mismatches=[why], redone=redone))
@@ -108,9 +109,9 @@ def _resume(stopped: Stopped, question: str, config: RunConfig, out_dir: Path, *
     with contextlib.ExitStack() as stack:
         if world is None:
             world = stack.enter_context(World.from_config(config))
-        ep = stack.enter_context(Episode.open(
-            config, question, out_dir, world=StampedWorld(world, st / "workspace"),  # type: ignore[arg-type]
-            run_id=qid or stopped.start.run_id, log=log, server=info, model=model, meta=meta))
+        host = EpisodeHost(config, StampedWorld(world, st / "workspace"))  # type: ignore[arg-type]
+        ep = stack.enter_context(host.open(
+            question, out_dir, run_id=qid or stopped.start.run_id, log=log, server=info, model=model, meta=meta))
         ep.prefix = ResumePrefix.of(stopped)
         return Agent(config, model).drive(ep)
 

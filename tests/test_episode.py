@@ -22,6 +22,7 @@ from test_events_written import typed_events
 
 from fte_shell import Episode, load_config
 from fte_shell.config import RunConfig
+from fte_shell.episode.host import EpisodeHost
 from fte_shell.errors import SearchUnavailable
 from fte_shell.record.rundir import read_result
 
@@ -130,6 +131,22 @@ def test_finish_is_checked_and_final(web: LoopbackServer, tmp_path: Path) -> Non
             ep.call("fetch", {"url": web.url("/kestrel")})
 
 
+
+@pytest.mark.parametrize(("how", "stop", "answer"), [
+    ({"answer": "Mara Vell"}, "answer", "Mara Vell"), ({"stop_reason": "time_budget"}, "time_budget", None),
+    ({"why": ValueError("bug")}, "crashed", None), ({"why": KeyboardInterrupt()}, "interrupted", None),
+    ({}, "abandoned", None)])
+def test_end_finishes_however_it_ended_and_closes(web: LoopbackServer, tmp_path: Path, how: dict[str, Any],
+                                                  stop: str, answer: str | None) -> None:
+    host = EpisodeHost(config(web, "fte"))
+    ep = host.open(Q, tmp_path / "e8", meta={"qid": "k8"})
+    result = ep.end(**how)
+    assert (result.stop_reason, result.answer) == (stop, answer) and ep._owned is None  # closed
+    r = read_result(tmp_path / "e8")
+    assert r is not None and (r["stop_reason"], r["answer"], r["meta"]["qid"]) == (stop, answer, "k8")
+    assert ep.end(answer="later").stop_reason == stop  # already ended: unchanged
+    host.close()
+
 @pytest.mark.docker
 def test_left_without_finish_is_abandoned_and_the_box_gone(docker_ready: None, web: LoopbackServer, tmp_path: Path) -> None:
     run = tmp_path / "e5"
@@ -230,6 +247,7 @@ HANDLERS = """
 import signal, sys
 from pathlib import Path
 from fte_shell import Episode, load_config
+from fte_shell.episode.host import EpisodeHost
 from fte_shell.episode import signals
 cfg = load_config(None, {"agent": {"profile": "fte"}, "search": {"backend": "none"}}, environ={})
 out = Path(sys.argv[1])
@@ -258,6 +276,7 @@ CHILD = """
 import sys, time
 from pathlib import Path
 from fte_shell import Episode, load_config
+from fte_shell.episode.host import EpisodeHost
 cfg = load_config(None, {"agent": {"profile": "shell"}, "search": {"backend": "none"}}, environ={})
 with Episode.open(cfg, "q?", Path(sys.argv[1]), run_id=sys.argv[2]) as ep:
     print(ep.call("bash", {"command": "echo ready"}).output, flush=True)

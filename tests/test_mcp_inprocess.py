@@ -98,3 +98,37 @@ async def _session(server: Any, url: str, spaces: Workspaces) -> dict[str, Any]:
         await anyio.sleep(0.05)
         got["reaped"] = await spaces.reap_idle()
     return got
+
+
+def test_an_sdk_mcpserver_serves_an_episode_through_the_same_adapter(web: LoopbackServer, tmp_path: Path) -> None:
+    """verifiers' tool server path (fte_shell.episode.as_mcp.serve_episode on an SDK MCPServer made
+    elsewhere): the profile's schemas unchanged, calls recorded in the episode, failures isError."""
+    from mcp.server.mcpserver import MCPServer
+
+    from fte_shell.episode.as_mcp import serve_episode
+
+    cfg = load_config(None, {"agent": {"profile": "fte"}, "search": {"backend": "none"},
+                             "sandbox": {"fetch_policy": {"allow_private": [web.host_port]}}}, environ={})
+
+    async def session(ep: Episode) -> dict[str, Any]:
+        server = MCPServer("vf-like")
+        serve_episode(server, ep)
+        async with Client(server) as c:
+            return {"tools": (await c.list_tools()).tools,
+                    "fetch": await c.call_tool("fetch", {"url": web.url("/kestrel")}),
+                    "grep": await c.call_tool("grep", {"pattern": "Mara Vell"}),
+                    "bad": await c.call_tool("read", {"path": "/etc/passwd"}),
+                    "unknown": await c.call_tool("nope", {})}
+
+    with Episode.open(cfg, Q, tmp_path / "run") as ep:
+        got = anyio.run(session, ep)
+        reference = ep.tools
+    listed = {t.name: t for t in got["tools"]}
+    assert list(listed) == [t["function"]["name"] for t in reference]
+    for t in reference:
+        assert listed[t["function"]["name"]].input_schema == t["function"]["parameters"]
+        assert listed[t["function"]["name"]].description == t["function"]["description"]
+    assert not got["fetch"].is_error and "Mara Vell" in got["grep"].content[0].text
+    assert got["bad"].is_error and got["unknown"].is_error and "unknown tool" in got["unknown"].content[0].text
+    result = read_result(tmp_path / "run")
+    assert result is not None and result["tool_calls"] == {"fetch": 1, "grep": 1, "read": 1}

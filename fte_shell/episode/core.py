@@ -348,16 +348,27 @@ class Episode:
     async def aclose(self) -> None:
         await in_thread(self.close)
 
+    def end(self, answer: str | None = None, *, stop_reason: StopReason | str | None = None,
+            why: BaseException | None = None) -> RunResult:
+        """Finish, unless finished, with ``answer``, else ``stop_reason``, else the stop ``why`` names
+        (:meth:`finish_on`), else ``abandoned``; then :meth:`close`. The run's result: how every host of
+        an episode ends one (a ``with`` block, an MCP workspace, an RL pool's episode)."""
+        try:
+            if self.result is None and (answer is not None or stop_reason is not None):
+                self.finish(answer, stop_reason=stop_reason or "answer")
+            elif self.result is None and why is not None:
+                self.finish_on(why)
+        finally:
+            self.close()
+        assert self.result is not None  # close() finishes 'abandoned' when nothing else did
+        return self.result
+
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        try:
-            if exc is not None and self.result is None:
-                self.finish_on(exc)
-        finally:
-            self.close()
+        self.end(why=exc)
 
     async def __aenter__(self) -> Self:
         return self

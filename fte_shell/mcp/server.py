@@ -1,5 +1,6 @@
 """The MCP server object (the SDK's low-level ``Server``): the profile's tools with their own names,
-schemas and descriptions, each call run through the workspace's Episode; tool failures as ``isError``
+schemas and descriptions (the one adapter, :mod:`fte_shell.episode.as_mcp`), each call run through the
+workspace's Episode; tool failures as ``isError``
 results; the workspace's files as read-only resources.
 
 The low-level server, not ``MCPServer``: the tools' JSON schemas already exist (the profile builds them
@@ -10,7 +11,6 @@ close workspaces (the protocol of 2026-07-28 is stateless: the state travels as 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -20,8 +20,9 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from ..episode.as_mcp import crashed_result, mcp_tool, text_result, tool_result
 from ..version import __version__
-from .workspaces import Workspace, WorkspaceError, Workspaces
+from .workspaces import OpenWorkspace, WorkspaceError, Workspaces
 
 SCHEME = "fte-workspace"
 STDIO_KEY = "work"
@@ -51,27 +52,12 @@ ANSWER_DESCRIPTION = ("Give your final answer to the question. It is recorded as
                       "the workspace: its box is removed and no further tool can be used in it.")
 
 
-def mcp_tool(schema: dict[str, Any], *, with_handle: bool) -> types.Tool:
-    """The MCP form of one profile tool (OpenAI function format): the same name, description and JSON
-    schema, plus a required ``handle`` over HTTP."""
-    fn = schema["function"]
-    params = copy.deepcopy(fn.get("parameters") or {"type": "object", "properties": {}})
-    if with_handle:
-        params["properties"] = {"handle": HANDLE, **params.get("properties", {})}
-        params["required"] = ["handle", *params.get("required", [])]
-    return types.Tool(name=fn["name"], description=fn.get("description"), input_schema=params)
-
-
 def answer_tool(*, with_handle: bool) -> types.Tool:
     props: dict[str, Any] = {"answer": {"type": "string", "description": "The final answer, short and direct."}}
     if with_handle:
         props = {"handle": HANDLE, **props}
     return types.Tool(name="answer", description=ANSWER_DESCRIPTION, input_schema={
         "type": "object", "properties": props, "required": list(props), "additionalProperties": False})
-
-
-def text_result(text: str, *, error: bool = False, structured: dict[str, Any] | None = None) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error, structured_content=structured)
 
 
 def resource_uri(key: str, name: str) -> str:
@@ -88,7 +74,7 @@ def workspace_file(root: Path, name: str) -> Path | None:
     return path
 
 
-def list_files(ws: Workspace, key: str) -> list[types.Resource]:
+def list_files(ws: OpenWorkspace, key: str) -> list[types.Resource]:
     root = ws.workspace_dir
     files = sorted(p for p in root.iterdir() if p.is_file() and not p.is_symlink()) if root.is_dir() else []
     return [types.Resource(name=p.name, uri=resource_uri(key, p.name), mime_type="text/plain", size=p.stat().st_size,
@@ -99,11 +85,11 @@ def list_files(ws: Workspace, key: str) -> list[types.Resource]:
 class Dispatcher:
     """What the handlers do, for one server: stdio (``single`` set: its one workspace, no handles) or HTTP."""
 
-    def __init__(self, workspaces: Workspaces, profile_tools: list[dict[str, Any]], *, single: Workspace | None,
+    def __init__(self, workspaces: Workspaces, profile_tools: list[dict[str, Any]], *, single: OpenWorkspace | None,
                  answer: bool):
         self.workspaces, self.single, self.answer = workspaces, single, answer
         http = single is None
-        tools = [mcp_tool(t, with_handle=http) for t in profile_tools]
+        tools = [mcp_tool(t, lead={"handle": HANDLE} if http else None) for t in profile_tools]
         self.profile_names = {t.name for t in tools}
         self.tools = ([OPEN, *tools, CLOSE] if http else tools) + ([answer_tool(with_handle=http)] if answer else [])
 
@@ -124,13 +110,13 @@ class Dispatcher:
             if ws.episode.finished:
                 raise WorkspaceError("this workspace is closed (an answer was given): nothing more can run in it")
             res = await self.workspaces.call(ws, name, args)
-            return text_result(res.output, error=res.error)
+            return tool_result(res)
         except WorkspaceError as e:
             return text_result(f"Error: {e}", error=True)
         except Exception as e:  # the box or the world failed: an error result, the server stays up
-            return text_result(f"Error: the tool crashed: {e.__class__.__name__}: {e}", error=True)
+            return crashed_result(e)
 
-    async def _answer(self, ws: Workspace, args: dict[str, Any]) -> types.CallToolResult:
+    async def _answer(self, ws: OpenWorkspace, args: dict[str, Any]) -> types.CallToolResult:
         answer = args.get("answer")
         if not isinstance(answer, str) or not answer.strip() or set(args) != {"answer"}:
             raise WorkspaceError("answer takes one argument, `answer`: a non-empty string")

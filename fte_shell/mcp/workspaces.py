@@ -26,6 +26,7 @@ import anyio
 
 from ..config import RunConfig
 from ..episode import Episode, RunResult, new_run_id
+from ..episode.host import EpisodeHost
 from ..errors import FteError
 from ..profiles import QuestionContext, ToolResult, make_profile
 from ..sandbox import SandboxPool
@@ -38,8 +39,9 @@ class WorkspaceError(FteError):
 
 
 @dataclass
-class Workspace:
-    """One open workspace."""
+class OpenWorkspace:
+    """One open MCP workspace: the handle a client holds and its episode (not the workspace store,
+    :class:`fte_shell.workspace.Workspace`)."""
 
     handle: str
     """What the client passes back (a random, unguessable name)."""
@@ -88,23 +90,26 @@ class Workspaces:
     def __init__(self, config: RunConfig, world: World, out: Path, *, max_workspaces: int, idle_ttl_s: float,
                  default_question: str, warm: int = 0):
         self.config, self.world, self.out = config, world, Path(out)
-        self.boxes: SandboxPool | None = None
-        """Boxes started ahead (``warm`` > 0 and the shell profile), closed by :meth:`close_all`."""
-        if warm and config.agent.profile == "shell":
-            sandbox = config.sandbox.model_copy(update={"workspace_dir": None})
-            self.boxes = SandboxPool(sandbox, size=min(warm, max_workspaces))
+        self.host = EpisodeHost(config, world, warm=min(warm, max_workspaces))
+        """Opens the workspaces' episodes, with boxes started ahead (``warm`` > 0 and the shell profile),
+        closed by :meth:`close_all`."""
         self.max_workspaces, self.idle_ttl_s, self.default_question = max_workspaces, idle_ttl_s, default_question
-        self._open: dict[str, Workspace] = {}
+        self._open: dict[str, OpenWorkspace] = {}
         self._opening = 0
         self._lock = threading.Lock()
         self.limiter = anyio.CapacityLimiter(max_workspaces + 2)
         """Worker threads for box calls (one per workspace, two for opening and closing)."""
 
+    @property
+    def boxes(self) -> SandboxPool | None:
+        """The warm boxes (:attr:`EpisodeHost.boxes`)."""
+        return self.host.boxes
+
     def __len__(self) -> int:
         return len(self._open)
 
     # --- opening ---------------------------------------------------------------------------------------
-    def open_sync(self, question: str | None = None) -> Workspace:
+    def open_sync(self, question: str | None = None) -> OpenWorkspace:
         """Open a workspace (its episode, its box) in this thread; refused beyond ``max_workspaces``."""
         with self._lock:
             if len(self._open) + self._opening >= self.max_workspaces:
@@ -114,29 +119,27 @@ class Workspaces:
         try:
             q = question if question is not None and question.strip() else self.default_question
             run_id = new_run_id(q)
-            ep = Episode.open(self.config, q, self.out / run_id, world=self.world, run_id=run_id, meta={"mcp": True},
-                              sandbox_source=self.boxes.acquire if self.boxes else None,
-                              sandbox_release=self.boxes.release if self.boxes else None)
+            ep = self.host.open(q, self.out / run_id, run_id=run_id, meta={"mcp": True})
         finally:
             with self._lock:
                 self._opening -= 1
-        ws = Workspace(secrets.token_urlsafe(18), ep)
+        ws = OpenWorkspace(secrets.token_urlsafe(18), ep)
         with self._lock:
             self._open[ws.handle] = ws
         return ws
 
-    async def open(self, question: str | None = None) -> Workspace:
+    async def open(self, question: str | None = None) -> OpenWorkspace:
         return await anyio.to_thread.run_sync(self.open_sync, question, limiter=self.limiter)
 
     # --- using ------------------------------------------------------------------------------------------
-    def get(self, handle: Any) -> Workspace:
+    def get(self, handle: Any) -> OpenWorkspace:
         """The open workspace ``handle`` names; a :class:`WorkspaceError` for anything else."""
         ws = self._open.get(handle) if isinstance(handle, str) else None
         if ws is None:
             raise WorkspaceError("unknown or closed workspace handle: call open_workspace for a new one")
         return ws
 
-    async def call(self, ws: Workspace, name: str, args: dict[str, Any]) -> ToolResult:
+    async def call(self, ws: OpenWorkspace, name: str, args: dict[str, Any]) -> ToolResult:
         """Run tool ``name`` in ``ws``'s episode (a turn of its own), in a worker thread."""
         ws.busy += 1
         ws.last_used = time.monotonic()
@@ -148,7 +151,7 @@ class Workspaces:
             ws.last_used = time.monotonic()
 
     # --- closing ----------------------------------------------------------------------------------------
-    def _take(self, handle: Any) -> Workspace:
+    def _take(self, handle: Any) -> OpenWorkspace:
         with self._lock:
             ws = self.get(handle)
             del self._open[ws.handle]
@@ -158,7 +161,7 @@ class Workspaces:
         """Close workspace ``handle``: finished with ``answer`` when given (else ``abandoned``), its box
         removed. The handle is unknown from here on."""
         ws = self._take(handle)
-        return await anyio.to_thread.run_sync(close_episode, ws.episode, answer, limiter=self.limiter)
+        return await anyio.to_thread.run_sync(ws.episode.end, answer, limiter=self.limiter)
 
     async def reap_idle(self) -> list[str]:
         """Close every workspace idle for ``idle_ttl_s`` (none with a call running); their handles."""
@@ -180,24 +183,10 @@ class Workspaces:
         exception that ends the server (an interrupt: ``interrupted``); None: ``abandoned``."""
         with self._lock:
             left, self._open = list(self._open.values()), {}
-        threads = [threading.Thread(target=close_episode, args=(ws.episode, None, why)) for ws in left]
-        if self.boxes is not None:
-            threads.append(threading.Thread(target=self.boxes.close))
+        threads = [threading.Thread(target=functools.partial(ws.episode.end, why=why)) for ws in left]
+        threads.append(threading.Thread(target=self.host.close))
         for t in threads:
             t.start()
         for t in threads:
             t.join()
 
-
-def close_episode(ep: Episode, answer: str | None = None, why: BaseException | None = None) -> RunResult:
-    """Finish ``ep`` with ``answer`` (when given and not finished yet; else with the stop ``why`` names)
-    and close it; its result."""
-    try:
-        if answer is not None and not ep.finished:
-            ep.finish(answer=answer)
-        elif why is not None and not ep.finished:
-            ep.finish_on(why)
-    finally:
-        ep.close()
-    assert ep.result is not None  # close() finishes 'abandoned' when nothing else did
-    return ep.result

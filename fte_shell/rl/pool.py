@@ -34,6 +34,7 @@ from typing import Any, Self, TypeVar
 from ..benchmarks.base import question_id, safe_id
 from ..config import RunConfig
 from ..episode import Episode
+from ..episode.host import EpisodeHost
 from ..episode.threads import in_thread
 from ..profiles import ToolResult
 from ..record.sweepdir import ManifestDataset, SweepDir, SweepManifest
@@ -139,7 +140,7 @@ class EpisodePool:
         self.dataset = dataset
         self._sweep = SweepDir(self.out_dir)
         self._world: World | None = None
-        self._boxes: SandboxPool | None = None
+        self._host: EpisodeHost | None = None
         self._open: set[PoolEpisode] = set()
         self._reps: dict[str, int] = {}
         self._known: set[str] = set()
@@ -159,9 +160,8 @@ class EpisodePool:
         manifest = SweepManifest(dataset=ManifestDataset(kind=self.grader.benchmark.kind, source="fte_shell.rl"),
                                  profiles=[self.config.agent.profile], status="running")
         await self._run(functools.partial(self._sweep.write_manifest, manifest))
-        if self.config.agent.profile == "shell":
-            sandbox = self.config.sandbox.model_copy(update={"workspace_dir": None})
-            self._boxes = await self._run(functools.partial(SandboxPool, sandbox, self.settings.size))
+        self._host = await self._run(functools.partial(EpisodeHost, self.config, self._world, warm=self.settings.size,
+                                                       reuse_boxes=self.settings.reuse_boxes))
         return self
 
     async def close(self) -> None:
@@ -171,8 +171,8 @@ class EpisodePool:
         self._closed = True
         try:
             await asyncio.gather(*self._opening, return_exceptions=True)  # their resets close what they opened
-            if self._boxes is not None:  # first: the open episodes' boxes are then removed, not reset
-                await self._run(self._boxes.close)
+            if self._host is not None:  # first: the open episodes' boxes are then removed, not reset
+                await self._run(self._host.close)
             await asyncio.gather(*(ep.close() for ep in list(self._open)), return_exceptions=True)
             await self._flush_questions()
             if self._world is not None:
@@ -200,6 +200,10 @@ class EpisodePool:
         return self._boxes.ready if self._boxes is not None else 0
 
     @property
+    def _boxes(self) -> SandboxPool | None:
+        return self._host.boxes if self._host is not None else None
+
+    @property
     def open_episodes(self) -> int:
         return len(self._open)
 
@@ -207,7 +211,7 @@ class EpisodePool:
     async def reset(self, question: str, answer: str | None = None, *, qid: str | None = None,
                     meta: dict[str, Any] | None = None) -> PoolEpisode:
         """A new episode of ``question`` (its gold ``answer`` gives the reward) in its own box."""
-        if self._closed or self._starts is None:
+        if self._closed or self._starts is None or self._host is None:
             raise EpisodeOver("the episode pool is not open (use `async with EpisodePool(…)`)")
         qid = safe_id(qid) if qid else question_id(question)
         self._note_question(qid, question, answer, meta)
@@ -216,11 +220,8 @@ class EpisodePool:
             rep += 1  # an earlier pool's episode, a dead trainer's stopped one too, is kept, never resumed
         self._reps[qid] = rep
         trajectory: list[dict[str, Any]] = []
-        boxes = self._boxes
-        opener = functools.partial(Episode.open, self.config, question, run_dir, world=self._world, log=trajectory.append,
-                                   meta={"qid": qid, "rep": rep, **(meta or {})},
-                                   sandbox_source=boxes.acquire if boxes else None,
-                                   sandbox_release=boxes.release if boxes and self.settings.reuse_boxes else None)
+        opener = functools.partial(self._host.open, question, run_dir, log=trajectory.append,
+                                   meta={"qid": qid, "rep": rep, **(meta or {})})
         if self._boxes is not None and self._boxes.ready - self._reserved > 0:  # a warm box: no start to pace
             self._reserved += 1
             try:
@@ -263,9 +264,7 @@ class EpisodePool:
 
     async def _close_episode(self, pe: PoolEpisode, stop: str | None = None) -> None:
         try:
-            if stop is not None and not pe.episode.finished:
-                await self._run(functools.partial(pe.episode.finish, stop_reason=stop))
-            await self._run(pe.episode.close)
+            await self._run(functools.partial(pe.episode.end, stop_reason=stop))
         finally:
             self._open.discard(pe)
             if not self.settings.record:

@@ -3,7 +3,8 @@
 fte-shell :class:`~fte_shell.episode.Episode` — the question's box, workspace and world — for the
 rollout's life. Its tools are the profile's, under their own names (``bash`` for the shell profile), with
 the profile's schemas; each call is recorded in the episode's run directory (``runs_dir``) and its
-observation returned as the tool's text.
+observation returned as the tool's text (a failed call an ``isError`` result): fte-shell's one MCP
+adapter (:mod:`fte_shell.episode.as_mcp`), the one ``fte-shell mcp`` serves through.
 
 The episode (and its box) closes when verifiers stops the server; a server whose launcher dies is killed
 by the kernel (verifiers sets PR_SET_PDEATHSIG) and the sandbox's reaper removes its box.
@@ -11,7 +12,6 @@ by the kernel (verifiers sets PR_SET_PDEATHSIG) and the sandbox's reaper removes
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import tempfile
@@ -23,14 +23,12 @@ import verifiers.v1 as vf
 
 from ...config import load_config
 from ...episode import Episode
+from ...episode.as_mcp import serve_episode
+from ...episode.host import EpisodeHost
 from ...sandbox.ownership import write_owner_file
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
-
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list,
-                               "object": dict}
-
 
 class FteShellToolsConfig(vf.ToolsetConfig):
     """How the tool server opens its episode: fte-shell's configuration (``--env.taskset.task.tools.*``)."""
@@ -72,39 +70,14 @@ class FteShellToolset(vf.Toolset[FteShellToolsConfig]):
             self._exit_stack.callback(shutil.rmtree, tmp, True)
             out = tmp / "run"
         question = str(getattr(task, "question", None) or task.prompt_text)
-        self.episode = await Episode.aopen(cfg, question, out, meta={"qid": qid, "source": "verifiers"})
+        self.episode = await EpisodeHost(cfg).aopen(question, out, meta={"qid": qid, "source": "verifiers"})
         self._exit_stack.push_async_callback(self.episode.aclose)
 
     def register(self, mcp: MCPServer) -> None:
-        if self.episode is None:
-            return
-        for schema in self.episode.tools:
-            fn = schema.get("function") or {}
-            mcp.add_tool(self._tool(fn), name=fn["name"], description=fn.get("description") or None)
-
-    def _tool(self, fn: dict[str, Any]) -> Any:
-        """An async function with ``fn``'s parameters as its signature (what MCP advertises)."""
-        name, params = fn["name"], fn.get("parameters") or {}
-        required = set(params.get("required") or [])
-        sig = []
-        for pname, spec in (params.get("properties") or {}).items():
-            typ = _JSON_TYPES.get(spec.get("type") if isinstance(spec, dict) else "", Any)
-            default = inspect.Parameter.empty if pname in required else None
-            sig.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                         annotation=typ if pname in required else typ | None))
-
-        async def call(**kwargs: Any) -> str:
-            assert self.episode is not None
-            args = {k: v for k, v in kwargs.items() if v is not None}
-            res = await self.episode.acall(name, args)
-            return res.output
-
-        call.__name__ = name
-        call.__doc__ = fn.get("description") or name
-        call.__signature__ = inspect.Signature(sig, return_annotation=str)  # type: ignore[attr-defined]
-        call.__annotations__ = {p.name: p.annotation for p in sig} | {"return": str}
-        return call
-
+        """The episode's tools on verifiers' server, through fte-shell's one MCP adapter (as ``fte-shell mcp``
+        serves them: the profile's schemas unchanged, a failed call an ``isError`` result)."""
+        if self.episode is not None:
+            serve_episode(mcp, self.episode)
 
 if __name__ == "__main__":
     # verifiers points TMPDIR into its runtime's directory: too deep for the gateway's socket path (and
