@@ -11,6 +11,7 @@ from pydantic import SecretStr
 
 from ..config import SECRETS, RunConfig
 
+
 def secret_env(cfg: RunConfig) -> dict[str, tuple[str, ...] | None]:
     """Every secret of the configuration (:data:`fte_shell.config.SECRETS`) and the search backends'
     environment-only ones (:func:`fte_shell.search.registry.secrets`): variable -> its path of keys in the
