@@ -49,7 +49,7 @@ class SerperSearch:
         max_retries: int = 3,
         backoff_s: float = 1.0,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("SERPER_API_KEY")
+        key = api_key if api_key is not None else os.environ.get(SECRET.env)
         if not key:
             raise SearchUnavailable(NO_KEY)
         self._key = key
