@@ -37,6 +37,7 @@ docs/bench.md "Config digest".
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -197,6 +198,12 @@ def _canonical(data: dict[str, Any], chosen: Any = None) -> dict[str, Any]:
     return data
 
 
+@functools.lru_cache(maxsize=16)
+def _canonical_defaults(model: type[BaseModel], chosen: str) -> dict[str, Any]:
+    """The model's defaults in the digest's form (read only: :func:`_leave_out_defaults` copies)."""
+    return _canonical(_model_defaults(model) or {}, chosen)
+
+
 def canonical_config(config: Any, model: type[BaseModel] | None = None) -> dict[str, Any]:
     """The behaviour-relevant part of a run configuration (a ``RunConfig`` or its JSON dump), as a
     plain dict (see the module docstring). ``model``: the configuration's model, whose defaults are left
@@ -208,7 +215,7 @@ def canonical_config(config: Any, model: type[BaseModel] | None = None) -> dict[
     model = model or (type(config) if isinstance(config, BaseModel) else RunConfig)
     chosen = _at(data, "sandbox.provider") or "docker"
     _canonical(data)
-    _leave_out_defaults(data, _canonical(_model_defaults(model) or {}, chosen))
+    _leave_out_defaults(data, _canonical_defaults(model, str(chosen)))
     agent = data.get("agent")
     if isinstance(agent, dict):
         if isinstance(agent.get("context"), dict) and agent["context"].get("strategy") == "keep_all":
