@@ -12,7 +12,8 @@ One TOML file, given with `--config FILE`, whose tables mirror the pydantic mode
 `fte_shell/config/` (`[model]` ModelConfig, `[agent]` AgentConfig, `[sandbox]` SandboxConfig,
 `[sandbox.fetch_policy]` FetchPolicy, `[search]` SearchConfig, `[snapshot]` SnapshotConfig, `[judge]` JudgeOptions,
 `[benchmark]` BenchmarkOptions). Precedence:
-defaults < the file < environment (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`, `SERPER_API_KEY`) <
+defaults < the file < environment (`OPENAI_BASE_URL`, `OPENAI_MODEL` and every secret of `config/secrets.py`: `OPENAI_API_KEY`,
+`SERPER_API_KEY`, `FTE_EMBEDDINGS_API_KEY`) <
 command-line flags. Unknown keys are an error that names the key. In Python: `fte_shell.load_config(path,
 overrides)` or build the models directly (`RunConfig(sandbox=SandboxConfig(memory="2g"))`).
 

@@ -245,10 +245,8 @@ def test_digest_of_the_retriever_and_the_embeddings(tmp_path: Path) -> None:
 
     from fte_shell.config import RunConfig
     from fte_shell.config.search import EmbeddingsConfig
-    from fte_shell.digest import DROPPED, EMBEDDINGS_DEFAULTS, canonical_config, config_digest
+    from fte_shell.digest import canonical_config, config_digest
 
-    defaults = EmbeddingsConfig().model_dump(mode="json")
-    assert EMBEDDINGS_DEFAULTS == {k: v for k, v in defaults.items() if k not in DROPPED["embeddings"]}
     corpus = build_corpus(DOCS, tmp_path / "c")
     old = RunConfig()
     old.search.corpus = corpus

@@ -3,11 +3,11 @@
 of a reply (:mod:`.replies`) and what it counts to decide when to stop (:mod:`.state`)."""
 
 from .context import ContextEdit, ContextPolicy, ContextView, KeepAll, Sent, estimate_request
-from .loop import Agent, Stop
+from .loop import Agent, RunOver
 from .replies import CUT_NOTICE, FINAL_ANSWER_REQUEST, NUDGE, extract_answer, find_answer
 from .state import LoopState
 
 __all__ = [
     "CUT_NOTICE", "FINAL_ANSWER_REQUEST", "NUDGE", "Agent", "ContextEdit", "ContextPolicy", "ContextView", "KeepAll",
-    "LoopState", "Sent", "Stop", "estimate_request", "extract_answer", "find_answer",
+    "LoopState", "RunOver", "Sent", "estimate_request", "extract_answer", "find_answer",
 ]

@@ -11,7 +11,7 @@ reply finished normally and holds an ``<answer>`` (closed, or opened and never c
 cut at ``max_tokens`` gets a "your reply was cut" notice; otherwise a short nudge. After a turn's calls
 the stuck detector (:mod:`.stuck`, ``agent.stuck_repeats``) may send its notice or stop the run.
 
-Every stop is a :class:`Stop` raised where it is decided and caught in :meth:`Agent.drive`, the one place
+Every stop is a :class:`RunOver` raised where it is decided and caught in :meth:`Agent.drive`, the one place
 that ends a run (``Episode.finish``; stop reasons: :mod:`fte_shell.stops`). An exception ends it through
 ``Episode.finish_on`` (the stop reason it names, else ``crashed``; KeyboardInterrupt or SIGTERM:
 ``interrupted``) and is re-raised after ``result.json`` is written. Token usage: the agent model's in
@@ -61,7 +61,7 @@ from .state import LoopState
 from .stuck import notice_text
 
 
-class Stop(Exception):
+class RunOver(Exception):
     """The loop stops: ``reason``, the ``answer`` (if any), and the ``error`` event's message (if any)."""
 
     def __init__(self, reason: StopReason, answer: str | None = None, error: str | None = None):
@@ -112,7 +112,7 @@ class Agent:
                 self.replay(ep.prefix)
             while True:
                 self.turn()
-        except Stop as e:
+        except RunOver as e:
             return ep.finish(e.answer, stop_reason=e.reason, error=e.error)
         except BaseException as e:  # recorded, then re-raised
             ep.finish_on(e)
@@ -137,12 +137,12 @@ class Agent:
                 sent = composed(self.context, self.messages)
                 self.state.last_prompt, self.state.last_sent = (c.usage.get("prompt_tokens") or None), sent
                 self.apply(c)
-        except Stop as e:
+        except RunOver as e:
             ended = e
         finally:
             self.replaying = False
         if (problem := prefix.check(ep)) is not None:
-            raise Stop("fork_mismatch", error=problem)
+            raise RunOver("fork_mismatch", error=problem)
         if ended is not None:
             raise ended
 
@@ -160,14 +160,14 @@ class Agent:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def turn(self) -> None:
-        """One turn (ask, then apply); raises :class:`Stop` when the run is over."""
+        """One turn (ask, then apply); raises :class:`RunOver` when the run is over."""
         ep, cfg = self.episode, self.config.agent
         if ep.tally.turns >= cfg.max_turns:
-            raise Stop("max_turns")
+            raise RunOver("max_turns")
         if self.over_budget():
-            raise Stop("time_budget")
+            raise RunOver("time_budget")
         if cfg.max_total_tokens is not None and (spent := ep.tally.tokens_spent()) >= cfg.max_total_tokens:
-            raise Stop("token_budget", error=f"{spent:,} tokens spent of agent.max_total_tokens "
+            raise RunOver("token_budget", error=f"{spent:,} tokens spent of agent.max_total_tokens "
                                              f"{cfg.max_total_tokens:,}")
         ep.begin_turn()
         try:
@@ -176,10 +176,10 @@ class Agent:
             self.model_failed(e)
             if cfg.on_context_overflow == "final_answer":
                 self.final_answer()
-            raise Stop("context_overflow") from None
+            raise RunOver("context_overflow") from None
         except ModelError as e:
             reason = self.model_failed(e)
-            raise Stop("time_budget" if self.over_budget() else reason) from None  # type: ignore[arg-type]
+            raise RunOver("time_budget" if self.over_budget() else reason) from None  # type: ignore[arg-type]
         self.apply(c)
 
     def ask(self, tools: list[dict[str, Any]], *, final: bool = False) -> Completion:
@@ -221,19 +221,19 @@ class Agent:
         # wrote after its call (an invented result), which is never executed nor an observation
         s.reply(reply_signature(c), c.finish_reason == "length" and not run)
         if s.repeats >= cfg.max_repeated_replies:
-            raise Stop("repeated_reply", error=f"{s.repeats} identical replies in a row")
+            raise RunOver("repeated_reply", error=f"{s.repeats} identical replies in a row")
         calls = msg.get("tool_calls") or []
         if s.cuts >= 2 and not calls:
-            raise Stop("reply_cut", error="two replies in a row were cut at max_tokens")
+            raise RunOver("reply_cut", error="two replies in a row were cut at max_tokens")
         if s.cuts and not calls:
             return self.nudge("reply_cut", CUT_NOTICE)
         if not calls:
             answer = self.answer_in(c, escapes)
             if answer is not None:
-                raise Stop("answer", answer)
+                raise RunOver("answer", answer)
             s.nudges += 1
             if s.nudges > cfg.max_nudges:
-                raise Stop("too_many_nudges", error=f"{s.nudges} replies in a row with no tool call and no answer")
+                raise RunOver("too_many_nudges", error=f"{s.nudges} replies in a row with no tool call and no answer")
             return self.nudge("no_tool_call", NUDGE if ep.answer_format is None else ep.answer_format.nudge)
         s.nudges = 0
         raw = {tc.get("id"): tc for tc in c.message.get("tool_calls") or []}
@@ -241,10 +241,10 @@ class Agent:
         for call in calls:  # the raw arguments, not the kept "{}"
             all_failed &= self.execute(raw.get(call.get("id"), call), salvaged=str(call.get("id") or "").startswith("text_"))
         if s.cuts >= 2:
-            raise Stop("reply_cut", error="two replies in a row were cut at max_tokens")
+            raise RunOver("reply_cut", error="two replies in a row were cut at max_tokens")
         s.failed_turns = s.failed_turns + 1 if all_failed else 0
         if s.failed_turns >= cfg.max_consecutive_errors:
-            raise Stop("errors", error=f"{s.failed_turns} consecutive turns whose tool calls all failed")
+            raise RunOver("errors", error=f"{s.failed_turns} consecutive turns whose tool calls all failed")
         self.check_stuck()
 
     def check_stuck(self) -> None:
@@ -252,14 +252,14 @@ class Agent:
         streak = self.state.streak
         verdict = streak.verdict(self.config.agent.stuck_repeats)
         if verdict == "stop":
-            raise Stop("stuck", error=f"the same {streak.tool} call with the same observation {streak.count} times "
+            raise RunOver("stuck", error=f"the same {streak.tool} call with the same observation {streak.count} times "
                                       f"in a row, after a notice at {streak.noticed_at}")
         if verdict == "notice":
             self.nudge("stuck", notice_text(streak.tool, streak.count), tool=streak.tool, repeats=streak.count)
 
     def final_answer(self) -> None:
         """``agent.on_context_overflow = final_answer``: one last call without tools asking for the answer;
-        raises ``Stop("answer")`` when it gives one (else the caller stops with ``context_overflow``)."""
+        raises ``RunOver("answer")`` when it gives one (else the caller stops with ``context_overflow``)."""
         ep = self.episode
         if ep.tally.turns >= self.config.agent.max_turns:
             return
@@ -276,7 +276,7 @@ class Agent:
         self.record_reply(c, msg, changes)
         answer = self.answer_in(c, escapes=False) if c.finish_reason != "length" else None
         if answer is not None:
-            raise Stop("answer", answer)
+            raise RunOver("answer", answer)
 
     def answer_in(self, c: Completion, escapes: bool) -> str | None:
         """The final answer of a reply without tool calls: in ``<answer>`` tags (their flags into the tally),

@@ -29,6 +29,7 @@ from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
 from .reference import reference_toml
 from .run import RunConfig
+from .secrets import SECRETS, ConfigSecret, secret_variable
 from .sandbox import (
     BwrapConfig,
     DockerConfig,
@@ -42,10 +43,12 @@ from .search import EmbeddingsConfig, SearchConfig, SnapshotConfig
 
 __all__ = [
     "ENV_VARS",
+    "SECRETS",
     "STRATEGIES",
     "AgentConfig",
     "BenchmarkOptions",
     "BudgetConfig",
+    "ConfigSecret",
     "ContextConfig",
     "FetchPolicy",
     "JudgeOptions",
@@ -64,4 +67,5 @@ __all__ = [
     "env_overrides",
     "load_config",
     "reference_toml",
+    "secret_variable",
 ]

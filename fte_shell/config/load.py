@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from .run import RunConfig
+from .secrets import SECRETS
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -38,22 +39,25 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-ENV_VARS: dict[str, tuple[str, str]] = {
+ENV_VARS: dict[str, tuple[str, ...]] = {
     "OPENAI_BASE_URL": ("model", "base_url"),
-    "OPENAI_API_KEY": ("model", "api_key"),
     "OPENAI_MODEL": ("model", "model"),
-    "SERPER_API_KEY": ("search", "serper_api_key"),
+    **{s.env: s.path for s in SECRETS},
 }
-"""Environment variables read by :func:`load_config` (they override the TOML file; flags override them)."""
+"""Environment variables read by :func:`load_config` (they override the TOML file; flags override them):
+two endpoint settings and every secret (:data:`~fte_shell.config.secrets.SECRETS`), as variable -> path of keys."""
 
 
 def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The nested settings given by the environment (:data:`ENV_VARS`; empty variables are ignored)."""
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
-    for var, (table, key) in ENV_VARS.items():
+    for var, (*tables, key) in ENV_VARS.items():
         if env.get(var):
-            out.setdefault(table, {})[key] = env[var]
+            table = out
+            for name in tables:
+                table = table.setdefault(name, {})
+            table[key] = env[var]
     return out
 
 

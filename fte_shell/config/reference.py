@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from .load import ENV_VARS
 from .run import RunConfig
 
 
@@ -56,8 +58,9 @@ def reference_toml() -> str:
     :func:`load_config` accepts unchanged (``fte-shell config``; also docs/config.md)."""
     out = [
         "# fte-shell configuration: every option with its default. Pass with --config FILE.",
-        "# Precedence: defaults < this file < environment (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL,",
-        "# SERPER_API_KEY) < command-line flags. Unknown keys are an error that names the key.",
+        *textwrap.wrap(f"Precedence: defaults < this file < environment ({', '.join(ENV_VARS)}) < command-line "
+                       "flags. Unknown keys are an error that names the key.", 104,
+                       initial_indent="# ", subsequent_indent="# "),
     ]
     for name, field in RunConfig.model_fields.items():
         out += ["", *_table_lines(field.annotation, name)]  # type: ignore[arg-type]

@@ -9,20 +9,25 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from ..config import RunConfig
-
-SECRET_ENV = {"OPENAI_API_KEY": ("model", "api_key")}
-"""Secrets of a run and the environment variable (set in the task's Ray runtime environment) carrying
-each to the node; the config shipped with the task has them removed. The search backends' come from their
-plugins (:func:`secret_env`)."""
+from ..config import SECRETS, RunConfig
 
 
-def secret_env(cfg: RunConfig) -> dict[str, tuple[str, str | None]]:
-    """:data:`SECRET_ENV` and every search backend's secrets (:func:`fte_shell.search.registry.secrets`):
-    variable -> (table, key); key None: the backend reads the variable only."""
+def secret_env(cfg: RunConfig) -> dict[str, tuple[str, ...] | None]:
+    """Every secret of the configuration (:data:`fte_shell.config.SECRETS`) and the search backends'
+    environment-only ones (:func:`fte_shell.search.registry.secrets`): variable -> its path of keys in the
+    config (None: only the environment carries it)."""
     from ..search.registry import secrets
 
-    return {**SECRET_ENV, **{s.env: ("search", s.key) for s in secrets(cfg.search)}}
+    out: dict[str, tuple[str, ...] | None] = {s.env: s.path for s in SECRETS}
+    for s in secrets(cfg.search):
+        out.setdefault(s.env, ("search", s.key) if s.key else None)
+    return out
+
+
+def _table(cfg: Any, path: tuple[str, ...]) -> Any:
+    for name in path[:-1]:
+        cfg = getattr(cfg, name)
+    return cfg
 
 
 def strip_secrets(cfg: RunConfig) -> tuple[RunConfig, dict[str, str]]:
@@ -30,20 +35,20 @@ def strip_secrets(cfg: RunConfig) -> tuple[RunConfig, dict[str, str]]:
     travels from the driver's environment)."""
     out = cfg.model_copy(deep=True)
     env: dict[str, str] = {}
-    for var, (section, name) in secret_env(cfg).items():
-        value = getattr(getattr(out, section), name) if name else os.environ.get(var)
+    for var, path in secret_env(cfg).items():
+        value = getattr(_table(out, path), path[-1]) if path else os.environ.get(var)
         if value is not None:
             env[var] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
-            if name:
-                setattr(getattr(out, section), name, None)
+            if path:
+                setattr(_table(out, path), path[-1], None)
     return out, env
 
 
 def restore_secrets(cfg: RunConfig) -> None:
     """Put the secrets from this process's environment (the runtime env) back into ``cfg``."""
-    for var, (section, name) in secret_env(cfg).items():
-        if name and os.environ.get(var) and getattr(getattr(cfg, section), name) is None:
-            setattr(getattr(cfg, section), name, SecretStr(os.environ[var]))
+    for var, path in secret_env(cfg).items():
+        if path and os.environ.get(var) and getattr(_table(cfg, path), path[-1]) is None:
+            setattr(_table(cfg, path), path[-1], SecretStr(os.environ[var]))
 
 
 def with_env(runtime_env: dict[str, Any] | None) -> dict[str, Any]:

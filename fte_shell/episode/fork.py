@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..config import RunConfig
+from ..config import SECRETS, RunConfig
 from ..config.load import deep_merge, load_config
 from ..config.search import recorded_retriever
 from ..digest import file_sha256
@@ -186,8 +186,9 @@ def _unmasked(data: Any) -> Any:
 
 def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = None, config_file: Path | None = None,
                 environ: dict[str, str] | None = None) -> RunConfig:
-    """A recorded configuration (a start event's or a sweep's, secrets masked) < ``config_file`` < the API
-    keys of the environment (``OPENAI_API_KEY``, ``SERPER_API_KEY``; never recorded) < ``overrides``."""
+    """A recorded configuration (a start event's or a sweep's, secrets masked) < ``config_file`` < the
+    secrets of the environment (:data:`~fte_shell.config.SECRETS`: ``OPENAI_API_KEY`` …; never recorded)
+    < ``overrides``."""
     data = recorded_retriever(_unmasked(recorded))  # recorded before [search] retriever: bm25s ranked it
     if config_file is not None:
         try:
@@ -195,9 +196,7 @@ def config_over(recorded: dict[str, Any], overrides: dict[str, Any] | None = Non
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"config file {config_file}: {e}") from e
     env = os.environ if environ is None else environ
-    from ..search.registry import secrets  # every search backend's key variables (SERPER_API_KEY …)
-
-    keys = {v: env[v] for v in ("OPENAI_API_KEY", *(x.env for x in secrets())) if env.get(v)}
+    keys = {s.env: env[s.env] for s in SECRETS if env.get(s.env)}
     return load_config(None, deep_merge(data, overrides or {}), environ=keys)
 
 

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from ..config.secrets import secret_variable
 from ..errors import SearchUnavailable
 from .base import SearchResult, Secret, keep_exchange
 
@@ -48,7 +49,7 @@ class SerperSearch:
         max_retries: int = 3,
         backoff_s: float = 1.0,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("SERPER_API_KEY")
+        key = api_key if api_key is not None else os.environ.get(SECRET.env)
         if not key:
             raise SearchUnavailable(NO_KEY)
         self._key = key
@@ -143,7 +144,7 @@ def parse_organic(data: object, n: int) -> list[SearchResult]:
     return out
 
 
-SECRET = Secret("SERPER_API_KEY", "serper_api_key")
+SECRET = Secret(secret_variable("search", "serper_api_key"), "serper_api_key")  # its row of config.SECRETS
 
 
 class SerperPlugin:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ...config.secrets import secret_variable
 from ...errors import SearchUnavailable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,7 +142,8 @@ class EndpointEmbedder:
                 f"[search] retriever dense:openai:{model} needs an embeddings endpoint: set "
                 "[search.embeddings] base_url (or FTE_EMBEDDINGS_BASE_URL), e.g. http://127.0.0.1:8000/v1"
             )
-        key = settings.api_key.get_secret_value() if settings.api_key else os.environ.get("FTE_EMBEDDINGS_API_KEY")
+        key = (settings.api_key.get_secret_value() if settings.api_key
+               else os.environ.get(secret_variable("search.embeddings", "api_key")))
         self.model = model
         self.settings = settings
         self.url = base.rstrip("/") + "/embeddings"
