@@ -36,7 +36,7 @@ def toml_for(path: Path, name: str, base_url: str, corpus: Path, extra: dict[str
     st = settings_lines(name, extra)
     lines = [f'[model]\nbase_url = "{base_url}"\nmodel = "{model}"\nbackoff_s = 0.01', *st["model"]]
     lines += ["[agent]", *st["agent"]]
-    lines += [f'[search]\nbackend = "local"\ncorpus = "{corpus}"']
+    lines += [f'[search]\nbackend = "local"\ncorpus = "{corpus}"\nretriever = "bm25s"']
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -226,7 +226,7 @@ def test_flags_for_a_small_local_model(tmp_path: Path, pydoc_corpus: Path) -> No
     from emulators import LlamaCppPython
 
     with Emulator(LlamaCppPython(), ResearchPolicy()) as emu:
-        args = ["run", Q, "-p", "fte", "--base-url", emu.base_url, "-m", "emu-model", "--corpus", str(pydoc_corpus),
+        args = ["run", Q, "-p", "fte", "--base-url", emu.base_url, "-m", "emu-model", "--corpus", str(pydoc_corpus), "--retriever", "bm25s",
                 "-o", str(tmp_path / "r"), "--first-tool-choice", "first", "--parse-text-tool-calls",
                 "--context-window", "50000"]
         res = CliRunner().invoke(app, args, env=CLEAN_ENV)

@@ -49,7 +49,7 @@ def run(tmp_path: Path, base_url: str, corpus: Path, *, model: dict[str, Any] | 
     cfg = RunConfig(
         model=ModelConfig(base_url=base_url, model="emu-model", backoff_s=0.01, **(model or {})),
         agent=AgentConfig(profile="fte", max_turns=30, **(agent or {})),
-        search=SearchConfig(backend="local", corpus=str(corpus)),
+        search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"),
     )
     out = tmp_path / "run"
     result = run_question(Q, cfg, out)
@@ -352,7 +352,7 @@ def test_escaped_answer_tags_on_llama_cpp_python_are_the_answer_unescaped_and_sa
     with Emulator(LlamaCppPython(escaping=True), ResearchPolicy()) as emu:
         cfg = tmp_path / "c.toml"
         cfg.write_text(f'[model]\nbase_url = "{emu.base_url}"\nmodel = "emu-model"\nparse_text_tool_calls = true\n'
-                       f'[agent]\nfirst_tool_choice = "first"\n[search]\nbackend = "local"\ncorpus = "{corpus}"\n')
+                       f'[agent]\nfirst_tool_choice = "first"\n[search]\nbackend = "local"\ncorpus = "{corpus}"\nretriever = "bm25s"\n')
         res = CliRunner().invoke(app, ["run", Q, "-p", "fte", "-c", str(cfg), "-o", str(tmp_path / "r")], env=CLEAN_ENV)
     last = emu.replies[-1][1]["choices"][0]["message"]["content"]
     assert last.endswith("&lt;answer&gt;json.dumps&lt;/answer&gt;") and "<answer>" not in last  # as the model wrote it
@@ -457,7 +457,7 @@ def test_endpoint_down_is_endpoint_unavailable_and_exit_3(tmp_path: Path, corpus
     url = f"http://127.0.0.1:{_free_port()}/v1"
     toml = tmp_path / "c.toml"
     toml.write_text("[model]\nmax_retries = 2\nbackoff_s = 0.01\n")
-    res = cli(["run", Q, "-p", "fte", "--base-url", url, "-m", "m", "--corpus", str(corpus), "-c", str(toml),
+    res = cli(["run", Q, "-p", "fte", "--base-url", url, "-m", "m", "--corpus", str(corpus), "--retriever", "bm25s", "-c", str(toml),
                "-o", str(tmp_path / "r")])
     assert res.exit_code == 3, res.output
     r = json.loads((tmp_path / "r" / "result.json").read_text())
@@ -470,7 +470,7 @@ def test_endpoint_down_is_endpoint_unavailable_and_exit_3(tmp_path: Path, corpus
 @pytest.mark.parametrize(("status", "stop", "code"), [(401, "auth", 4), (403, "auth", 4), (422, "bad_request", 5)])
 def test_auth_and_bad_request_exit_codes(status: int, stop: str, code: int, tmp_path: Path, corpus: Path) -> None:
     with ScriptedServer([ScriptTurn(status=status, error="nope: the whole server message")] * 3) as srv:
-        res = cli(["run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m", "--corpus", str(corpus),
+        res = cli(["run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m", "--corpus", str(corpus), "--retriever", "bm25s",
                    "-o", str(tmp_path / "r"), "-q"])
     assert res.exit_code == code, res.output
     r = json.loads((tmp_path / "r" / "result.json").read_text())

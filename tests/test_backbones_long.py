@@ -41,7 +41,7 @@ def long_run(name: str, profile: str, out: Path, corpus: Path) -> tuple[Any, lis
             model=ModelConfig(base_url=emu.base_url, model=emu.model, **st["model"]),
             agent=AgentConfig(profile=profile, max_turns=TURNS, stuck_repeats=None,  # fte: list_fetched every turn
                               **st["agent"]),
-            search=SearchConfig(backend="local", corpus=str(corpus)),
+            search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"),
         )
         result = run_question(Q, cfg, out)
     return result, trajectory(out), emu

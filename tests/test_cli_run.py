@@ -42,7 +42,7 @@ def test_no_endpoint_stops_at_once_naming_the_ways(tmp_path: Path) -> None:
 def test_run_end_to_end_with_live_log(tmp_path: Path, pydoc_corpus: Path) -> None:
     out = tmp_path / "run"
     with ScriptedServer(policy=ResearchPolicy()) as srv:
-        args = ["run", Q, "--profile", "fte", "--base-url", srv.base_url, "--model", "policy", "--corpus", str(pydoc_corpus)]
+        args = ["run", Q, "--profile", "fte", "--base-url", srv.base_url, "--model", "policy", "--corpus", str(pydoc_corpus), "--retriever", "bm25s"]
         res = invoke([*args, "--out", str(out), "--max-turns", "10", "--date", "2030-05-06"])
     assert res.exit_code == 0, res.output
     text = res.output
@@ -59,7 +59,7 @@ def test_run_end_to_end_with_live_log(tmp_path: Path, pydoc_corpus: Path) -> Non
 def test_run_without_answer_says_so(tmp_path: Path, pydoc_corpus: Path) -> None:
     with ScriptedServer(["hmm", "hmm"]) as srv:
         res = invoke(
-            ["run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m", "--corpus", str(pydoc_corpus),
+            ["run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m", "--corpus", str(pydoc_corpus), "--retriever", "bm25s",
              "--max-turns", "2", "-o", str(tmp_path / "r"), "--quiet"]
         )
     assert res.exit_code == 0, res.output
@@ -72,7 +72,7 @@ def test_precedence_toml_then_env_then_flags(tmp_path: Path, pydoc_corpus: Path)
         toml = tmp_path / "c.toml"
         toml.write_text(
             f'[model]\nbase_url = "{srv.base_url}"\nmodel = "from-toml"\ntemperature = 0.25\n'
-            f'[agent]\nprofile = "fte"\n[search]\nbackend = "local"\ncorpus = "{pydoc_corpus}"\n'
+            f'[agent]\nprofile = "fte"\n[search]\nbackend = "local"\ncorpus = "{pydoc_corpus}"\nretriever = "bm25s"\n'
         )
         base = ["run", Q, "--config", str(toml)]
         assert invoke([*base, "-o", str(tmp_path / "1"), "-q"]).exit_code == 0
@@ -107,7 +107,7 @@ def test_helpers() -> None:
 def test_run_shell_profile_end_to_end(tmp_path: Path, pydoc_corpus: Path, docker_ready: None) -> None:
     out = tmp_path / "run"
     with ScriptedServer(policy=ResearchPolicy()) as srv:
-        args = ["run", Q, "--base-url", srv.base_url, "--model", "policy", "--corpus", str(pydoc_corpus), "-o", str(out)]
+        args = ["run", Q, "--base-url", srv.base_url, "--model", "policy", "--corpus", str(pydoc_corpus), "--retriever", "bm25s", "-o", str(out)]
         res = invoke(args)
     assert res.exit_code == 0, res.output
     assert "$ search " in res.output and "$ fetch json" in res.output and "$ sed -n" in res.output
@@ -128,7 +128,7 @@ def test_ctrl_c_exits_130_with_the_partial_run(tmp_path: Path, pydoc_corpus: Pat
     script = [ScriptTurn(tool_calls=[{"name": "search", "arguments": {"query": "json"}}]), ScriptTurn(content="x", delay_s=20)]
     with ScriptedServer(script) as srv:
         cmd = [sys.executable, "-m", "fte_shell", "run", Q, "-p", "fte", "--base-url", srv.base_url, "-m", "m",
-               "--corpus", str(pydoc_corpus), "-o", str(out)]
+               "--corpus", str(pydoc_corpus), "--retriever", "bm25s", "-o", str(out)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         while len(srv.requests) < 2 and proc.poll() is None and time.monotonic() < deadline:

@@ -80,7 +80,7 @@ def run(server: str, profile: str, spec: str | ContextConfig, out: Path, corpus:
         cfg = RunConfig(
             model=ModelConfig(base_url=emu.base_url, model=emu.model, context_window=WINDOW, **model),
             agent=AgentConfig(profile=profile, max_turns=turns, context=context),
-            search=SearchConfig(backend="local", corpus=str(corpus)),
+            search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"),
         )
         result = run_question(Q, cfg, out)
     requests = [chat_view(r) if server == "responses" else r for r in emu.requests]
@@ -293,7 +293,7 @@ def test_run_context_flag_end_to_end(tmp_path: Path, corpus: Path) -> None:
     out = tmp_path / "run"
     with serve("vllm", Steps(), personality("vllm")) as emu:
         r = CliRunner().invoke(app, ["run", Q, "--profile", "fte", "--base-url", emu.base_url, "--model", emu.model,
-                                     "--corpus", str(corpus), "--max-turns", "10", "--context", "discard_all",
+                                     "--corpus", str(corpus), "--retriever", "bm25s", "--max-turns", "10", "--context", "discard_all",
                                      "--context-window", "6000",
                                      "--out", str(out)], env={"COLUMNS": "300", "SERPER_API_KEY": ""})
     assert r.exit_code == 0, r.output
@@ -322,7 +322,7 @@ def test_summary_model_writes_the_summary_and_is_priced_apart(tmp_path: Path, co
             run_cfg = RunConfig(
                 model=ModelConfig(base_url=emu.base_url, model=emu.model, api_key="k-1", price=agent_price),
                 agent=AgentConfig(profile="fte", max_turns=TURNS, context=cfg),
-                search=SearchConfig(backend="local", corpus=str(corpus)),
+                search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"),
             )
             result = run_question(Q, run_cfg, tmp_path / "r")
         assert all(r.get("tools") for r in emu.requests)

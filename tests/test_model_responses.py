@@ -47,7 +47,7 @@ def client(emu: Any, **model: Any) -> ModelClient:
 
 def run(tmp_path: Path, base_url: str, corpus: Path, api: str = "responses", **model: Any) -> tuple[Any, list[dict[str, Any]]]:
     cfg = RunConfig(model=ModelConfig(base_url=base_url, model="emu-model", api=api, backoff_s=0.01, **model),
-                    agent=AgentConfig(profile="fte", max_turns=30), search=SearchConfig(backend="local", corpus=str(corpus)))
+                    agent=AgentConfig(profile="fte", max_turns=30), search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"))
     result = run_question(Q, cfg, tmp_path / "run")
     return result, trajectory(tmp_path / "run")
 
@@ -339,7 +339,7 @@ def test_the_new_model_keys_leave_old_digests_alone() -> None:
 def test_run_flag_api_responses(tmp_path: Path, corpus: Path) -> None:
     with ResponsesEmulator(ResponsesAPI(), ResearchPolicy()) as emu:
         res = CliRunner().invoke(app, ["run", Q, "-p", "fte", "--base-url", emu.base_url, "-m", "emu-model", "--api",
-                                       "responses", "--corpus", str(corpus), "-o", str(tmp_path / "r")], env=CLEAN_ENV)
+                                       "responses", "--corpus", str(corpus), "--retriever", "bm25s", "-o", str(tmp_path / "r")], env=CLEAN_ENV)
     assert res.exit_code == 0, res.output
     assert "model emu-model · Responses API · 5 tool(s)" in res.output
     assert json.loads((tmp_path / "r" / "result.json").read_text())["answer"] == "json.dumps"

@@ -40,7 +40,7 @@ def config(base_url: str, corpus: Path, profile: str = "fte") -> RunConfig:
         {
             "model": {"base_url": base_url, "model": "policy", "max_retries": 0},
             "agent": {"profile": profile, "max_turns": 12, "current_date": "2026-01-02"},
-            "search": {"backend": "local", "corpus": str(corpus)},
+            "search": {"backend": "local", "corpus": str(corpus), "retriever": "bm25s"},
         }
     )
 
@@ -125,7 +125,7 @@ from fte_shell.config import RunConfig
 from fte_shell.runner import run_question
 base_url, corpus, profile, out, qid = sys.argv[1:6]
 cfg = RunConfig.model_validate({"model": {"base_url": base_url, "model": "slow", "max_retries": 0},
-    "agent": {"profile": profile}, "search": {"backend": "local", "corpus": corpus}})
+    "agent": {"profile": profile}, "search": {"backend": "local", "corpus": corpus, "retriever": "bm25s"}})
 run_question("Which function serializes JSON?", cfg, Path(out), qid=qid)
 """
 

@@ -154,7 +154,7 @@ def test_each_profile_repeating_one_call_gets_one_notice_then_stops_stuck(
     with ScriptedServer(policy=same_call) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", backoff_s=0.01),
                         agent=AgentConfig(profile=profile, max_turns=10),
-                        search=SearchConfig(backend="local", corpus=str(corpus)))
+                        search=SearchConfig(backend="local", corpus=str(corpus), retriever="bm25s"))
         result = run_question("Which function serializes an object to a JSON formatted str?", cfg, tmp_path / "run")
     events = trajectory(tmp_path / "run")
     assert (result.stop_reason, result.turns, result.tool_calls) == ("stuck", 4, {name: 4})

@@ -108,9 +108,9 @@ def eval_log(key: tuple[str, str, str], runs: list[Run], on_run: Callable[[Run],
                                     "manifest": {k: v for k, v in (manifest.dump() if manifest else {}).items()
                                                  if k != "config"},
                                     "config": cfg, "note": NOTE}}),
-        plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={"profile": profile,
-                                                                                 "context": first.context,
-                                                                                 "retriever": first.retriever})],
+        plan=EvalPlan(name="fte-shell", steps=[EvalPlanStep(solver=profile, params={
+            "profile": profile, "context": first.context,
+            **({"retriever": first.retriever} if first.retriever is not None else {})})],
                       config=gen),
         results=_results(samples),
         stats=EvalStats(started_at=started, completed_at=completed, model_usage=usage,
