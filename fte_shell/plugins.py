@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Generic, TypeVar
 
 from .errors import ConfigError
@@ -60,6 +60,19 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """The built-in (and registered) names, in registration order."""
         return list(self._refs)
+
+    def __iter__(self) -> Iterator[str]:
+        """The built-in (and registered) names, in registration order."""
+        return iter(list(self._refs))
+
+    def __contains__(self, name: object) -> bool:
+        """True when ``name`` is a built-in or registered name (a reference is not: see :meth:`knows`)."""
+        return name in self._refs
+
+    def loaded(self) -> list[T]:
+        """The plugins loaded so far (by name or reference), each once."""
+        with self._lock:
+            return list({id(p): p for p in self._loaded.values()}.values())
 
     def register(self, name: str, ref: str) -> None:
         """Add ``name`` -> ``module:attr`` (e.g. from a test or an embedding program)."""

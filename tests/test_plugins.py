@@ -1,0 +1,47 @@
+"""Every kind of plugin is on :class:`fte_shell.plugins.Registry`, and a third-party plugin of each kind
+loads by ``module:attr`` without any change to fte-shell (the plugins: tests/thirdparty_plugins.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from fte_shell import Sandbox, SandboxConfig
+from fte_shell.errors import ConfigError
+from fte_shell.plugins import Registry
+from fte_shell.sandbox import base, get_provider
+
+REF = "tests.thirdparty_plugins:"
+
+
+def test_a_registry_lists_its_names_and_what_it_loaded() -> None:
+    reg: Registry[object] = Registry("thing", {"path": "pathlib:Path"})
+    assert list(reg) == ["path"] and "path" in reg and "pathlib:PurePath" not in reg
+    assert reg.knows("pathlib:PurePath") and not reg.knows("nope")
+    assert reg.get("path") is Path and reg.get("pathlib:Path") is Path
+    assert reg.loaded() == [Path]
+    with pytest.raises(ConfigError, match="unknown thing 'nope' \\(known: path; or a third-party"):
+        reg.get("nope")
+
+
+def test_a_third_party_sandbox_provider_loads_by_reference() -> None:
+    cfg = SandboxConfig(provider=REF + "PROVIDER")
+    provider = get_provider(cfg.provider)
+    assert provider.name == "renamed-bwrap" and provider in base.PROVIDERS.loaded()
+    assert provider.backend == get_provider("bwrap").backend
+    with pytest.raises(pydantic.ValidationError, match="or a third-party one as module:attr"):
+        SandboxConfig(provider="nope")
+    with pytest.raises(ConfigError, match="cannot import 'tests.nope'"):
+        get_provider("tests.nope:PROVIDER")
+
+
+def test_a_third_party_provider_runs_a_box() -> None:
+    if why := get_provider("bwrap").probe(30.0):
+        pytest.skip(f"bwrap is not usable here: {why}")
+    cfg = SandboxConfig(provider=REF + "PROVIDER")
+    get_provider(cfg.provider).prepare(cfg)
+    with Sandbox(cfg) as sb:
+        res = sb.run("cd /tmp && echo hi > note.txt && cat note.txt && ls")
+    assert res.exit_code == 0 and res.output.split() == ["hi", "note.txt"]

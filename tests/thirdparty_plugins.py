@@ -1,0 +1,21 @@
+"""Small real third-party plugins, one of each kind, loaded by ``module:attr`` as a package outside
+fte-shell would be (``[sandbox] provider = "tests.thirdparty_plugins:PROVIDER"``): nothing in fte-shell
+names them (tests/test_plugins.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fte_shell.sandbox import get_provider
+
+
+class RenamedBwrap:
+    """A sandbox provider: bwrap's boxes under another name (every call goes to the built-in provider)."""
+
+    name = "renamed-bwrap"
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(get_provider("bwrap"), attr)
+
+
+PROVIDER = RenamedBwrap()
