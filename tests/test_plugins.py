@@ -8,9 +8,10 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from fte_shell import Sandbox, SandboxConfig
+from fte_shell import RunConfig, Sandbox, SandboxConfig
 from fte_shell.errors import ConfigError
 from fte_shell.plugins import Registry
+from fte_shell.profiles import QuestionContext, make_profile
 from fte_shell.sandbox import base, get_provider
 
 REF = "tests.thirdparty_plugins:"
@@ -45,3 +46,12 @@ def test_a_third_party_provider_runs_a_box() -> None:
     with Sandbox(cfg) as sb:
         res = sb.run("cd /tmp && echo hi > note.txt && cat note.txt && ls")
     assert res.exit_code == 0 and res.output.split() == ["hi", "note.txt"]
+
+
+def test_a_third_party_profile_loads_by_reference(tmp_path: Path) -> None:
+    cfg = RunConfig.model_validate({"agent": {"profile": REF + "ReadOnlyFte"}})
+    p = make_profile(cfg.agent.profile, QuestionContext(config=cfg, workspace_dir=tmp_path))
+    assert [t["function"]["name"] for t in p.tools()] == ["grep", "read", "list_fetched"]
+    assert p.execute("list_fetched", {}).error is False
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        make_profile("nope", QuestionContext(config=cfg, workspace_dir=tmp_path))

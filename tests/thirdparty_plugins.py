@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fte_shell.profiles.base import Tool
+from fte_shell.profiles.fte import FteProfile
 from fte_shell.sandbox import get_provider
 
 
@@ -19,3 +21,12 @@ class RenamedBwrap:
 
 
 PROVIDER = RenamedBwrap()
+
+
+class ReadOnlyFte(FteProfile):
+    """A profile: FtE's tools that only read what is already fetched (``read``, ``grep``, ``list_fetched``)."""
+
+    name = "read-only-fte"
+
+    def _make_tools(self) -> list[Tool]:
+        return [t for t in super()._make_tools() if t.name in ("read", "grep", "list_fetched")]
