@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fte_shell.agent.context import KeepRecent
+from fte_shell.config import ContextConfig, ModelConfig
 from fte_shell.profiles.base import Tool
 from fte_shell.profiles.fte import FteProfile
 from fte_shell.sandbox import get_provider
@@ -30,3 +32,10 @@ class ReadOnlyFte(FteProfile):
 
     def _make_tools(self) -> list[Tool]:
         return [t for t in super()._make_tools() if t.name in ("read", "grep", "list_fetched")]
+
+
+class KeepLastOne(KeepRecent):
+    """A context strategy: ``keep_recent`` that keeps only the last observation verbatim, whatever ``keep``."""
+
+    def __init__(self, cfg: ContextConfig, model: ModelConfig):
+        super().__init__(cfg.model_copy(update={"keep": 1}), model)

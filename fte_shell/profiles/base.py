@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or o
     from ..fetch import FetchService
     from ..model import Model
 
-IMPLEMENTATIONS: Registry[Callable[["QuestionContext"], "Profile"]] = Registry("profile", {
+IMPLEMENTATIONS: Registry[Callable[[QuestionContext], Profile]] = Registry("profile", {
     "shell": f"{__package__}.shell:ShellProfile",
     "fte": f"{__package__}.fte:FteProfile",
     "snippet-only": f"{__package__}.snippet_only:SnippetOnlyProfile",

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Protocol, get_args
 
 from ..config import SandboxConfig, SandboxProviderName
-from ..errors import SandboxError
 from ..plugins import Registry
 
 GATEWAY_MOUNT = "/run/fte"
