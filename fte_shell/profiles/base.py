@@ -51,8 +51,7 @@ IMPLEMENTATIONS: Registry[Callable[[QuestionContext], Profile]] = Registry("prof
 ``agent.profile = "module:attr"``, a class (or factory) taking a :class:`QuestionContext`."""
 
 PROFILES: tuple[str, ...] = tuple(IMPLEMENTATIONS)
-"""The built-in profile names (:func:`make_profile`, ``agent.profile`` and ``--profile`` take a third-party
-one as ``module:attr`` too)."""
+"""The built-in profile names (:func:`make_profile` and ``agent.profile`` take ``module:attr`` too)."""
 
 
 
