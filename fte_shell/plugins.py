@@ -69,6 +69,10 @@ class Registry(Generic[T]):
         """True when ``name`` is a built-in or registered name (a reference is not: see :meth:`knows`)."""
         return name in self._refs
 
+    def values(self) -> list[T]:
+        """Every built-in (and registered) plugin, loaded, in registration order."""
+        return [self.get(name) for name in self]
+
     def loaded(self) -> list[T]:
         """The plugins loaded so far (by name or reference), each once."""
         with self._lock:

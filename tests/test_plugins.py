@@ -55,3 +55,17 @@ def test_a_third_party_profile_loads_by_reference(tmp_path: Path) -> None:
     assert p.execute("list_fetched", {}).error is False
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         make_profile("nope", QuestionContext(config=cfg, workspace_dir=tmp_path))
+
+
+def test_a_third_party_benchmark_loads_by_reference(tmp_path: Path) -> None:
+    from fte_shell.benchmarks import registry
+
+    data = tmp_path / "qa.tsv"
+    data.write_text("Capital of France?\tParis\n2 + 2?\t4\n")
+    ds = registry.load_dataset(f"{REF}BENCHMARK:{data}")
+    assert ds.kind == "tab-separated" and [(q.question, q.answer) for q in ds.questions] == [
+        ("Capital of France?", "Paris"), ("2 + 2?", "4")]
+    assert registry.get(REF + "BENCHMARK") is registry.resolve(f"{REF}BENCHMARK:{data}")[0]
+    with pytest.raises(ConfigError, match="has no default source"):
+        registry.resolve(REF + "BENCHMARK")
+    assert list(registry.BENCHMARKS) == [b.kind for b in registry.BENCHMARKS.values()]

@@ -4,10 +4,12 @@ names them (tests/test_plugins.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fte_shell.agent.context import KeepRecent
-from fte_shell.config import ContextConfig, ModelConfig
+from fte_shell.benchmarks.base import Log, Question, QuestionAnswer, question_id
+from fte_shell.config import BenchmarkOptions, ContextConfig, ModelConfig
 from fte_shell.profiles.base import Tool
 from fte_shell.profiles.fte import FteProfile
 from fte_shell.sandbox import get_provider
@@ -39,3 +41,18 @@ class KeepLastOne(KeepRecent):
 
     def __init__(self, cfg: ContextConfig, model: ModelConfig):
         super().__init__(cfg.model_copy(update={"keep": 1}), model)
+
+
+class TabSeparated(QuestionAnswer):
+    """A benchmark: one ``question<TAB>answer`` a line, graded by exact match."""
+
+    kind = "tab-separated"
+    summary = "tab-separated — question<TAB>answer lines"
+    judge_preset = "match"
+
+    def load(self, source: Path, split: str, options: BenchmarkOptions, log: Log | None) -> list[Question]:
+        rows = [line.split("\t") for line in source.read_text().splitlines() if line.strip()]
+        return [Question(id=question_id(q), question=q, answer=a) for q, a in rows]
+
+
+BENCHMARK = TabSeparated()
