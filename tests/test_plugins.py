@@ -69,3 +69,13 @@ def test_a_third_party_benchmark_loads_by_reference(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="has no default source"):
         registry.resolve(REF + "BENCHMARK")
     assert list(registry.BENCHMARKS) == [b.kind for b in registry.BENCHMARKS.values()]
+
+
+def test_a_third_party_answer_format_loads_by_reference() -> None:
+    from fte_shell.profiles.answer_format import FORMATS, AnswerFormat
+
+    cfg = RunConfig.model_validate({"agent": {"standard": {"answer_format": REF + "final_line"}}})
+    fmt = FORMATS.get(cfg.agent.standard.answer_format)(cfg.agent.standard)
+    assert isinstance(fmt, AnswerFormat)
+    got = fmt.parse("thinking\nFINAL: Paris")
+    assert got is not None and got.answer == "Paris" and fmt.parse("no answer yet") is None

@@ -10,6 +10,8 @@ from typing import Any
 from fte_shell.agent.context import KeepRecent
 from fte_shell.benchmarks.base import Log, Question, QuestionAnswer, question_id
 from fte_shell.config import BenchmarkOptions, ContextConfig, ModelConfig
+from fte_shell.config.standard import StandardOptions
+from fte_shell.profiles.answer_format import FinalAnswer
 from fte_shell.profiles.base import Tool
 from fte_shell.profiles.fte import FteProfile
 from fte_shell.sandbox import get_provider
@@ -56,3 +58,26 @@ class TabSeparated(QuestionAnswer):
 
 
 BENCHMARK = TabSeparated()
+
+
+class FinalLine:
+    """An answer format: the answer is the reply's line starting ``FINAL:``."""
+
+    system_prompt = "Answer with one line: FINAL: <answer>."
+    nudge = "Reply with a tool call or a line FINAL: <answer>."
+    final_request = "Give your answer now, as FINAL: <answer>."
+
+    def pose(self, question: str) -> str:
+        return question
+
+    def parse(self, text: str) -> FinalAnswer | None:
+        line = next((ln for ln in text.splitlines() if ln.startswith("FINAL:")), None)
+        return None if line is None else FinalAnswer(line.removeprefix("FINAL:").strip())
+
+    def record(self) -> dict[str, Any]:
+        return {"name": "final-line"}
+
+
+def final_line(options: StandardOptions) -> FinalLine:
+    """The factory ``agent.standard.answer_format = "tests.thirdparty_plugins:final_line"`` names."""
+    return FinalLine()
