@@ -1,4 +1,8 @@
-"""THE way fte-shell finds a plugin: one :class:`Registry` per kind (search backends, retrievers, …).
+"""THE way fte-shell finds a plugin: one :class:`Registry` per kind — sandbox providers
+(``sandbox.base.PROVIDERS``), benchmarks (``benchmarks.registry.BENCHMARKS``), profiles
+(``profiles.base.IMPLEMENTATIONS``), context strategies (``agent.context.STRATEGY_CLASSES``), search backends
+(``search.registry.BACKENDS``), retrievers (``search.retrievers.RETRIEVERS``) and answer formats
+(``profiles.answer_format.FORMATS``); tests/thirdparty_plugins.py holds a third-party plugin of several.
 
 A registry maps a name to a ``"module:attr"`` reference, imported on first use (so an optional heavy
 dependency is imported only when its plugin is chosen). Besides the built-in names, every registry accepts
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Generic, TypeVar
 
 from .errors import ConfigError
@@ -60,6 +64,23 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """The built-in (and registered) names, in registration order."""
         return list(self._refs)
+
+    def __iter__(self) -> Iterator[str]:
+        """The built-in (and registered) names, in registration order."""
+        return iter(list(self._refs))
+
+    def __contains__(self, name: object) -> bool:
+        """True when ``name`` is a built-in or registered name (a reference is not: see :meth:`knows`)."""
+        return name in self._refs
+
+    def values(self) -> list[T]:
+        """Every built-in (and registered) plugin, loaded, in registration order."""
+        return [self.get(name) for name in self]
+
+    def loaded(self) -> list[T]:
+        """The plugins loaded so far (by name or reference), each once."""
+        with self._lock:
+            return list({id(p): p for p in self._loaded.values()}.values())
 
     def register(self, name: str, ref: str) -> None:
         """Add ``name`` -> ``module:attr`` (e.g. from a test or an embedding program)."""

@@ -19,7 +19,7 @@ from emulators import PERSONALITIES
 from test_events_written import typed_events
 
 from fte_shell.agent.context.edits import DROP_NOTE, WORKSPACE_NOTE, placeholder
-from fte_shell.config import AgentConfig, ContextConfig, ModelConfig, RunConfig, SearchConfig
+from fte_shell.config import STRATEGIES, AgentConfig, ContextConfig, ModelConfig, RunConfig, SearchConfig
 from fte_shell.runner import run_question
 from fte_shell.standins.server import ScriptTurn
 
@@ -384,6 +384,20 @@ def test_steps_go_whole_and_the_request_s_own_notice_stays() -> None:
     sent = make_policy(cfg).prepare(_view(kept, window=100))  # past the window: acts, then escalates to fit
     assert sent.edit is not None and sent.edit.cleared == ["c1", "c2", "c3"] and sent.edit.escalated
     assert kept == CONVERSATION
+
+
+def test_a_third_party_strategy_loads_by_reference() -> None:
+    """``strategy = "module:attr"`` (tests/thirdparty_plugins.py: keep_recent keeping one observation) is
+    built as a built-in one is, and ``--context`` takes the reference too."""
+    from fte_shell.agent.context import STRATEGY_CLASSES, make_policy
+
+    assert list(STRATEGY_CLASSES) == [s for s in STRATEGIES if s != "keep_all"]
+    spec = ContextConfig.parse("tests.thirdparty_plugins:KeepLastOne")
+    assert spec.strategy == spec.label == "tests.thirdparty_plugins:KeepLastOne"
+    sent = make_policy(RunConfig(agent=AgentConfig(context=spec))).prepare(_view(json.loads(json.dumps(CONVERSATION))))
+    assert sent.edit is not None and sent.edit.cleared == ["c1", "c2"]
+    with pytest.raises(ValueError, match="or a third-party one as module:attr"):
+        ContextConfig(strategy="nope")
 
 
 def test_a_summary_that_fails_drops_the_steps_and_says_so(tmp_path: Path, corpus: Path) -> None:

@@ -1,5 +1,6 @@
 """THE registry of benchmarks: a dataset spec → its plugin. Adding a benchmark is one module (or package)
-holding a ``BENCHMARK`` that satisfies :class:`~.base.Benchmark`, plus one line in :data:`BENCHMARKS`.
+holding a ``BENCHMARK`` that satisfies :class:`~.base.Benchmark`, plus one line in :data:`BENCHMARKS`; a
+third-party benchmark needs no line: its spec is ``module:attr`` (or ``module:attr:PATH``).
 
 Specs: ``KIND`` (a plugin with a default source: ``hotpotqa``), ``KIND:PATH``, or a bare path, which
 the first plugin in :data:`BENCHMARKS` order that claims it reads (WideSearch: a directory holding
@@ -16,43 +17,32 @@ from pathlib import Path
 
 from ..config import BenchmarkOptions
 from ..errors import ConfigError
+from ..plugins import Registry, is_reference
 from ..record.sweepdir import SweepDir
 from ..version import renamed_line
-from . import (
-    browsecomp,
-    browsecomp_plus,
-    browsecomp_zh,
-    frames,
-    gaia,
-    hle,
-    hotpotqa,
-    jsonl,
-    simpleqa,
-    webwalkerqa,
-    widesearch,
-    xbench,
-)
 from .base import Benchmark, Dataset, Log, ScriptedTask, select
 from .presets import BUILTIN, FORMER_NAMES_UNTIL, Preset
 from .sections import Placed
 
-BENCHMARKS: dict[str, Benchmark] = {b.kind: b for b in (
-    widesearch.BENCHMARK,
-    gaia.BENCHMARK,
-    hotpotqa.BENCHMARK,
-    browsecomp.BENCHMARK,
-    browsecomp_plus.BENCHMARK,
-    browsecomp_zh.BENCHMARK,
-    xbench.BENCHMARK,
-    hle.BENCHMARK,
-    simpleqa.BENCHMARK,
-    frames.BENCHMARK,
-    webwalkerqa.BENCHMARK,
-    jsonl.BENCHMARK,
-)}
-"""Every benchmark by kind; the order is the order a bare path is offered to them."""
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", {
+    "widesearch": f"{__package__}.widesearch:BENCHMARK",
+    "gaia": f"{__package__}.gaia:BENCHMARK",
+    "hotpotqa": f"{__package__}.hotpotqa:BENCHMARK",
+    "browsecomp": f"{__package__}.browsecomp:BENCHMARK",
+    "browsecomp-plus": f"{__package__}.browsecomp_plus:BENCHMARK",
+    "browsecomp-zh": f"{__package__}.browsecomp_zh:BENCHMARK",
+    "xbench": f"{__package__}.xbench:BENCHMARK",
+    "hle": f"{__package__}.hle:BENCHMARK",
+    "simpleqa": f"{__package__}.simpleqa:BENCHMARK",
+    "frames": f"{__package__}.frames:BENCHMARK",
+    "webwalkerqa": f"{__package__}.webwalkerqa:BENCHMARK",
+    "jsonl": f"{__package__}.jsonl:BENCHMARK",
+})
+"""Every benchmark by kind -> the ``BENCHMARK`` of its module (imported on first use); the order is the order
+a bare path is offered to them. A third-party benchmark is ``module:attr`` (``mypkg.bench:BENCHMARK``, or
+``mypkg.bench:BENCHMARK:PATH`` for a source other than its default)."""
 
-FALLBACK = jsonl.BENCHMARK
+FALLBACK = BENCHMARKS.get("jsonl")
 """Grades a run directory outside any sweep, or a sweep whose manifest names no known benchmark."""
 
 PRESETS: dict[str, Preset] = {**BUILTIN, **{p.name: p for b in BENCHMARKS.values() for p in b.presets}}
@@ -77,21 +67,25 @@ def preset(name: str) -> Preset:
 
 
 def get(kind: str) -> Benchmark:
-    """The benchmark of ``kind``; ConfigError listing the known kinds otherwise."""
-    try:
-        return BENCHMARKS[kind]
-    except KeyError:
-        raise ConfigError(f"unknown dataset kind {kind!r} (known: {', '.join(BENCHMARKS)})") from None
+    """The benchmark of ``kind`` (or ``module:attr``); ConfigError listing the known kinds otherwise."""
+    return BENCHMARKS.get(kind)
 
 
 def resolve(spec: str) -> tuple[Benchmark, Path]:
     """The benchmark and source path of a dataset spec (see the module docstring)."""
-    source = BENCHMARKS[spec].default_source() if spec in BENCHMARKS else None
+    source = BENCHMARKS.get(spec).default_source() if spec in BENCHMARKS else None
     if source is not None:
-        return BENCHMARKS[spec], source
+        return BENCHMARKS.get(spec), source
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in BENCHMARKS:
-        return BENCHMARKS[prefix], Path(rest)
+        return BENCHMARKS.get(prefix), Path(rest)
+    ref, _, rest = spec.rpartition(":")
+    if is_reference(spec) or is_reference(ref):
+        bm = BENCHMARKS.get(spec if is_reference(spec) else ref)
+        source = bm.default_source() if is_reference(spec) else Path(rest)
+        if source is None:
+            raise ConfigError(f"benchmark {spec!r} has no default source: give one as {spec}:PATH")
+        return bm, source
     path = Path(spec)
     return next(b for b in BENCHMARKS.values() if b.claims(path)), path
 
@@ -124,7 +118,7 @@ def of_sweep(sweep_dir: Path | None) -> Benchmark:
     """The benchmark that wrote the sweep at ``sweep_dir`` (its manifest's ``dataset.kind``), else
     :data:`FALLBACK`."""
     kind = SweepDir(sweep_dir).dataset_kind() if sweep_dir is not None else None
-    return BENCHMARKS.get(kind or "", FALLBACK)
+    return BENCHMARKS.get(kind) if kind in BENCHMARKS else FALLBACK
 
 
 def scripted_task(text: str) -> ScriptedTask | None:

@@ -19,7 +19,8 @@ class AgentConfig(StrictModel):
     profile: str = "shell"
     """``shell``, ``fte``, ``snippet-only``, ``visit-snippet``, ``visit-summary``, ``open-find``, or an ablation
     arm of ``fte``: ``fte-no-grep``, ``fte-no-read``, ``fte-single-grep``; or ``standard`` (BrowseComp-Plus's own
-    tools and answer format, ``[agent.standard]``)."""
+    tools and answer format, ``[agent.standard]``); or a third-party profile as ``module:attr`` (a class taking a
+    ``QuestionContext``: :data:`fte_shell.profiles.base.IMPLEMENTATIONS`)."""
 
     max_turns: int = 300
     """Model calls before the run stops without an answer (the paper's 300)."""

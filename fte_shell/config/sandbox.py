@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from ..plugins import is_reference
 from .base import StrictModel
 
 
@@ -63,8 +64,9 @@ class FetchPolicy(StrictModel):
 
 
 SandboxProviderName = Literal["docker", "podman", "bwrap"]
-"""The sandbox providers (each is the module ``fte_shell.sandbox.providers.<name>.provider``, and its
-settings are the table ``[sandbox.<name>]``)."""
+"""The built-in sandbox providers (each is the module ``fte_shell.sandbox.providers.<name>.provider``, and
+its settings are the table ``[sandbox.<name>]``); a third-party one is ``module:attr``
+(:data:`fte_shell.sandbox.base.PROVIDERS`)."""
 
 
 class EngineBoxConfig(StrictModel):
@@ -146,11 +148,13 @@ class SandboxConfig(StrictModel):
     """The per-question sandbox box (a hardened container of Docker or podman, or a bwrap box) and its
     persistent bash session."""
 
-    provider: SandboxProviderName = "docker"
+    provider: str = "docker"
     """What runs the sandbox: ``docker`` (a hardened container per question, through the Docker daemon),
     ``podman`` (the same container through podman's CLI, no daemon: rootful as root, rootless as a plain
-    user with subuid/subgid ranges) or ``bwrap`` (bubblewrap: no daemon, no root; a box over the image's
-    files exported once, see docs/hpc.md). The guarantees each holds: docs/sandbox.md."""
+    user with subuid/subgid ranges), ``bwrap`` (bubblewrap: no daemon, no root; a box over the image's
+    files exported once, see docs/hpc.md) or a third-party provider as ``module:attr`` (it reads this
+    table's shared keys; docs/ARCHITECTURE.md "Adding a sandbox provider"). The guarantees each holds:
+    docs/sandbox.md."""
 
     runtime: Literal["runc", "runsc"] = "runc"
     """The OCI runtime of docker and podman boxes: ``runc`` (the default) or ``runsc`` (gVisor: a user-space
@@ -252,6 +256,14 @@ class SandboxConfig(StrictModel):
 
     fetch_policy: FetchPolicy = Field(default_factory=FetchPolicy)
     """Network policy of this sandbox's fetch gateway."""
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, name: str) -> str:
+        if name in get_args(SandboxProviderName) or is_reference(name):
+            return name
+        raise ValueError(f"a provider name ({', '.join(get_args(SandboxProviderName))}) or a third-party one "
+                         "as module:attr")
 
     @model_validator(mode="before")
     @classmethod

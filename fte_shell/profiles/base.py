@@ -12,7 +12,6 @@ Errors the model can act on (unknown tool, bad arguments, bad regex, refused URL
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
 import types
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import RunConfig
 from ..errors import ConfigError, SearchUnavailable, ToolError
+from ..plugins import Registry
 from ..prompts import ToolDescriptions, profile_addendum
 from ..record.events import SearchFact
 from ..world import RunWorld
@@ -35,22 +35,23 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or o
     from ..fetch import FetchService
     from ..model import Model
 
-_IMPLEMENTATIONS: dict[str, str] = {
-    "shell": "shell:ShellProfile",
-    "fte": "fte:FteProfile",
-    "snippet-only": "snippet_only:SnippetOnlyProfile",
-    "visit-snippet": "visit_snippet:VisitSnippetProfile",
-    "visit-summary": "visit_summary:VisitSummaryProfile",
-    "open-find": "open_find:OpenFindProfile",
-    "fte-no-grep": "fte_without:FteNoGrepProfile",  # ablation arms (paper Table 5)
-    "fte-no-read": "fte_without:FteNoReadProfile",
-    "fte-single-grep": "fte_single_grep:FteSingleGrepProfile",
-    "standard": "standard:StandardProfile",  # BrowseComp-Plus's own scaffold and answer format
-}
-"""Profile name -> ``module:class`` under ``fte_shell.profiles`` (imported on first use)."""
+IMPLEMENTATIONS: Registry[Callable[[QuestionContext], Profile]] = Registry("profile", {
+    "shell": f"{__package__}.shell:ShellProfile",
+    "fte": f"{__package__}.fte:FteProfile",
+    "snippet-only": f"{__package__}.snippet_only:SnippetOnlyProfile",
+    "visit-snippet": f"{__package__}.visit_snippet:VisitSnippetProfile",
+    "visit-summary": f"{__package__}.visit_summary:VisitSummaryProfile",
+    "open-find": f"{__package__}.open_find:OpenFindProfile",
+    "fte-no-grep": f"{__package__}.fte_without:FteNoGrepProfile",  # ablation arms (paper Table 5)
+    "fte-no-read": f"{__package__}.fte_without:FteNoReadProfile",
+    "fte-single-grep": f"{__package__}.fte_single_grep:FteSingleGrepProfile",
+    "standard": f"{__package__}.standard:StandardProfile",  # BrowseComp-Plus's own scaffold and answer format
+})
+"""The profiles: each built-in name -> its class (imported on first use); a third-party profile is
+``agent.profile = "module:attr"``, a class (or factory) taking a :class:`QuestionContext`."""
 
-PROFILES: tuple[str, ...] = tuple(_IMPLEMENTATIONS)
-"""Names accepted by :func:`make_profile` (and ``agent.profile`` / ``--profile``)."""
+PROFILES: tuple[str, ...] = tuple(IMPLEMENTATIONS)
+"""The built-in profile names (:func:`make_profile` and ``agent.profile`` take ``module:attr`` too)."""
 
 
 
@@ -387,14 +388,13 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def check_profile_name(name: str) -> None:
-    """Raise :class:`ConfigError` naming the choices when ``name`` is not a profile."""
-    if name not in _IMPLEMENTATIONS:
-        raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)})")
+    """Raise :class:`ConfigError` naming the choices when ``name`` is neither a profile nor a reference."""
+    if not IMPLEMENTATIONS.knows(name):
+        raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)}; or a third-party "
+                          "one as module:attr)")
 
 
 def make_profile(name: str, ctx: QuestionContext) -> Profile:
     """The profile called ``name`` for one question. Raises :class:`ConfigError` for an unknown name."""
     check_profile_name(name)
-    module, cls = _IMPLEMENTATIONS[name].split(":")
-    profile: Profile = getattr(importlib.import_module(f"{__package__}.{module}"), cls)(ctx)
-    return profile
+    return IMPLEMENTATIONS.get(name)(ctx)

@@ -10,16 +10,16 @@ read-only at ``/work``, the gateway directory read-only at :data:`GATEWAY_MOUNT`
 tmpfs at :data:`RUN_MOUNT`, and the warden (:data:`WARDEN`) as its main process; with ``[sandbox] corpus``
 also the exported corpus read-only at ``/corpus`` (:attr:`BoxSpec.corpus`).
 
-Providers: ``[sandbox] provider`` names one; the names are :data:`fte_shell.config.SandboxProviderName`
-and provider ``NAME`` lives in the module ``fte_shell.sandbox.providers.NAME.provider`` as ``PROVIDER``.
-Adding a provider is that module plus its name in the Literal.
+Providers: ``[sandbox] provider`` names one (:data:`PROVIDERS`): a built-in name
+(:data:`fte_shell.config.SandboxProviderName`; provider ``NAME`` lives in the module
+``fte_shell.sandbox.providers.NAME.provider`` as ``PROVIDER``) or a third-party one as ``module:attr``
+(docs/ARCHITECTURE.md "Adding a sandbox provider").
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import signal
 import threading
 from collections.abc import Callable
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, get_args
 
 from ..config import SandboxConfig, SandboxProviderName
-from ..errors import SandboxError
+from ..plugins import Registry
 
 GATEWAY_MOUNT = "/run/fte"
 """Where the box sees its gateway directory (read-only)."""
@@ -229,28 +229,23 @@ class SandboxProvider(Protocol):
         ...
 
 
-PROVIDERS: dict[str, str] = {
-    name: f"{__package__}.providers.{name}.provider" for name in get_args(SandboxProviderName)
-}
-"""Provider name -> the module that holds its ``PROVIDER``."""
-
-_loaded: dict[str, SandboxProvider] = {}
-_lock = threading.Lock()
+PROVIDERS: Registry[SandboxProvider] = Registry("sandbox provider", {
+    name: f"{__package__}.providers.{name}.provider:PROVIDER" for name in get_args(SandboxProviderName)
+})
+"""The sandbox providers: each built-in name -> the ``PROVIDER`` of ``providers/<name>/provider.py``; a
+third-party provider is ``[sandbox] provider = "module:attr"`` (docs/ARCHITECTURE.md "Adding a sandbox
+provider")."""
 
 
 def get_provider(name: str) -> SandboxProvider:
-    """The provider called ``name`` (its module is imported on first use)."""
-    with _lock:
-        if name not in _loaded:
-            if name not in PROVIDERS:
-                raise SandboxError(f"unknown sandbox provider {name!r} (known: {', '.join(PROVIDERS)})")
-            _loaded[name] = importlib.import_module(PROVIDERS[name]).PROVIDER
-        return _loaded[name]
+    """The provider called ``name`` (a built-in name or ``module:attr``; imported on first use, one per
+    process); :class:`ConfigError` listing the known names otherwise."""
+    return PROVIDERS.get(name)
 
 
 def stop_all_boxes() -> None:
     """Remove every box this process started, whichever provider started it (best effort)."""
-    for provider in list(_loaded.values()):
+    for provider in PROVIDERS.loaded():
         provider.stop_all()
 
 

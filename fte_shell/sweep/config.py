@@ -23,7 +23,8 @@ class BenchConfig(BaseModel):
 
     dataset: str
     """Dataset spec: ``KIND``, ``KIND:PATH`` or a bare path, one of the benchmarks of
-    :data:`fte_shell.benchmarks.registry.BENCHMARKS` (``fte-shell bench --help`` lists them; docs/bench.md)."""
+    :data:`fte_shell.benchmarks.registry.BENCHMARKS` (``fte-shell bench --help`` lists them; docs/bench.md),
+    or a third-party benchmark as ``module:attr`` or ``module:attr:PATH``."""
 
     split: str = "dev"
     """HotpotQA split (``dev`` or ``test``)."""

@@ -6,7 +6,10 @@ strategies")."""
 
 from __future__ import annotations
 
-from ...config import RunConfig
+from collections.abc import Callable
+
+from ...config import ContextConfig, ModelConfig, RunConfig
+from ...plugins import Registry
 from .base import (
     ContextEdit,
     ContextPolicy,
@@ -22,11 +25,15 @@ from .clearing import DiscardAll, DiscardFraction, KeepRecent
 from .edits import Editing
 from .reset import Summary, WorkspaceReset
 
-STRATEGY_CLASSES: dict[str, type[Editing]] = {
-    "keep_recent": KeepRecent, "discard_fraction": DiscardFraction, "discard_all": DiscardAll,
-    "summary": Summary, "workspace_reset": WorkspaceReset,
-}
-"""``agent.context.strategy`` → its policy (``keep_all``: :class:`KeepAll`)."""
+STRATEGY_CLASSES: Registry[Callable[[ContextConfig, ModelConfig], ContextPolicy]] = Registry("context strategy", {
+    "keep_recent": f"{__package__}.clearing:KeepRecent",
+    "discard_fraction": f"{__package__}.clearing:DiscardFraction",
+    "discard_all": f"{__package__}.clearing:DiscardAll",
+    "summary": f"{__package__}.reset:Summary",
+    "workspace_reset": f"{__package__}.reset:WorkspaceReset",
+})
+"""``agent.context.strategy`` → its policy's class (``keep_all``: :class:`KeepAll`); a third-party strategy
+is ``module:attr``, called with ``[agent.context]`` and the agent's ``[model]``."""
 
 
 def make_policy(config: RunConfig) -> ContextPolicy:
@@ -34,7 +41,7 @@ def make_policy(config: RunConfig) -> ContextPolicy:
     cfg = config.agent.context
     if cfg.strategy == "keep_all":
         return KeepAll()
-    return STRATEGY_CLASSES[cfg.strategy](cfg, config.model)
+    return STRATEGY_CLASSES.get(cfg.strategy)(cfg, config.model)
 
 
 __all__ = [
