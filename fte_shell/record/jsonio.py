@@ -54,12 +54,18 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` (each with its newline) to ``path`` via a temporary file beside it, fsync and rename,
+    streaming (nothing held in memory); returns how many were written. An exception raised while the lines
+    are produced leaves ``path`` as it was; a full disk is :class:`DiskFull` naming the file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    n = 0
     try:
         with naming_full_disk(path), open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+            for line in lines:
+                f.write(line)
+                n += 1
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -67,6 +73,11 @@ def _write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    return n
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    write_lines_atomic(path, [text])
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -37,7 +37,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import FetchRefused, FteError
-from ..record.jsonio import iter_jsonl
+from ..record.jsonio import iter_jsonl, write_lines_atomic
 from ..workspace import canonical_url
 
 FORMAT = 2
@@ -151,18 +151,8 @@ def write_jsonl(docs: Iterable[CorpusDoc], out_path: Path) -> int:
     """Write documents as corpus JSONL (atomically); returns how many were written."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", dir=out_path.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for d in docs:
-                fh.write(json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+    return write_lines_atomic(out_path, (json.dumps(d.model_dump(exclude_none=True), ensure_ascii=False) + "\n"
+                                         for d in docs))
 
 
 def index_text(doc: CorpusDoc, contents: str = "title+text") -> str:

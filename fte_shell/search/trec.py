@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FteError
+from ..record.jsonio import write_lines_atomic
 from .retrievers.base import Hit
 
 MEASURES = ("R@5", "R@100", "R@1000", "nDCG@10")
@@ -102,23 +101,16 @@ def write_run(path: Path, results: Iterable[tuple[str, Sequence[Hit]]], tag: str
     if not tag or any(c.isspace() for c in tag):
         raise TrecFileError(f"run tag {tag!r} is empty or holds whitespace")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for qid, hits in results:
-                for hit in hits:
-                    if not hit.docid or any(c.isspace() for c in hit.docid):
-                        raise TrecFileError(f"query {qid}: docid {hit.docid!r} holds whitespace; a TREC run "
-                                            "file cannot carry it")
-                for line in format_run_lines(qid, hits, tag):
-                    f.write(line)
-                    n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
+
+    def lines() -> Iterator[str]:
+        for qid, hits in results:
+            for hit in hits:
+                if not hit.docid or any(c.isspace() for c in hit.docid):
+                    raise TrecFileError(f"query {qid}: docid {hit.docid!r} holds whitespace; a TREC run "
+                                        "file cannot carry it")
+            yield from format_run_lines(qid, hits, tag)
+
+    return write_lines_atomic(path, lines())
 
 
 def _columns(path: Path, n: int, what: str) -> Iterable[tuple[int, list[str]]]:
