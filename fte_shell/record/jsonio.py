@@ -99,10 +99,9 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def iter_jsonl(path: Path, error: type[FteError] = ConfigError) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, object)`` for each non-blank line of ``path`` (1-based numbers).
-
-    An unreadable file or a line that is not JSON raises ``error`` with ``path:line`` in its message."""
+def iter_lines(path: Path, error: type[FteError] = ConfigError) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` for each non-blank line of a UTF-8 text file (1-based numbers); an
+    unreadable file raises ``error`` naming it."""
     path = Path(path)
     try:
         fh = path.open(encoding="utf-8")
@@ -110,12 +109,19 @@ def iter_jsonl(path: Path, error: type[FteError] = ConfigError) -> Iterator[tupl
         raise error(f"cannot read {path}: {e.strerror or e}") from e
     with fh:
         for no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield no, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise error(f"{path}:{no}: not valid JSON ({e.msg})") from e
+            if line.strip():
+                yield no, line
+
+
+def iter_jsonl(path: Path, error: type[FteError] = ConfigError) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)`` for each non-blank line of ``path`` (1-based numbers).
+
+    An unreadable file or a line that is not JSON raises ``error`` with ``path:line`` in its message."""
+    for no, line in iter_lines(path, error):
+        try:
+            yield no, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{no}: not valid JSON ({e.msg})") from e
 
 
 def read_jsonl_lenient(path: Path) -> list[dict[str, Any]]:

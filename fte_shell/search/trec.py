@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FteError
-from ..record.jsonio import write_lines_atomic
+from ..record.jsonio import iter_lines, write_lines_atomic
 from .retrievers.base import Hit
 
 MEASURES = ("R@5", "R@100", "R@1000", "nDCG@10")
@@ -114,18 +114,11 @@ def write_run(path: Path, results: Iterable[tuple[str, Sequence[Hit]]], tag: str
 
 
 def _columns(path: Path, n: int, what: str) -> Iterable[tuple[int, list[str]]]:
-    try:
-        fh = path.open(encoding="utf-8")
-    except OSError as e:
-        raise TrecFileError(f"{path}: cannot read the {what} file ({e})") from e
-    with fh:
-        for no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            cols = line.split()
-            if len(cols) != n:
-                raise _bad(path, no, f"expected {n} whitespace-separated columns in a {what} file, got {len(cols)}")
-            yield no, cols
+    for no, line in iter_lines(path, TrecFileError):
+        cols = line.split()
+        if len(cols) != n:
+            raise _bad(path, no, f"expected {n} whitespace-separated columns in a {what} file, got {len(cols)}")
+        yield no, cols
 
 
 def read_run(path: Path) -> dict[str, dict[str, float]]:
