@@ -79,11 +79,15 @@ def test_a_corpus_arm_that_cannot_be_is_one_line(tmp_path: Path, extra: list[str
 def test_the_corpus_arm_in_a_bcplus_sweep(tmp_path: Path, docker_ready: None) -> None:
     fx = make_bcplus_clone(tmp_path / "bc", n_docs=60, n_queries=2)
     out = tmp_path / "sweep"
-    args = ["bench", f"browsecomp-plus:{fx.root}", "--profiles", "standard,fte,shell", "--corpus-arm",
-            "--out", str(out), "--scripted", "--corpus-dir", str(tmp_path / "idx"), "--no-progress", "-j", "2"]
-    r = runner.invoke(app, args)
+    old = ["bench", f"browsecomp-plus:{fx.root}", "--profiles", "standard,fte,shell", "--out", str(out),
+           "--scripted", "--corpus-dir", str(tmp_path / "idx"), "--no-progress", "-j", "2"]
+    r = runner.invoke(app, old)  # a sweep without the arm ...
+    assert r.exit_code == 0 and "6 run(s) finished now (6 answered)" in r.output, r.output
+    assert {p.name for p in (out / "runs").iterdir()} == {"standard", "fte", "shell"}
+    args = [*old, "--corpus-arm"]
+    r = runner.invoke(app, args)  # ... resumed with it: only the corpus arm's runs are new
     assert r.exit_code == 0, r.output
-    assert "8 run(s) finished now (8 answered)" in r.output
+    assert "6 already done" in r.output and "2 run(s) finished now (2 answered)" in r.output
     arms = {"standard", "fte", "shell", "shell+corpus"}
     assert {p.name for p in (out / "runs").iterdir()} == arms
     manifest = json.loads((out / "sweep.json").read_text())
