@@ -3,8 +3,9 @@ its own prompts.py): the arms standard, fte and shell (a real Docker box) × the
 and workspace_reset (DR-DCI's), every arm on the same questions with the scripted policy, then judge and
 report: accuracy, evidence recall, search calls and paired comparisons side by side per arm.
 
-The retriever arms (``--retrievers bm25,dense:…``: standard@bm25, standard@dense…) and the corpus-in-box arm
-(shell with ``/corpus``) come from other branches; docs/browsecomp-plus.md names the command with them."""
+The retriever arms (``--retrievers bm25,dense:…``: standard@bm25, standard@dense…) are tests/test_bench_retrievers.py's
+and the corpus-in-box arm (``--corpus-arm``: shell with ``/corpus``) tests/test_bench_corpus_arm.py's;
+docs/browsecomp-plus.md names the command with them all."""
 
 from __future__ import annotations
 

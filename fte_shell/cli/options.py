@@ -275,6 +275,7 @@ SWEEP_FLAGS: tuple[SweepFlag, ...] = (
     SweepFlag("runs", ("--runs", "-k")),
     SweepFlag("contexts", ("--context",), note=" Comma-separated, e.g. keep_all,keep_recent:5,discard_all."),
     SweepFlag("retrievers", ("--retrievers",), note=" Comma-separated, e.g. bm25,dense:all-MiniLM-L6-v2."),
+    SweepFlag("corpus_arm", ("--corpus-arm",)),
     SweepFlag("concurrency", ("--concurrency", "-j")),
     SweepFlag("split", ("--split",)),
     SweepFlag("limit", ("--limit",)),

@@ -105,8 +105,10 @@ class Run:
     def arm(self) -> str:
         """The run's arm: the profile, ``profile@strategy``, or ``profile@retriever[+strategy]`` in a sweep of
         retrievers (:func:`fte_shell.record.rundir.arm_name`)."""
+        from ..metrics.runs import run_corpus_in_box
+
         axis = self.manifest is not None and bool(getattr(self.manifest, "retrievers", None))
-        return arm_name(self.profile, self.context, self.retriever if axis else None)
+        return arm_name(self.profile, self.context, self.retriever if axis else None, run_corpus_in_box(self.result))
 
     @property
     def stop_reason(self) -> str | None:

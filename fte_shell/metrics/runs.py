@@ -50,6 +50,10 @@ class RunMetrics(_M):
     """The retriever that ranked the run's local corpus (``bm25``, ``dense:…``; ``bm25s`` for runs recorded
     before retrievers); None when the run searched no local corpus."""
 
+    corpus_in_box: bool = False
+    """The run is of a sweep's corpus arm: its box mounted the sweep's corpus at ``/corpus`` (``bench
+    --corpus-arm``; :func:`run_corpus_in_box`)."""
+
     stop_reason: str
     """``answer``, ``max_turns``, …, or ``failed`` (the harness raised) / ``incomplete``
     (:data:`fte_shell.stops.NO_RESULT`: no result.json)."""
@@ -228,6 +232,14 @@ def run_retriever(result: dict[str, Any] | None, config: dict[str, Any] | None) 
     return str(search.get("retriever") or "bm25s")
 
 
+def run_corpus_in_box(result: dict[str, Any] | None) -> bool:
+    """Whether the run is of a sweep's corpus arm (``bench --corpus-arm``: its box mounted the sweep's
+    corpus at ``/corpus``): ``result.json``'s ``meta.corpus_in_box``. A run given ``[sandbox] corpus``
+    outside such an arm is not one (every run of its sweep had it)."""
+    meta = (result or {}).get("meta")
+    return isinstance(meta, dict) and bool(meta.get("corpus_in_box"))
+
+
 def run_metrics(run_dir: Path, *, profile: str | None = None, qid: str | None = None, rep: int = 0) -> RunMetrics:
     """Compute :class:`RunMetrics` of one run directory."""
     run_dir = Path(run_dir)
@@ -258,6 +270,7 @@ def _outcome(run_dir: Path, result: dict[str, Any] | None, events: list[Any], pr
         "model": res.get("model") or start.model,
         "context": context_label(events),
         "retriever": run_retriever(result, start.config),
+        "corpus_in_box": run_corpus_in_box(result),
         "stop_reason": stop,
         "infra_failure": result is None or is_infra_failure(stop),
         "config_digest": digest if isinstance(digest, str) and digest else None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ..record.rundir import CORPUS_ARM
 from ..stops import STOPS
 from .actions import _M, ngrams
 from .runs import RunMetrics
@@ -337,14 +338,21 @@ def compares_retrievers(runs: Sequence[RunMetrics]) -> bool:
 
 def has_arms(runs: Sequence[RunMetrics]) -> bool:
     """Whether the runs compare context strategies (some run's is not ``keep_all``) or retrievers
-    (:func:`compares_retrievers`): rows are then arms."""
-    return any(r.context != "keep_all" for r in runs) or compares_retrievers(runs)
+    (:func:`compares_retrievers`) or the corpus in the box (``bench --corpus-arm``): rows are then arms."""
+    return any(r.context != "keep_all" for r in runs) or compares_retrievers(runs) or compares_corpus(runs)
+
+
+def compares_corpus(runs: Sequence[RunMetrics]) -> bool:
+    """Whether some profile ran both with and without the sweep's corpus in its box (``bench --corpus-arm``)."""
+    boxed = {r.profile for r in runs if r.corpus_in_box}
+    return any(r.profile in boxed and not r.corpus_in_box for r in runs)
 
 
 def arm_label(run: RunMetrics, retrievers: bool, contexts: bool) -> str:
-    """A run's arm as a row label: ``profile``, then ``· retriever`` when the runs compare retrievers, then
-    ``· strategy`` when they compare context strategies."""
-    label = f"{run.profile} · {run.retriever or 'no corpus'}" if retrievers else run.profile
+    """A run's arm as a row label: ``profile`` (``profile+corpus`` for a corpus arm's run), then ``· retriever`` when the runs compare retrievers, then ``· strategy`` when they
+    compare context strategies."""
+    profile = f"{run.profile}{CORPUS_ARM}" if run.corpus_in_box else run.profile
+    label = f"{profile} · {run.retriever or 'no corpus'}" if retrievers else profile
     return f"{label} · {run.context}" if contexts else label
 
 

@@ -212,23 +212,29 @@ def retriever_dir(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._~-]", "_", spec.strip().replace(":", "-").replace("/", "~"))
 
 
-def arm_name(profile: str, context: str = "keep_all", retriever: str | None = None) -> str:
+CORPUS_ARM = "+corpus"
+"""Ends the name of an arm whose box mounts the sweep's local corpus at ``/corpus`` (``bench --corpus-arm``:
+``shell+corpus``, ``shell@bm25+corpus``, ``shell@bm25+discard_all+corpus``)."""
+
+
+def arm_name(profile: str, context: str = "keep_all", retriever: str | None = None, corpus: bool = False) -> str:
     """The name of a sweep's arm (profile × retriever × context strategy) and of its directory under
     ``runs/``. Without a retriever axis: the profile alone for ``keep_all`` (every sweep before the context
     axis), else ``profile@strategy`` with the strategy's command-line spelling, ``:`` written ``-``
     (``fte@keep_recent-5``, ``shell@discard_all``). With one (``bench --retrievers``):
     ``profile@retriever`` (:func:`retriever_dir`), ``profile@retriever+strategy`` for a strategy other than
-    keep_all (``fte@bm25+discard_all``)."""
-    strategy = context.replace(":", "-")
+    keep_all (``fte@bm25+discard_all``). ``corpus``: the box mounts the sweep's corpus (:data:`CORPUS_ARM`
+    appended: ``shell@bm25+corpus``)."""
+    strategy, end = context.replace(":", "-"), CORPUS_ARM if corpus else ""
     if retriever is None:
-        return profile if context == "keep_all" else f"{profile}{ARM_SEP}{strategy}"
+        return (profile if context == "keep_all" else f"{profile}{ARM_SEP}{strategy}") + end
     arm = f"{profile}{ARM_SEP}{retriever_dir(retriever)}"
-    return arm if context == "keep_all" else f"{arm}{RETRIEVER_SEP}{strategy}"
+    return (arm if context == "keep_all" else f"{arm}{RETRIEVER_SEP}{strategy}") + end
 
 
 def arm_profile(name: str) -> str:
     """The profile of an arm's name (:func:`arm_name`)."""
-    return name.partition(ARM_SEP)[0]
+    return name.partition(ARM_SEP)[0].removesuffix(CORPUS_ARM)
 
 
 def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:

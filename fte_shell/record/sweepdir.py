@@ -155,11 +155,12 @@ class SweepDir:
     def runs_dir(self) -> Path:
         return self.root / RUNS
 
-    def run_dir(self, profile: str, qid: str, rep: int, context: str = "keep_all", retriever: str | None = None) -> Path:
+    def run_dir(self, profile: str, qid: str, rep: int, context: str = "keep_all", retriever: str | None = None,
+                corpus: bool = False) -> Path:
         """``OUT/runs/<arm>/<qid>/r<rep>``: the arm is the profile, or ``profile@strategy`` for a context
         strategy (its label) other than keep_all, ``profile@retriever[+strategy]`` in a sweep of retrievers
         (:func:`fte_shell.record.rundir.arm_name`)."""
-        return self.runs_dir / arm_name(profile, context, retriever) / qid / f"r{rep}"
+        return self.runs_dir / arm_name(profile, context, retriever, corpus) / qid / f"r{rep}"
 
     def runs(self) -> list[tuple[Path, str | None, str | None, int]]:
         """Every run directory: (dir, profile, qid, rep)."""

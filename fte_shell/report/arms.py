@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct
 from ..metrics import ProfileSummary
 from ..metrics.arms import ArmSummary, summarize_arm
-from ..metrics.summary import compares_retrievers, has_arms
+from ..metrics.summary import compares_corpus, compares_retrievers, has_arms
 from .sections import usd
 
 
@@ -52,7 +52,8 @@ def arms_section(d: ReportData) -> Section | None:
     arms = arm_summaries(d)
     retrievers = compares_retrievers(d.runs)
     notes = [
-        ("Arm: profile" + (" · retriever" if retrievers else "")
+        ("Arm: profile" + (" (+corpus: its box held the sweep's corpus at /corpus)" if compares_corpus(d.runs) else "")
+         + (" · retriever" if retrievers else "")
          + (" · context strategy" if any(r.context != "keep_all" for r in d.runs) else "")
          + ". Cached prompt: prompt tokens the model server's cache served over the prompt tokens of the runs "
          "whose server reports it (– when none does); an edit changes the prompt's prefix, so the cache serves less after it. Cost: USD of the arm's result runs. Turns: mean model turns. "

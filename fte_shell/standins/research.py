@@ -5,7 +5,8 @@ It is stateless: every turn it re-reads the conversation in the request (the que
 tool calls — recognised by their ``p-…`` ids — and their observations) and picks the next step. It detects
 the profile from the tools offered:
 
-- ``bash`` (shell): ``search "Q"`` -> ``fetch REF`` for the top results -> ``grep -H -i -n -E 'TERMS'
+- ``bash`` (shell): (``rg -l TERMS /corpus`` first when the system prompt says the corpus is in the box
+  at /corpus) -> ``search "Q"`` -> ``fetch REF`` for the top results -> ``grep -H -i -n -E 'TERMS'
   /work/*.txt`` -> ``sed -n 'A,Bp' FILE`` around the best match -> answer;
 - ``fetch``/``grep``/``read`` (fte): the same steps as structured calls (``grep`` over the whole cache);
   the ablation arms: without ``grep`` it reads the top page's beginning, without ``read`` it answers
@@ -89,7 +90,8 @@ class ResearchPolicy:
         question = self._question(messages)
         obs = self._observations(messages)
         if "bash" in tools:
-            return self._shell(question, obs)
+            corpus = any(m.get("role") == "system" and "/corpus" in str(m.get("content") or "") for m in messages)
+            return self._shell(question, obs, corpus)
         if tools == {"search", "get_document"} or (tools == {"search"} and _json_hits(obs.get("p-search")) is not None):
             return self._standard(question, obs, tools)  # the standard profile (its search answers JSON)
         if "fetch" in tools and tools & {"grep", "read"}:  # fte and its ablation arms
@@ -103,8 +105,12 @@ class ResearchPolicy:
         return _answer("unknown", "No tools were offered, so I cannot look anything up.")
 
     # --- shell --------------------------------------------------------------------------------------
-    def _shell(self, q: str, obs: dict[str, str]) -> ScriptTurn:
+    def _shell(self, q: str, obs: dict[str, str], corpus: bool = False) -> ScriptTurn:
         terms = question_terms(q)
+        if corpus and "p-corpus" not in obs:  # told the corpus is in the box: list the files naming the terms
+            pattern = term_pattern(terms) or re.escape(q[:40])
+            cmd = f"rg -l -i -e {shlex.quote(pattern)} /corpus | head -n {GREP_LIMIT}"
+            return _call("p-corpus", "bash", {"command": cmd})
         if "p-search" not in obs:
             return _call("p-search", "bash", {"command": f"search {shlex.quote(q)}"})
         refs = result_refs(obs["p-search"])[: self.fetch_top]

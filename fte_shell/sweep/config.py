@@ -53,6 +53,11 @@ class BenchConfig(BaseModel):
     retriever``); a run directory per arm, ``runs/<profile>@<retriever>/``. Empty = the configuration's
     own ``[search] retriever`` alone, in the directories of a sweep without this axis."""
 
+    corpus_arm: bool = False
+    """Add, for each profile that runs a box (shell), an arm whose box also mounts the sweep's own local
+    corpus (its ``[search] corpus``) at ``/corpus``, paired run for run with the others; its runs are under
+    ``runs/<arm>+corpus/`` (docs/bench.md "The corpus arm"). Not with ``[sandbox] corpus``."""
+
     runs: int = 1
     """Repetitions per (question, profile)."""
 
@@ -147,6 +152,10 @@ class Task(BaseModel):
     retriever: str | None = None
     """The run's ``[search] retriever`` (its arm's, ``bench --retrievers``); None = the sweep
     configuration's own."""
+
+    corpus: bool = False
+    """The run's box mounts the sweep's local corpus (``[search] corpus``) at ``/corpus`` (its arm's,
+    ``bench --corpus-arm``)."""
 
 
 class SweepStats(BaseModel):

@@ -24,6 +24,7 @@ from ..record.rundir import arm_name, last_error, read_result
 from ..stops import is_infra_failure, stop_of_exception
 from .config import RunFn, Task
 from .failures import describe_exception
+from .state import arm_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model import ModelClient
@@ -110,12 +111,7 @@ class Attempt:
         """A run stopped part-way (redone after an outage) is resumed in place, not deleted."""
 
     def __call__(self, t: Task) -> Outcome | None:
-        cfg = self.shared.config.model_copy(deep=True)
-        cfg.agent.profile = t.profile
-        if t.context is not None:
-            cfg.agent.context = t.context
-        if t.retriever is not None:
-            cfg.search.retriever = t.retriever
+        cfg = arm_config(self.shared.config, t.profile, t.context, t.retriever, t.corpus)
         if t.run_dir.exists() and not (self.resumes and stopped_here(t.run_dir)):  # an earlier attempt, redone
             shutil.rmtree(t.run_dir, ignore_errors=True)
         t.run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -153,13 +149,14 @@ class Attempt:
 
     def _run(self, t: Task, cfg: Any) -> Any:
         s = self.shared
-        arm = arm_name(t.profile, t.context.label if t.context else "keep_all", t.retriever)
+        arm = arm_name(t.profile, t.context.label if t.context else "keep_all", t.retriever, t.corpus)
         return self.run_fn(
             t.question.question, cfg, t.run_dir,
             world=s.world_for(t.retriever),
             qid=f"{t.question.id}-{arm}-r{t.rep}",
             model=self.model,
-            meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source},
+            meta={"qid": t.question.id, "rep": t.rep, "dataset": self.dataset_source, "arm": arm,
+                  **({"corpus_in_box": True} if t.corpus else {})},
         )
 
 

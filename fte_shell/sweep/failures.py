@@ -5,7 +5,8 @@ stop reason of an exception is :func:`fte_shell.stops.stop_of_exception`, the re
 A run is not a result when its ``stop_reason`` is an infrastructure stop (:mod:`fte_shell.stops`), or
 when the harness raised instead of finishing it. Such an attempt is one line of ``OUT/failures.jsonl``
 (``{"qid", "profile", "rep", "stop_reason", "error", "when", "run_dir"}``, and ``context`` in an arm of a
-context strategy other than keep_all, ``retriever`` in a sweep of retrievers); its ``result.json`` keeps the
+context strategy other than keep_all, ``retriever`` in a sweep of retrievers, ``corpus_in_box`` in a
+corpus arm); its ``result.json`` keeps the
 infrastructure stop reason, so the judge and the report leave it out and a resume redoes it.
 """
 
@@ -54,4 +55,5 @@ def failure_row(out: Path, t: Task, stop_reason: str, error: str | None) -> dict
     return {"qid": t.question.id, "profile": t.profile, "rep": t.rep, "stop_reason": stop_reason,
             "error": error, "when": now(), "run_dir": rel,
             **({"context": t.context.label} if t.context is not None and t.context.strategy != "keep_all" else {}),
-            **({"retriever": t.retriever} if t.retriever is not None else {})}
+            **({"retriever": t.retriever} if t.retriever is not None else {}),
+            **({"corpus_in_box": True} if t.corpus else {})}

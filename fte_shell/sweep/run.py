@@ -44,6 +44,7 @@ from .outage import Outages, default_probes
 from .pace import Budget, Gates, Throttle, run_spend
 from .shared import prepare_shared, sweep_config
 from .state import (
+    BOX_PROFILES,
     check_compatible,
     check_config,
     context_arms,
@@ -82,6 +83,8 @@ def run_sweep(
     _validate(bench)
     if bench.retrievers and remote is not None:
         raise ConfigError("a sweep of --retrievers runs in this process: --ray does not take it yet")
+    if bench.corpus_arm and remote is not None:
+        raise ConfigError("a sweep with --corpus-arm runs in this process: --ray does not take it yet")
     if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
         if remote is not None:
             raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
@@ -148,9 +151,11 @@ def _plan(bench: BenchConfig, config: RunConfig, dataset: Dataset, out: Path, *,
     if bench.retrievers and filled.search.corpus is None:
         raise ConfigError(f"--retrievers compares retrievers of a local corpus; {bench.dataset} has none and "
                           "no [search] corpus is set")
+    if bench.corpus_arm:
+        _check_corpus_arm(bench, filled)
     arms = context_arms(bench, filled)
     history, changed = check_config(out, filled, bench.allow_config_change,
-                                    run_digests(filled, bench.profiles, arms, retriever_arms(bench)),
+                                    run_digests(filled, bench.profiles, arms, retriever_arms(bench), bench.corpus_arm),
                                     retrievers=bool(bench.retrievers))
     if changed:
         say("resuming with a changed configuration (recorded in sweep.json): " + "; ".join(changed))
@@ -176,7 +181,7 @@ def _attempt(bench: BenchConfig, dataset: Dataset, planned: _Planned, runs: Remo
     say = log or (lambda _m: None)
     config, books, stop, out = planned.config, planned.books, planned.stop, Path(bench.out)
     if "shell" in bench.profiles and runs.uses_local_sandboxes:
-        _prepare_sandbox(planned.filled, log)
+        _prepare_sandbox(planned.filled, log, corpus=bench.corpus_arm)
     shared = prepare_shared(bench, dataset, config, log, filled=planned.filled)
     run, slots = runs.open(bench, dataset, shared, log)
     books.write("running")
@@ -293,17 +298,32 @@ def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
             + (["search"] if selected(cfg.search).remote else []))
 
 
-def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None) -> None:
-    """Check (or build) the sandbox image (and export the corpus of ``[sandbox] corpus``) once, before the
-    threads, and remove the containers of an earlier harness that was SIGKILLed."""
+def _check_corpus_arm(bench: BenchConfig, cfg: RunConfig) -> None:
+    """``--corpus-arm`` needs a profile that runs a box, a local corpus, and no ``[sandbox] corpus`` (which
+    would put /corpus in the boxes of every arm)."""
+    if not set(bench.profiles) & set(BOX_PROFILES):
+        raise ConfigError(f"--corpus-arm adds a corpus arm to {', '.join(BOX_PROFILES)}; --profiles has none")
+    if cfg.search.corpus is None:
+        raise ConfigError(f"--corpus-arm mounts the sweep's local corpus at /corpus; {bench.dataset} has none "
+                          "and no [search] corpus is set")
+    if cfg.sandbox.corpus is not None:
+        raise ConfigError("--corpus-arm compares boxes with and without /corpus; [sandbox] corpus (--sandbox-corpus) "
+                          "puts it in every box: leave it unset")
+
+
+def _prepare_sandbox(cfg: RunConfig, log: Callable[[str], None] | None, corpus: bool = False) -> None:
+    """Check (or build) the sandbox image (and export the corpus of ``[sandbox] corpus``, or with
+    ``corpus`` — ``--corpus-arm`` — the sweep's ``[search] corpus``) once, before the threads, and remove
+    the containers of an earlier harness that was SIGKILLed."""
     from ..sandbox import get_provider
 
     provider = get_provider(cfg.sandbox.provider)
     provider.prepare(cfg.sandbox)
-    if cfg.sandbox.corpus is not None:  # the corpus for /corpus, exported once before the threads
+    mounted = cfg.search.corpus if corpus else cfg.sandbox.corpus
+    if mounted is not None:  # the corpus for /corpus, exported once before the threads
         from ..sandbox.corpus_files import corpus_mount
 
-        corpus_mount(cfg.sandbox, log)
+        corpus_mount(cfg.sandbox.model_copy(update={"corpus": mounted}), log)
     try:
         removed = provider.gc(log=log).removed
     except FteError as e:

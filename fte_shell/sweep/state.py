@@ -46,21 +46,32 @@ def retriever_arms(bench: BenchConfig) -> list[str | None]:
     return list(bench.retrievers) or [None]
 
 
+BOX_PROFILES = ("shell",)
+"""The profiles whose runs happen in a box (a corpus arm of theirs mounts ``/corpus``)."""
+
+
+def corpus_arms(bench: BenchConfig, profile: str) -> list[bool]:
+    """Whether each arm of ``profile`` mounts the sweep's corpus in its box: ``[False, True]`` for a
+    profile that runs a box in a sweep with ``--corpus-arm``, else ``[False]``."""
+    return [False, True] if bench.corpus_arm and profile in BOX_PROFILES else [False]
+
+
 def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
     """All runs, repetition-major then question then profile then retriever then context arm (a question's
     runs happen close in time, so the shared caches are warm). ``contexts``: :func:`context_arms` (default:
     one arm, the configuration's own ``[agent.context]``, in the keep_all directories); the retrievers:
-    :func:`retriever_arms`."""
+    :func:`retriever_arms`; with and without the corpus in the box: :func:`corpus_arms`."""
     sweep = SweepDir(Path(bench.out))
     arms: list[ContextConfig | None] = list(contexts) if contexts else [None]
     return [
-        Task(question=q, profile=p, rep=k, context=c, retriever=r,
-             run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all", r))
+        Task(question=q, profile=p, rep=k, context=c, retriever=r, corpus=b,
+             run_dir=sweep.run_dir(p, q.id, k, c.label if c else "keep_all", r, b))
         for k in range(bench.runs)
         for q in questions
         for p in bench.profiles
         for r in retriever_arms(bench)
         for c in arms
+        for b in corpus_arms(bench, p)
     ]
 
 
@@ -105,21 +116,36 @@ def sweep_canonical(cfg: RunConfig | dict[str, Any], retrievers: bool = False) -
 
 
 def run_digests(cfg: RunConfig, profiles: list[str], contexts: list[ContextConfig] | None = None,
-                retrievers: list[str | None] | None = None) -> dict[str, str]:
+                retrievers: list[str | None] | None = None, corpus_arm: bool = False) -> dict[str, str]:
     """``{arm: config_digest}`` of the runs of each arm (:func:`fte_shell.record.rundir.arm_name`: the
-    profile, ``profile@strategy`` or ``profile@retriever[+strategy]``): what their ``result.json`` carries.
-    ``contexts``: :func:`context_arms`; ``retrievers``: :func:`retriever_arms` (default: the configuration's
-    own)."""
+    profile, ``profile@strategy`` or ``profile@retriever[+strategy]``, ``+corpus`` at the end for a corpus
+    arm): what their ``result.json`` carries. ``contexts``: :func:`context_arms`; ``retrievers``:
+    :func:`retriever_arms` (default: the configuration's own); ``corpus_arm``: ``bench --corpus-arm``
+    (:func:`corpus_arms`)."""
     out = {}
     for r in retrievers or [None]:
         for c in contexts or [cfg.agent.context]:
             for p in profiles:
-                run = cfg.model_copy(deep=True)
-                run.agent.profile, run.agent.context = p, c
-                if r is not None:
-                    run.search.retriever = r
-                out[arm_name(p, c.label, r)] = config_digest(run)
+                for b in ([False, True] if corpus_arm and p in BOX_PROFILES else [False]):
+                    run = arm_config(cfg, p, c, r, b)
+                    out[arm_name(p, c.label, r, b)] = config_digest(run)
     return out
+
+
+def arm_config(cfg: RunConfig, profile: str, context: ContextConfig | None, retriever: str | None,
+               corpus: bool) -> RunConfig:
+    """``cfg`` (the sweep's, filled) as one arm's runs use it: its profile, context strategy (None: the
+    configuration's own), retriever (None: the same) and, for a corpus arm, ``[sandbox] corpus`` set to
+    the sweep's ``[search] corpus``."""
+    run = cfg.model_copy(deep=True)
+    run.agent.profile = profile
+    if context is not None:
+        run.agent.context = context
+    if retriever is not None:
+        run.search.retriever = retriever
+    if corpus:
+        run.sandbox.corpus = run.search.corpus
+    return run
 
 
 def _arm_changes(old: SweepManifest, digests: dict[str, str]) -> list[str]:
@@ -180,7 +206,7 @@ def write_manifest(
         runs=bench.runs,
         config=cfg.model_dump(mode="json"),
         config_digest=digest_of(canonical),
-        run_config_digests=run_digests(cfg, bench.profiles, arms, retriever_arms(bench)),
+        run_config_digests=run_digests(cfg, bench.profiles, arms, retriever_arms(bench), bench.corpus_arm),
         retrievers=list(bench.retrievers),
         contexts=[c.label for c in arms],
         config_canonical=canonical,
