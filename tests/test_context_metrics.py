@@ -12,7 +12,7 @@ import pytest
 
 from fte_shell.metrics import run_metrics, summarize
 from fte_shell.metrics.arms import summarize_arm
-from fte_shell.metrics.summary import group_runs
+from fte_shell.metrics.groups import group_runs
 from fte_shell.record.rundir import arm_name, find_runs
 from fte_shell.report.build import write_report
 from tests.test_metrics import FILES, fte_run, shell_run, write_run

@@ -24,7 +24,8 @@ from .actions import (
 )
 from .runs import RunMetrics, collect, judged, run_metrics, run_status
 from .stats import PERCENTILES, percentile, percentiles
-from .summary import REGEX_META, ProfileSummary, group_label, group_runs, summarize, summarize_profile
+from .groups import group_label, group_runs
+from .summary import REGEX_META, ProfileSummary, summarize, summarize_profile
 
 __all__ = [
     "CATEGORY", "EXTRACTING_OPS", "MOUNT", "PERCENTILES", "RECORD_RE", "REGEX_META", "SHELL_TOOL",

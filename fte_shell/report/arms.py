@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct
 from ..metrics import ProfileSummary
 from ..metrics.arms import ArmSummary, summarize_arm
-from ..metrics.summary import compares_corpus, compares_retrievers, has_arms
+from ..metrics.groups import compares_corpus, compares_retrievers, has_arms
 from .sections import usd
 
 
