@@ -1,5 +1,5 @@
 """Per-arm numbers of a sweep that compares context strategies (:class:`ArmSummary`; an arm is a row of
-:func:`fte_shell.metrics.summary.group_runs`: profile × strategy). Accuracy, tokens and cost are the
+:func:`fte_shell.metrics.groups.group_runs`: profile × strategy). Accuracy, tokens and cost are the
 row's :class:`~fte_shell.metrics.summary.ProfileSummary`; these are what the strategy changes besides.
 Definitions: ``docs/metrics.md`` "Context arms"."""
 
