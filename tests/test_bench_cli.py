@@ -229,8 +229,8 @@ class InProcessRuns:
 
 def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
     """Runs carried out through a ``RemoteRuns``: the sweep opens it once, keeps its slots busy and no more,
-    closes it; on SIGTERM it cancels the runs in flight, deletes them and says it was interrupted; a resume
-    keeps every run that got a result."""
+    closes it; on SIGTERM it cancels the runs in flight, keeps them to resume and says it was interrupted; a
+    resume keeps every run that got a result and continues the one that did not."""
     out = tmp_path / "sweep"
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
@@ -241,7 +241,9 @@ def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, corp
         assert s1.interrupted and (s1.done, s1.lost, s1.failed) == (2, 1, 0), s1
         assert (stopping.opened, stopping.cancelled, stopping.closed, stopping.peak) == (1, 1, 1, 1)
         assert json.loads((out / "sweep.json").read_text())["status"] == "interrupted"
-        assert len(list(out.glob("runs/*/*/r0"))) == 2  # the run in flight is gone
+        # the run in flight is kept for a resume (docs/bench.md "Resume"); it wrote nothing, so it starts over
+        assert len(list(out.glob("runs/*/*/r0"))) == 3
+        assert sum(1 for d in out.glob("runs/*/*/r0") if (d / "result.json").exists()) == 2
         assert not (out / "failures.jsonl").exists()  # an interrupted run is no failure
         runs = InProcessRuns(slots=2)
         s2 = run_sweep(bench, cfg, remote=runs)
