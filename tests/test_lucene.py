@@ -133,13 +133,28 @@ def test_the_jvm_lives_in_a_child_that_goes_away(small_index: Path) -> None:
         retriever.search("boats", 1)
 
 
+def test_an_idle_worker_is_stopped_and_the_next_search_starts_it_again(small_index: Path) -> None:
+    before = _children()
+    retriever = KIND.open(SPEC, small_index, None)  # type: ignore[arg-type]
+    try:
+        first = retriever.search("boats", 3)
+        assert len(_children() - before) == 1
+        retriever.park()  # what IDLE_S seconds without a search do
+        assert not (_children() - before)
+        assert retriever.search("boats", 3) == first  # started again, the same hits
+        assert len(_children() - before) == 1
+    finally:
+        retriever.close()
+    assert not (_children() - before)
+
+
 def test_a_killed_caller_leaves_no_worker(small_index: Path, tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, sys, time
         from fte_shell.search.retrievers.base import RetrieverSpec
         from fte_shell.search.retrievers.lucene import KIND
         r = KIND.open(RetrieverSpec("bm25", "", "bm25"), {str(small_index)!r}, None)
-        print(r._worker._proc.pid, flush=True)
+        print(r._held.worker._proc.pid, flush=True)
         time.sleep(600)
     """)
     caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,7 @@ from .lucene_jar import find_jar, java, java_home
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...config import SearchConfig
+    from .lucene_worker import LuceneWorker
 
 INDEX_NAME = "lucene"
 """The index directory's name (one Lucene index per corpus)."""
@@ -55,18 +57,52 @@ def write_json_collection(corpus: CorpusTexts, out_dir: Path) -> int:
     return n
 
 
+IDLE_S = 60.0
+"""A worker no search used for this long is stopped (its JVM holds 100-300 MB); the next search starts it
+again (about 2 s), so a process that touches many corpora keeps only the ones in use."""
+
+
+class _Held:
+    """The retriever's current worker (None while parked), closed with the retriever or when it is lost."""
+
+    def __init__(self) -> None:
+        self.worker: LuceneWorker | None = None
+
+    def close(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
+
+
 class LuceneRetriever:
-    """An opened Lucene index, searched by Anserini's ``SimpleSearcher`` in a child process. Thread-safe."""
+    """An opened Lucene index, searched by Anserini's ``SimpleSearcher`` in a child process that is
+    stopped after :data:`IDLE_S` seconds without a search and started again on the next. Thread-safe."""
 
     name = "bm25"
 
     def __init__(self, index_dir: Path) -> None:
+        self.index_dir = Path(index_dir)
+        self._jar, self._home = find_jar(), java_home()
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._closed = False
+        self._timer: threading.Timer | None = None
+        self._held = _Held()
+        self._held.worker = self._start()  # now: an index that cannot be opened fails at open
+        self._finalizer = weakref.finalize(self, self._held.close)
+        self._rearm()
+
+    def _start(self) -> LuceneWorker:
         from .lucene_worker import LuceneWorker
 
-        jar, home = find_jar(), java_home()
-        self.index_dir = Path(index_dir)
-        self._worker = LuceneWorker(jar, self.index_dir, home)
-        self._finalizer = weakref.finalize(self, self._worker.close)
+        return LuceneWorker(self._jar, self.index_dir, self._home)
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(IDLE_S, _park, args=(weakref.ref(self),))
+        self._timer.daemon = True
+        self._timer.start()
 
     def search(self, query: str, k: int) -> list[Hit]:
         """The top ``k`` documents by Lucene's BM25, best first (documents sharing no term with the query are
@@ -76,12 +112,40 @@ class LuceneRetriever:
     def search_many(self, queries: list[str], k: int) -> list[list[Hit]]:
         """:meth:`search` for each query: one request, searched on several threads inside the JVM."""
         k = max(1, int(k))
-        answered = self._worker.search_many([" ".join(q.split()) for q in queries], k)
+        with self._lock:
+            if self._closed:
+                raise SearchUnavailable(f"the bm25 retriever of {self.index_dir} is closed; open it again")
+            if self._held.worker is None:
+                self._held.worker = self._start()
+            worker = self._held.worker
+            self._busy += 1
+        try:
+            answered = worker.search_many([" ".join(q.split()) for q in queries], k)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._rearm()
         return [[Hit(d, s) for d, s in hits] for hits in answered]
+
+    def park(self) -> None:
+        """Stop the worker now if no search is running (the next search starts it again)."""
+        with self._lock:
+            if self._busy == 0:
+                self._held.close()
 
     def close(self) -> None:
         """Stop the child process (and its JVM)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
         self._finalizer()
+
+
+def _park(ref: weakref.ref[LuceneRetriever]) -> None:
+    retriever = ref()
+    if retriever is not None:
+        retriever.park()
 
 
 class LuceneKind:
