@@ -93,7 +93,12 @@ def _sample(f: ConfigFlag, tmp: Path) -> tuple[list[str], Any]:
     if vt is float:
         return [f.flag, "0.25"], 0.25
     assert vt in (str, SecretStr), (f.path, vt)
-    return [f.flag, "fte" if f.path == "agent.profile" else f"v-{f.param}"], "fte" if f.path == "agent.profile" else f"v-{f.param}"
+    value = NAMED.get(f.path, f"v-{f.param}")
+    return [f.flag, value], value
+
+
+NAMED = {"agent.profile": "fte", "sandbox.provider": "podman"}
+"""Text flags whose value is a plugin's name (a built-in name or module:attr): a real one that is not the default."""
 
 
 def _at(cfg: RunConfig, path: str) -> Any:
