@@ -222,7 +222,8 @@ def export_corpus(corpus: Path, cache: Path, log: Callable[[str], None] | None =
         docs, needed = needed_bytes(corpus, _with_title(meta))
         check_room(needed, shutil.disk_usage(cache).free, corpus, cache)
         if log is not None:
-            size = f"{needed / 1e9:.2f} GB" if needed >= 1e9 else f"{needed / 1e6:.1f} MB"
+            size = next(f"{needed / u:.{p}f} {name}" for u, p, name in ((1e9, 2, "GB"), (1e6, 1, "MB"), (1, 0, "B"))
+                        if needed >= u or u == 1)
             log(f"exporting the corpus {corpus} ({docs:,} documents, ~{size}) as files for "
                 f"{CORPUS_MOUNT} into {entry} (once)")
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=cache))
