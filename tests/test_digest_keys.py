@@ -132,3 +132,21 @@ def test_the_model_copies_are_what_they_say() -> None:
     docker = _with_new_key("sandbox.docker", 7)().sandbox
     assert isinstance(docker, SandboxConfig) and isinstance(docker.docker, DockerConfig)
     assert isinstance(_with_new_key("model", 7)().model, ModelConfig)
+
+
+def test_the_keys_always_in_are_those_of_the_first_recorded_sweep() -> None:
+    """KEYS_ALWAYS_IN is frozen at what the first digests were written with: every key it lists for a table
+    of the v0 fixture's recorded config is in that config (a key added since, listed by mistake, would make
+    every old sweep look changed); tables added later are listed with no key."""
+    import json
+
+    from conftest import REPO
+
+    from fte_shell.digest import KEYS_ALWAYS_IN
+
+    recorded = json.loads((REPO / "tests" / "fixtures" / "v0" / "sweep" / "sweep.json").read_text())["config"]
+    tables = {"": recorded, **{t: recorded[t] for t in recorded}, "sandbox.fetch_policy":
+              recorded["sandbox"]["fetch_policy"], "agent.summary_model": recorded["model"]}
+    for table, keys in tables.items():
+        assert KEYS_ALWAYS_IN[table] <= set(keys), (table, sorted(KEYS_ALWAYS_IN[table] - set(keys)))
+    assert KEYS_ALWAYS_IN["agent.standard"] == KEYS_ALWAYS_IN["search.embeddings"] == frozenset()

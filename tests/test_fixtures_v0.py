@@ -88,11 +88,16 @@ def test_report_of_the_old_sweep_has_the_old_metrics(sweep: Path, tmp_path: Path
     assert {p["context"] for p in got["profiles"]} == {None}
     assert {(r["edits"]["edits"], r["edits"]["first_edit_turn"]) for r in got["runs"]} == {(0, None)}
     assert {v for k, v in _items(got) if k in {"stuck_noticed", "stuck_went_on", "stuck_notices"}} == {0}
+    # the retrieval arms added since: the old runs ranked with bm25s (the retriever of that time), the corpus
+    # was not in the box, and an old profile row names no retriever arm
+    assert {(r["retriever"], r["corpus_in_box"]) for r in got["runs"]} == {("bm25s", False)}
+    assert {p["retriever"] for p in got["profiles"]} == {None}
 
 
 ADDED = {"cost_usd", "cost_per_run", "cost_per_correct"}
 """Keys of metrics.json that the report gained after the fixture was written."""
-COUNTED = {"stops", "stuck_noticed", "stuck_went_on", "stuck_notices", "context", "edits"}
+COUNTED = {"stops", "stuck_noticed", "stuck_went_on", "stuck_notices", "context", "edits", "retriever",
+           "corpus_in_box"}
 """Keys of metrics.json that the report gained after the fixture was written, counted from the old runs."""
 
 
