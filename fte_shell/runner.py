@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,8 @@ from .episode.resume import (
     stash,
     stopped_here,
 )
-from .record.events import ResumeEvent
 from .model import ModelClient
+from .record.events import ResumeEvent
 from .record.rundir import EventListener
 from .world import RunWorld, World
 
@@ -109,7 +110,7 @@ def _resume(stopped: Stopped, question: str, config: RunConfig, out_dir: Path, *
     with contextlib.ExitStack() as stack:
         if world is None:
             world = stack.enter_context(World.from_config(config))
-        host = EpisodeHost(config, StampedWorld(world, st / "workspace"))  # type: ignore[arg-type]
+        host = EpisodeHost(config, StampedWorld(world, st / "workspace", stopped.retrieval_times()))  # type: ignore[arg-type]
         ep = stack.enter_context(host.open(
             question, out_dir, run_id=qid or stopped.start.run_id, log=log, server=info, model=model, meta=meta))
         ep.prefix = ResumePrefix.of(stopped)
@@ -152,15 +153,15 @@ def fork_run(
 
 class StampedWorld:
     """A world whose runs see a local corpus's documents with the retrieval time of the stopped run's
-    workspace file of the same name (:class:`~fte_shell.episode.fork.ParentTimes`), so a replayed fetch
-    writes the very same file."""
+    workspace file of the same name, else the time its recorded fetch wrote it
+    (:class:`~fte_shell.episode.fork.ParentTimes`), so a replayed fetch writes the very same file."""
 
-    def __init__(self, inner: World, workspace: Path):
-        self.inner, self.workspace = inner, workspace
+    def __init__(self, inner: World, workspace: Path, times: dict[str, datetime] | None = None):
+        self.inner, self.workspace, self.times = inner, workspace, times
 
     def bind(self, run_id: str | None, run_dir: Path | None, log: EventListener | None = None) -> RunWorld:
         rw = self.inner.bind(run_id, run_dir, log)
         if rw.page_source is not None:
-            rw.page_source = ParentTimes(rw.page_source, self.workspace)  # type: ignore[assignment]
+            rw.page_source = ParentTimes(rw.page_source, self.workspace, self.times)  # type: ignore[assignment]
         return rw
 

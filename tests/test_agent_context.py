@@ -6,8 +6,8 @@ the request extends the last one."""
 from __future__ import annotations
 
 import itertools
-import math
 import json
+import math
 from pathlib import Path
 from typing import Any
 

@@ -25,9 +25,9 @@ from fte_shell.report.build import write_report
 from fte_shell.report.sections import main_table
 from fte_shell.standins.research import ResearchPolicy
 from fte_shell.standins.server import ScriptedServer, as_turn
+from fte_shell.stops import is_infra_failure
 from fte_shell.sweep import BenchConfig, run_sweep
 from fte_shell.sweep.judge import judge_runs
-from fte_shell.stops import is_infra_failure
 from tests.servers import run_key
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

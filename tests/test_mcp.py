@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_helpers import HTML, Q, REPO, boxes_of, gone_within, mcp_args, mcp_command, server_env, write_config
+from mcp_helpers import HTML, Q, boxes_of, gone_within, mcp_args, mcp_command, server_env, write_config
 from servers import LoopbackServer
 
 from fte_shell.record.rundir import read_result
@@ -93,7 +93,7 @@ def test_stdio_session_is_a_run_with_the_profiles_tools(docker_ready: None, web:
     assert [(t.name, t.description, t.input_schema) for t in got["tools"]] == [
         (f["function"]["name"], f["function"]["description"], f["function"]["parameters"]) for f in run_tools]
     assert not got["fetch"].is_error and "/work/" in got["fetch"].content[0].text, got["fetch"].content
-    assert re.search(r"^\d+:.*by the engineer Mara Vell", got["grep"].content[0].text, re.M), got["grep"].content
+    assert re.search(r"^\d+:.*by the engineer Mara Vell", got["grep"].content[0].text, re.MULTILINE), got["grep"].content
     net = got["net"].content[0].text
     assert "CONNECTED" not in net and net.count("no route") == 2, net
     assert got["bad"].is_error and "missing required argument 'command'" in got["bad"].content[0].text
@@ -198,7 +198,7 @@ def test_http_token_origin_handles_and_hostile_arguments(docker_ready: None, web
     assert list(tools) == ["open_workspace", "bash", "close_workspace"]
     assert tools["bash"].input_schema["required"] == ["handle", "command"]
     assert got["third"].is_error and "2 workspace(s) are open" in got["third"].content[0].text
-    assert re.search(r"^\d+:.*Mara Vell", got["grep"].content[0].text, re.M), got["grep"].content
+    assert re.search(r"^\d+:.*Mara Vell", got["grep"].content[0].text, re.MULTILINE), got["grep"].content
     assert got["other_ls"].content[0].text.strip() == "(no documents fetched yet)"  # an empty /work, no pages
     assert got["mine"].encode() == next((out / got["run1"] / "workspace").glob("*.txt")).read_bytes()
     assert "no such file" in got["theirs"]

@@ -94,7 +94,14 @@ def _scripted_model(base_url: str) -> Any:
     here) and counts tokens without tiktoken (whose first use downloads its tables)."""
     import anyio
     import httpx
-    from inspect_ai.model import ChatMessageAssistant, GenerateConfig, ModelAPI, ModelOutput, get_model, modelapi
+    from inspect_ai.model import (
+        ChatMessageAssistant,
+        GenerateConfig,
+        ModelAPI,
+        ModelOutput,
+        get_model,
+        modelapi,
+    )
     from inspect_ai.tool import ToolCall
 
     http = httpx.Client(timeout=60, trust_env=False)  # one plain-HTTP client: no TLS context per call

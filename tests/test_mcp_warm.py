@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_helpers import HTML, boxes_of, mcp_command, server_env, write_config
 from servers import LoopbackServer
-
-import pytest
 
 pytestmark = pytest.mark.docker
 
@@ -74,7 +73,7 @@ def test_warm_workspaces_and_server_sigkill(docker_ready: None, tmp_path: Path) 
             proc.kill()
             proc.wait()
     assert got["boxes_of_runs"] == [[], []]  # no box started for either workspace: both were warm
-    assert re.search(r"^\d+:.*Mara Vell", got["grep"], re.M), got["grep"]
+    assert re.search(r"^\d+:.*Mara Vell", got["grep"], re.MULTILINE), got["grep"]
     assert got["other_ls"].strip() == "(no documents fetched yet)"
     assert got["linked"]  # while open, the run's workspace/ shows the box's /work
     ws1 = out / got["run1"] / "workspace"

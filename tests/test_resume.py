@@ -9,6 +9,7 @@ is redone from scratch with a one-line reason in the trajectory and ``result.jso
 from __future__ import annotations
 
 import json
+import time
 import shutil
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,46 @@ def test_a_snapshot_missing_a_recorded_page_redoes_the_run_naming_the_turn(recor
     assert asked == 6
     assert ev["mismatches"][0].startswith(f"{run_dir}: the replayed turns 1..2 differ from the record: turn 1: "
                                           "the observation of search")
+
+
+@pytest.mark.parametrize("profile", ["fte", "shell"])
+def test_a_trajectory_alone_resumes_on_a_closed_corpus_writing_the_same_files(tmp_path: Path, hotpotqa_dir: Path,
+                                                                              profile: str) -> None:
+    """What a Ray task re-run after a lost node has: the checkpointed trajectory, no workspace. On a closed
+    local corpus (no snapshot) the replayed fetches stamp each document with the time its recorded fetch
+    wrote it (``meta.fetches[].retrieved_at``), so the resumed run's files are the uninterrupted run's,
+    byte for byte, and nothing is asked of the model twice."""
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
+    from fte_shell.config import ModelConfig, RunConfig
+    from fte_shell.standins.research import ResearchPolicy
+
+    corpus = ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path / "corpus")
+    question = json.loads((hotpotqa_dir / "dev.jsonl").read_text().splitlines()[0])["question"]
+
+    def run(out: Path) -> tuple[Any, int]:
+        with ScriptedServer(policy=ResearchPolicy()) as srv:
+            cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+            cfg.agent.profile, cfg.search.backend, cfg.search.corpus = profile, "local", corpus  # type: ignore[assignment]
+            cfg.agent.current_date = "2026-01-15"  # type: ignore[assignment]
+            return run_question(question, cfg, out), len(srv.requests)
+
+    done, asked = run(tmp_path / "done")
+    fetched = [f for e in trajectory(tmp_path / "done") if e["type"] == "tool_call"
+               for f in e["meta"].get("fetches") or [] if f.get("new")]
+    assert fetched and all(f["retrieved_at"] for f in fetched)
+    k = max(e["turn"] for e in trajectory(tmp_path / "done") if e["type"] == "tool_call" and e["meta"].get("fetches"))
+    shutil.copytree(tmp_path / "done", tmp_path / "run")
+    run_dir, lines = tmp_path / "run", (tmp_path / "done" / "trajectory.jsonl").read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if (e := json.loads(line))["type"] == "tool_call" and e["turn"] == k)
+    (run_dir / "trajectory.jsonl").write_text("\n".join(lines[:last + 1]) + "\n")  # turn k complete, then lost
+    (run_dir / "result.json").unlink()
+    shutil.rmtree(run_dir / "workspace")  # the record is the trajectory alone
+    time.sleep(1.1)  # a document stamped now would carry another Retrieved: second
+    res, asked_again = run(run_dir)
+    result = read_result(run_dir)
+    assert result is not None and result["resumed"]["count"] == 1, result.get("resumed")
+    assert (res.stop_reason, res.answer) == (done.stop_reason, done.answer)
+    assert asked_again == asked - k  # only the turns not on disk
+    ev = next(e for e in trajectory(run_dir) if e["type"] == "resume")
+    assert ev["equal"] and ev["checks"]["workspace"]["recorded_files"] is None
+    assert workspace(run_dir) == workspace(tmp_path / "done")

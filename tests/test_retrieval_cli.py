@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from fte_shell.search.trec import evaluate, read_qrels, read_run
-from tests.lucene_fixture import anserini_run, hotpotqa_dir, hotpotqa_pages, hotpotqa_questions, require_lucene
+from tests.lucene_fixture import (
+    anserini_run,
+    hotpotqa_dir,
+    hotpotqa_pages,
+    hotpotqa_questions,
+    require_lucene,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from fte_shell import load_config
 from fte_shell.agent.replies import extract_answer
 from fte_shell.record.rundir import read_judgement, verdicts

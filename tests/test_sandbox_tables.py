@@ -10,8 +10,8 @@ import pytest
 
 from fte_shell.config import BwrapConfig, RunConfig, SandboxConfig, SandboxProviderName, load_config
 from fte_shell.config.sandbox import MOVED
-from fte_shell.errors import ConfigError
 from fte_shell.digest import PROVIDER_TABLES, canonical_config, config_digest
+from fte_shell.errors import ConfigError
 from fte_shell.sandbox.hardening import box_layout
 
 # The [sandbox] table of canonical_config as fte-shell wrote it before the provider tables (commit

@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from fte_shell.search.base import result_refs
 from fte_shell.search import SearchResult, format_results
+from fte_shell.search.base import result_refs
 from fte_shell.standins.reading import (
     best_line,
     extract_answer_span,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import trajectory
-from test_agent import NotesProfile, call
+from test_agent import call
 from test_agent import run as run_notes
 from test_events_written import typed_events
 

@@ -43,7 +43,15 @@ from ..record.events import (
     TextToolCallEvent,
 )
 from ..stops import StopReason
-from .context import ContextPolicy, ContextView, composed, estimate_request, make_policy, policy_state, restore_policy
+from .context import (
+    ContextPolicy,
+    ContextView,
+    composed,
+    estimate_request,
+    make_policy,
+    policy_state,
+    restore_policy,
+)
 from .replies import (
     CUT_NOTICE,
     FINAL_ANSWER_REQUEST,

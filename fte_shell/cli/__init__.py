@@ -9,8 +9,8 @@ from . import bench as _bench
 from . import corpus as _corpus
 from . import corpus_serve as _corpus_serve  # noqa: F401 - adds `corpus serve` to corpus_app
 from . import export as _export
-from . import mcp as _mcp
 from . import fork as _fork
+from . import mcp as _mcp
 from . import retrieval as _retrieval
 from . import run as _run
 from . import sandbox as _sandbox

@@ -147,8 +147,7 @@ def _print_stats(stats: Any, cfg: Any, out: Path) -> None:
                    f"{stats.pending} run(s) still without a result (rerunning the same command redoes them)[/yellow]", soft_wrap=True)
     if stats.outages:
         _out.print(f"paused {stats.outages} time(s) for unavailable infrastructure, {stats.outage_s:.0f} s in all")
-    from ..model.prices import unknown_price_note
-    from ..model.prices import usd
+    from ..model.prices import unknown_price_note, usd
 
     spent = (f"spent now: {stats.tokens:,} tokens" + (f", {usd(stats.cost_usd)}" if stats.cost_usd is not None
                                                       else f" ({unknown_price_note(cfg.model)})")

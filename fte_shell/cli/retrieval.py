@@ -66,7 +66,8 @@ def evaluate(
     qrels: Annotated[Path, typer.Option("--qrels", help="TREC qrels (qid 0 docid relevance).")],
 ) -> None:
     """Print recall@5/100/1000 and nDCG@10 of a run (ir-measures; docs/metrics.md)."""
-    from ..search.trec import MEASURES, evaluate as score, read_qrels, read_run
+    from ..search.trec import MEASURES, read_qrels, read_run
+    from ..search.trec import evaluate as score
 
     try:
         result = score(read_run(run), read_qrels(qrels))

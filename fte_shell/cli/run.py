@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer

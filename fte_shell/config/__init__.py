@@ -29,7 +29,6 @@ from .load import ENV_VARS, deep_merge, env_overrides, load_config
 from .model import ModelConfig
 from .reference import reference_toml
 from .run import RunConfig
-from .secrets import SECRETS, ConfigSecret, secret_variable
 from .sandbox import (
     BwrapConfig,
     DockerConfig,
@@ -40,6 +39,7 @@ from .sandbox import (
     SandboxProviderName,
 )
 from .search import EmbeddingsConfig, SearchConfig, SnapshotConfig
+from .secrets import SECRETS, ConfigSecret, secret_variable
 
 __all__ = [
     "ENV_VARS",
@@ -48,18 +48,19 @@ __all__ = [
     "AgentConfig",
     "BenchmarkOptions",
     "BudgetConfig",
+    "BwrapConfig",
     "ConfigSecret",
     "ContextConfig",
+    "DockerConfig",
+    "EmbeddingsConfig",
+    "EngineBoxConfig",
     "FetchPolicy",
     "JudgeOptions",
     "ModelConfig",
     "ModelPrice",
+    "PodmanConfig",
     "RunConfig",
     "SandboxConfig",
-    "DockerConfig",
-    "PodmanConfig",
-    "BwrapConfig",
-    "EngineBoxConfig",
     "SandboxProviderName",
     "SearchConfig",
     "SnapshotConfig",

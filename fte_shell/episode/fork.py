@@ -24,6 +24,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -317,10 +318,12 @@ class ParentTimes:
     """A local corpus (a :class:`~fte_shell.fetch.PageSource`) whose documents carry the retrieval time of
     the parent's workspace file of the same name: a corpus document is stamped when it is materialized, and
     a corpus is not in the snapshot, so without the parent's stamp the fork's file would differ in its
-    ``Retrieved:`` line alone. Documents the parent never held keep their own time."""
+    ``Retrieved:`` line alone. A document without such a file takes the time its fetch recorded
+    (``times``: source -> the fetch facts' ``retrieved_at``; a record that is a trajectory alone, as a lost
+    Ray node's checkpoint is). Documents the parent never held keep their own time."""
 
-    def __init__(self, inner: Any, parent_workspace: Path):
-        self.inner, self.workspace = inner, parent_workspace
+    def __init__(self, inner: Any, parent_workspace: Path, times: dict[str, datetime] | None = None):
+        self.inner, self.workspace, self.times = inner, parent_workspace, times or {}
         self.closed_world = bool(getattr(inner, "closed_world", False))
 
     def lookup(self, ref: str) -> Document | None:
@@ -330,7 +333,8 @@ class ParentTimes:
         try:
             held = parse_document((self.workspace / filename_for(doc.source, doc.kind)).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return doc
+            when = self.times.get(doc.source)
+            return doc if when is None else doc.model_copy(update={"retrieved_at": when})
         return doc.model_copy(update={"retrieved_at": held.retrieved_at}) if held.source == doc.source else doc
 
 

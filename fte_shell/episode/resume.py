@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,12 @@ class Stopped:
                 paths = [f.path for f in e.meta.fetches or [] if f.ok] + [e.meta.path]
                 names |= {p.rsplit("/", 1)[-1] for p in paths if p}
         return names
+
+    def retrieval_times(self) -> dict[str, datetime]:
+        """``{source: time}`` of the documents the replayed turns' fetches wrote, as their facts recorded it
+        (what a replayed fetch stamps when the record has no workspace: :class:`~.fork.ParentTimes`)."""
+        return {f.source: datetime.fromisoformat(f.retrieved_at) for e in self.compared()
+                if isinstance(e, ToolCallEvent) for f in e.meta.fetches or [] if f.ok and f.source and f.retrieved_at}
 
 
 def _expected_calls(turn: int, call: ModelCallEvent, events: list[Event]) -> int:
@@ -266,9 +273,9 @@ def _compare(s: Stopped, ep: Child) -> tuple[dict[str, Any], list[str]]:
     complete = s.turn - 1 if s.cut else s.turn
     bad += [f"workspace file {n}, written by turn {complete} or before, is missing" for n in
             sorted(s.fetched(complete) - set(mine_ws)) if n in theirs_ws]
-    if not s.cut:
+    if not s.cut and old_ws.is_dir():  # no recorded workspace (a trajectory alone): the events are compared
         bad += [f"workspace file {n} is not in the recorded workspace" for n in mine_ws if n not in theirs_ws]
-    checks["workspace"] = {"files": len(mine_ws), "recorded_files": len(theirs_ws)}
+    checks["workspace"] = {"files": len(mine_ws), "recorded_files": len(theirs_ws) if old_ws.is_dir() else None}
     shell = getattr(ep.profile, "shell_state", None)
     bash = [e for e in theirs if isinstance(e, ToolCallEvent) and e.name == "bash"]
     want = getattr(bash[-1].meta, "cwd", None) if bash else "/work"

@@ -113,7 +113,7 @@ class Dispatcher:
             return tool_result(res)
         except WorkspaceError as e:
             return text_result(f"Error: {e}", error=True)
-        except Exception as e:  # the box or the world failed: an error result, the server stays up
+        except Exception as e:  # noqa: BLE001 - the box or the world failed: an error result, the server stays up
             return crashed_result(e)
 
     async def _answer(self, ws: OpenWorkspace, args: dict[str, Any]) -> types.CallToolResult:

@@ -22,9 +22,9 @@ from .actions import (
     records,
     revisited_docs,
 )
+from .groups import group_label, group_runs
 from .runs import RunMetrics, collect, judged, run_metrics, run_status
 from .stats import PERCENTILES, percentile, percentiles
-from .groups import group_label, group_runs
 from .summary import REGEX_META, ProfileSummary, summarize, summarize_profile
 
 __all__ = [

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..search.base import result_refs
 from ..record.events import Event, StartEvent, ToolCallEvent
+from ..search.base import result_refs
 from .shellparse import parse_command
 
 Op = Literal["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config import ModelConfig, ModelPrice
 
+
 def usd(x: float | None) -> str:
     """THE way fte-shell writes an amount of dollars (live log, progress bar, report): ``$0.0042`` below a
     cent (4 decimals, so a small run never shows ``$0.00``), ``$1,234.56`` from a cent up, ``–`` when unknown."""

@@ -246,7 +246,8 @@ class FteProfile(ToolProfile):
             output=rec.line(),
             meta={"path": rec.path, "chars": rec.chars, "new": rec.new, "source": rec.source,
                   "fetches": [FetchFact(url=ref, ok=True, path=rec.path, source=rec.source, chars=rec.chars,
-                                        new=rec.new).model_dump()]},
+                                        new=rec.new, retrieved_at=rec.model_dump(mode="json")["retrieved_at"]
+                                        ).model_dump()]},
         )
 
     def list_fetched(self, args: NoArgs) -> ToolResult:

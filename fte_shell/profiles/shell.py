@@ -43,7 +43,7 @@ def gateway_facts(events: list[GatewayEvent], backend: str | None) -> dict[str, 
             for r in e.results:
                 fetches.append(FetchFact(url=str(r.get("ref", "")), ok=bool(r.get("ok")), path=r.get("path"),
                                          source=r.get("source"), chars=r.get("chars"), new=r.get("new"),
-                                         error=r.get("error")).model_dump())
+                                         retrieved_at=r.get("retrieved_at"), error=r.get("error")).model_dump())
         elif e.op == "search" and "query" in e.args:
             searches.append(SearchFact(query=str(e.args["query"]), n=e.args.get("n"), backend=backend,
                                        urls=[str(r["url"]) for r in e.results if "url" in r],

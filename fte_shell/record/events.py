@@ -41,6 +41,9 @@ class FetchFact(BaseModel):
     """Body characters of the document, when ok."""
     new: bool | None = None
     """True = this fetch wrote the file, False = the workspace already held it; None when not ok."""
+    retrieved_at: str | None = None
+    """The written file's ``Retrieved:`` time (ISO-8601), when new (a resume from the trajectory alone writes
+    the same file again); None otherwise and before it was recorded."""
     error: str | None = None
     """The one-line refusal or failure, when not ok."""
 

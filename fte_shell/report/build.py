@@ -33,8 +33,8 @@ from ..benchmarks.sections import ReportData, Section, SectionBuilder, Table
 from ..errors import ConfigError, FteError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.arms import ArmSummary
-from ..metrics.stats import paired, per_question, repetitions
 from ..metrics.groups import has_arms
+from ..metrics.stats import paired, per_question, repetitions
 from ..record.sweepdir import SweepDir
 from .arms import arm_summaries, arms_section
 from .audit import audit_section

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from ..benchmarks.sections import ReportData, Section, Table, ci, integer, num, pct, pcts, pvalue
 from ..metrics import ProfileSummary
-from ..model.prices import usd
 from ..metrics.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Paired, Repetitions
+from ..model.prices import usd
 from ..stops import STOPS
 
 OPS = ["search", "fetch", "visit", "open", "grep", "read", "find", "list", "other"]

@@ -353,9 +353,11 @@ class Gateway:
         else:
             out = list(pool.map(self._fetch_one, urls))
         results.extend(
-            {k: v for k, v in r.items() if k in ("ref", "ok", "path", "new", "chars", "source", "error")} for r in out
+            {k: v for k, v in r.items() if k in ("ref", "ok", "path", "new", "chars", "source", "retrieved_at", "error")}
+            for r in out
         )
-        return {"ok": True, "results": [{k: v for k, v in r.items() if k not in ("chars", "source")} for r in out]}
+        return {"ok": True, "results": [{k: v for k, v in r.items() if k not in ("chars", "source", "retrieved_at")}
+                                        for r in out]}
 
     def _fetch_one(self, ref: str) -> dict[str, Any]:
         ref = ref.strip()
@@ -379,4 +381,5 @@ class Gateway:
             with self._idle:
                 self._fetching -= 1
                 self._idle.notify_all()
-        return {"ref": ref, "ok": True, "line": rec.line(), **rec.model_dump(include={"path", "new", "chars", "source"})}
+        return {"ref": ref, "ok": True, "line": rec.line(),
+                **rec.model_dump(mode="json", include={"path", "new", "chars", "source", "retrieved_at"})}

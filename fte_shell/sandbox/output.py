@@ -38,7 +38,7 @@ _ANSI = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-_C0 = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
+_C0 = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
 """The bytes of the C0 controls :data:`_CONTROL` removes, and DEL."""
 _C0_EACH = [bytes([c]) for c in _C0]
 

@@ -46,7 +46,7 @@ def watch_owner(provider: str) -> None:
             _pipe, _owner = None, os.getpid()
             _named.clear()
             with contextlib.suppress(OSError, ValueError):
-                proc = subprocess.Popen(  # noqa: S603 - our own module, our interpreter
+                proc = subprocess.Popen(
                     [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL, start_new_session=True)
                 _pipe = proc.stdin

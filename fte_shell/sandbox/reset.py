@@ -34,6 +34,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
+
 from ..config import SandboxConfig
 from ..errors import SandboxError
 from .base import RUN_MOUNT

@@ -29,8 +29,8 @@ import re
 import shlex
 from typing import Any
 
-from ..search.base import result_refs
 from ..benchmarks.registry import scripted_task
+from ..search.base import result_refs
 from .reading import (
     SENTENCE_END,
     best_line,

@@ -13,7 +13,16 @@ Every writer (the gateway behind the shell ``fetch`` helper, the structured ``fe
 from __future__ import annotations
 
 from .document import Document, Entry, FetchRecord, Kind
-from .format import canonical_url, docid_prefix, filename_for, host_slug, one_line, parse_document, render, url_title
+from .format import (
+    canonical_url,
+    docid_prefix,
+    filename_for,
+    host_slug,
+    one_line,
+    parse_document,
+    render,
+    url_title,
+)
 from .store import Workspace
 
 __all__ = [

@@ -59,6 +59,9 @@ class FetchRecord(_Frozen):
     title: str
     """Title from the header."""
 
+    retrieved_at: datetime | None = None
+    """The file's ``Retrieved:`` time when this call wrote it (``new``); None for a document already held."""
+
     def line(self) -> str:
         """The one-line record printed to the agent (the record line of the module docstring)."""
         state = "new" if self.new else "held"

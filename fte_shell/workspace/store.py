@@ -172,5 +172,6 @@ class Workspace:
                 )
             source, title, _ = parse_header(content)
             return FetchRecord(
-                path=self.agent_path(name), chars=len(body), new=True, source=source, title=title
+                path=self.agent_path(name), chars=len(body), new=True, source=source, title=title,
+                retrieved_at=doc.retrieved_at,
             )

@@ -14,7 +14,6 @@ requests identical to the loop's before the seam existed) is here; the other str
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 

@@ -35,7 +35,7 @@ class FteShellToolsConfig(vf.ToolsetConfig):
 
     config_file: str | None = None
     """An fte-shell TOML configuration (``fte-shell run --config``); None: the defaults."""
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: copied for each instance
     """``RunConfig`` keys over the file, as nested tables (``{"agent": {"profile": "fte"}}``)."""
     runs_dir: str | None = None
     """Keep each rollout's episode as a run directory here (``<qid>/<rollout>``); None: a temporary one."""
