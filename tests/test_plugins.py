@@ -63,7 +63,7 @@ def test_a_third_party_benchmark_loads_by_reference(tmp_path: Path) -> None:
     data = tmp_path / "qa.tsv"
     data.write_text("Capital of France?\tParis\n2 + 2?\t4\n")
     ds = registry.load_dataset(f"{REF}BENCHMARK:{data}")
-    assert ds.kind == "tab-separated" and [(q.question, q.answer) for q in ds.questions] == [
+    assert ds.kind == REF + "BENCHMARK" and [(q.question, q.answer) for q in ds.questions] == [
         ("Capital of France?", "Paris"), ("2 + 2?", "4")]
     assert registry.get(REF + "BENCHMARK") is registry.resolve(f"{REF}BENCHMARK:{data}")[0]
     with pytest.raises(ConfigError, match="has no default source"):
@@ -79,3 +79,31 @@ def test_a_third_party_answer_format_loads_by_reference() -> None:
     assert isinstance(fmt, AnswerFormat)
     got = fmt.parse("thinking\nFINAL: Paris")
     assert got is not None and got.answer == "Paris" and fmt.parse("no answer yet") is None
+
+
+def test_a_sweep_runs_a_third_party_benchmark_and_profile_and_resumes(tmp_path: Path) -> None:
+    """``bench`` takes third-party plugins as ``run`` does: the dataset records the reference that finds its
+    benchmark again (resume, judge and report read it), and a profile arm is named by its reference."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fte_shell.benchmarks import registry
+    from fte_shell.cli import app
+
+    data = tmp_path / "qa.tsv"
+    data.write_text("Capital of France?\tParis\n2 + 2?\t4\n")
+    args = ["bench", f"{REF}BENCHMARK:{data}", "--profiles", f"fte,{REF}ReadOnlyFte", "--scripted",
+            "--no-progress", "--out", str(tmp_path / "sweep")]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "4 run(s) finished now" in r.output
+    manifest = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert manifest["dataset"]["kind"] == REF + "BENCHMARK"
+    assert registry.of_sweep(tmp_path / "sweep") is registry.get(REF + "BENCHMARK")
+    assert sorted(p.name for p in (tmp_path / "sweep" / "runs").iterdir()) == ["fte", REF + "ReadOnlyFte"]
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "4 already done" in again.output, again.output
+    r = CliRunner().invoke(app, ["bench", f"{REF}BENCHMARK:{data}", "--profiles", "nope", "--scripted",
+                                 "--out", str(tmp_path / "other")])
+    assert r.exit_code == 2 and "unknown profile(s): nope" in r.output and "module:attr" in r.output

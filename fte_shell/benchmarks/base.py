@@ -63,7 +63,8 @@ class Dataset(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     kind: str
-    """Which benchmark read it (:attr:`Benchmark.kind`, a key of :data:`.registry.BENCHMARKS`)."""
+    """Which benchmark read it: :attr:`Benchmark.kind`, a key of :data:`.registry.BENCHMARKS`, or a third-party
+    benchmark's ``module:attr`` reference (what finds it again)."""
 
     source: str
     """The file or directory it was read from."""

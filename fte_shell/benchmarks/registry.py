@@ -73,21 +73,30 @@ def get(kind: str) -> Benchmark:
 
 def resolve(spec: str) -> tuple[Benchmark, Path]:
     """The benchmark and source path of a dataset spec (see the module docstring)."""
+    _, bm, source = _resolve(spec)
+    return bm, source
+
+
+def _resolve(spec: str) -> tuple[str, Benchmark, Path]:
+    """``(name, benchmark, source)``: the name is what finds the benchmark again (its kind, or the
+    ``module:attr`` reference of a third-party one), recorded as the dataset's ``kind``."""
     source = BENCHMARKS.get(spec).default_source() if spec in BENCHMARKS else None
     if source is not None:
-        return BENCHMARKS.get(spec), source
+        return spec, BENCHMARKS.get(spec), source
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in BENCHMARKS:
-        return BENCHMARKS.get(prefix), Path(rest)
+        return prefix, BENCHMARKS.get(prefix), Path(rest)
     ref, _, rest = spec.rpartition(":")
     if is_reference(spec) or is_reference(ref):
-        bm = BENCHMARKS.get(spec if is_reference(spec) else ref)
+        name = spec if is_reference(spec) else ref
+        bm = BENCHMARKS.get(name)
         source = bm.default_source() if is_reference(spec) else Path(rest)
         if source is None:
             raise ConfigError(f"benchmark {spec!r} has no default source: give one as {spec}:PATH")
-        return bm, source
+        return name, bm, source
     path = Path(spec)
-    return next(b for b in BENCHMARKS.values() if b.claims(path)), path
+    bm = next(b for b in BENCHMARKS.values() if b.claims(path))
+    return bm.kind, bm, path
 
 
 def load_dataset(
@@ -102,11 +111,11 @@ def load_dataset(
 ) -> Dataset:
     """Load the questions of ``spec`` and select them (``--sample``, then ``--limit``). ``options``: the
     ``[benchmark]`` table the plugin reads (default: every option's default)."""
-    bm, path = resolve(spec)
+    name, bm, path = _resolve(spec)
     if not path.exists():
         raise ConfigError(f"dataset not found: {path}")
     return Dataset(
-        kind=bm.kind,
+        kind=name,
         source=str(path.resolve()),
         split=split if bm.has_splits else None,
         questions=select(bm.load(path, split, options or BenchmarkOptions(), log), limit=limit, sample=sample, seed=seed),
@@ -118,7 +127,12 @@ def of_sweep(sweep_dir: Path | None) -> Benchmark:
     """The benchmark that wrote the sweep at ``sweep_dir`` (its manifest's ``dataset.kind``), else
     :data:`FALLBACK`."""
     kind = SweepDir(sweep_dir).dataset_kind() if sweep_dir is not None else None
-    return BENCHMARKS.get(kind) if kind in BENCHMARKS else FALLBACK
+    if kind is None or not BENCHMARKS.knows(kind):
+        return FALLBACK
+    try:
+        return BENCHMARKS.get(kind)
+    except ConfigError:  # a third-party benchmark no longer importable here: graded as a plain dataset
+        return FALLBACK
 
 
 def scripted_task(text: str) -> ScriptedTask | None:

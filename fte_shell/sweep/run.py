@@ -283,11 +283,12 @@ def _validate(bench: BenchConfig) -> None:
         raise ConfigError(f"--concurrency must be >= 1 (got {bench.concurrency})")
     if not bench.profiles:
         raise ConfigError("--profiles is empty")
-    from ..profiles import PROFILES
+    from ..profiles.base import IMPLEMENTATIONS, PROFILES
 
-    unknown = [p for p in bench.profiles if p not in PROFILES]
+    unknown = [p for p in bench.profiles if not IMPLEMENTATIONS.knows(p)]
     if unknown:
-        raise ConfigError(f"unknown profile(s): {', '.join(unknown)} (known: {', '.join(PROFILES)})")
+        raise ConfigError(f"unknown profile(s): {', '.join(unknown)} (known: {', '.join(PROFILES)}; or a "
+                          "third-party one as module:attr)")
 
 
 def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
