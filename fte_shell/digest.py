@@ -21,7 +21,7 @@ Files that are inputs are replaced by their content: ``agent.system_prompt_file`
 ``agent.tool_descriptions_file`` become ``sha256:<hex of the file>``, and a local ``search.corpus``
 becomes ``fingerprint:<the index's content fingerprint>`` (its meta.json), and so does ``sandbox.corpus``.
 The sandbox's provider tables (``[sandbox.docker]`` …) are folded back into ``[sandbox]`` as the flat table
-digests were written with before the tables existed (:data:`PROVIDER_TABLES`). Everything else — model name,
+digests were written with before the tables existed (``config.sandbox.PROVIDER_TABLES``). Everything else — model name,
 sampling, ``max_tokens``, ``extra_body``, every agent and profile setting (``agent.profile`` included),
 sandbox limits, the fetch policy, the search backend — is in. A key the first digests did not have
 (every key not in :data:`KEYS_ALWAYS_IN`, frozen) is left out while it holds its default, read from the
@@ -47,6 +47,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from .config import SECRETS, RunConfig
+from .config.sandbox import PROVIDER_TABLES
 from .config.search import LEGACY_RETRIEVER
 
 DROPPED: dict[str, tuple[str, ...]] = {
@@ -101,12 +102,6 @@ OUT_TABLES: tuple[str, ...] = ("judge", "benchmark", "budget")
 """Tables left out of the digest as a whole (how runs are graded; dataset plugin options; what a sweep may
 spend: a higher budget resumes the same sweep)."""
 
-PROVIDER_TABLES: tuple[str, ...] = ("docker", "podman", "bwrap")
-"""``[sandbox]``'s provider tables (the names of ``config.SandboxProviderName``, in that order). Their keys
-are folded back into ``[sandbox]``: the chosen provider's table first, then the others' keys not yet there
-(so a key two tables have takes the chosen provider's value, else the first table's, as
-``config.sandbox.moved_table`` places an old config's key)."""
-
 INPUT_FILES: tuple[str, ...] = ("system_prompt_file", "tool_descriptions_file")
 """``agent`` keys naming files whose content is what matters."""
 
@@ -127,6 +122,9 @@ def _corpus_fingerprint(path: str) -> str:
 
 
 def _fold_provider_tables(sandbox: dict[str, Any], chosen: Any = None) -> None:
+    """The provider tables' keys folded back into ``[sandbox]``: the chosen provider's table first, then the
+    others' keys not yet there (so a key two tables have takes the chosen provider's value, else the first
+    table's, as ``config.sandbox.moved_table`` places an old config's key)."""
     tables = {name: sandbox.pop(name) for name in PROVIDER_TABLES if isinstance(sandbox.get(name), dict)}
     chosen = chosen or sandbox.get("provider", "docker")
     for name in sorted(tables, key=lambda n: (n != chosen, PROVIDER_TABLES.index(n))):

@@ -9,8 +9,8 @@ from typing import Any, get_args
 import pytest
 
 from fte_shell.config import BwrapConfig, RunConfig, SandboxConfig, SandboxProviderName, load_config
-from fte_shell.config.sandbox import MOVED
-from fte_shell.digest import PROVIDER_TABLES, canonical_config, config_digest
+from fte_shell.config.sandbox import MOVED, PROVIDER_TABLES, DockerConfig, PodmanConfig
+from fte_shell.digest import canonical_config, config_digest
 from fte_shell.errors import ConfigError
 from fte_shell.sandbox.hardening import box_layout
 
@@ -50,7 +50,10 @@ def test_each_provider_has_its_table_and_the_shared_keys_stay_in_sandbox(tmp_pat
     assert box_layout(podman, tmp_path, tmp_path, "r").init is False
     docker = SandboxConfig(provider="docker", podman={"init": False}, protect_warden=False)
     assert box_layout(docker, tmp_path, tmp_path, "r").init is True
-    assert set(PROVIDER_TABLES) == set(get_args(SandboxProviderName))  # a table per built-in provider
+    # a table per built-in provider, each a field of SandboxConfig holding that provider's settings model
+    assert PROVIDER_TABLES == get_args(SandboxProviderName)
+    assert {n: SandboxConfig.model_fields[n].annotation for n in PROVIDER_TABLES} == {
+        "docker": DockerConfig, "podman": PodmanConfig, "bwrap": BwrapConfig}
 
 
 @pytest.mark.parametrize(("provider", "key", "table"), [

@@ -68,6 +68,10 @@ SandboxProviderName = Literal["docker", "podman", "bwrap"]
 its settings are the table ``[sandbox.<name>]``); a third-party one is ``module:attr``
 (:data:`fte_shell.sandbox.base.PROVIDERS`)."""
 
+PROVIDER_TABLES: tuple[str, ...] = get_args(SandboxProviderName)
+"""``[sandbox]``'s provider tables, in this order: one per built-in provider, named after it (a field of
+:class:`SandboxConfig`; tests/test_sandbox_tables.py checks each is)."""
+
 
 class EngineBoxConfig(StrictModel):
     """What a container engine's box (Docker's, podman's) has that bwrap's has not."""
@@ -260,9 +264,9 @@ class SandboxConfig(StrictModel):
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, name: str) -> str:
-        if name in get_args(SandboxProviderName) or is_reference(name):
+        if name in PROVIDER_TABLES or is_reference(name):
             return name
-        raise ValueError(f"a provider name ({', '.join(get_args(SandboxProviderName))}) or a third-party one "
+        raise ValueError(f"a provider name ({', '.join(PROVIDER_TABLES)}) or a third-party one "
                          "as module:attr")
 
     @model_validator(mode="before")
