@@ -6,8 +6,6 @@ The key stays on the host: only the gateway (host side) and the structured profi
 from __future__ import annotations
 
 import os
-import random
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -16,6 +14,7 @@ import httpx
 from ..config.secrets import secret_variable
 from ..errors import SearchUnavailable
 from .base import SearchResult, Secret, keep_exchange
+from .retry import post_retrying
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import SearchConfig
@@ -24,8 +23,6 @@ NO_KEY = (
     "Serper search needs an API key: set SERPER_API_KEY or [search] serper_api_key, "
     "or use a local corpus ([search] backend = \"local\", corpus = DIR; see `fte-shell corpus build`)"
 )
-
-_RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
 DEFAULT_URL = "https://google.serper.dev/search"
@@ -75,48 +72,23 @@ class SerperSearch:
         n = max(1, min(int(n), 100))
         body = {"q": query, "num": n}
         headers = {"X-API-KEY": self._key, "Content-Type": "application/json"}
-        last = ""
-        retry_after: float | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                delay = min(self.backoff_s * 2 ** (attempt - 1), 30.0) * (0.5 + random.random() / 2)
-                time.sleep(min(retry_after, 30.0) if retry_after is not None else delay)
-                retry_after = None
-            try:
-                resp = self._client.post(self.url, json=body, headers=headers)
-            except httpx.TimeoutException:
-                last = f"Serper did not answer within {self.timeout_s:g} s ({self.url})"
-                continue
-            except httpx.HTTPError as e:
-                last = f"Serper is unreachable at {self.url}: {e.__class__.__name__}: {e}"
-                continue
-            if resp.status_code in _RETRY_STATUS:
-                last = f"Serper answered HTTP {resp.status_code} ({self.url})"
-                retry_after = _retry_after(resp.headers.get("Retry-After"))
-                continue
-            if resp.status_code in (401, 403):
-                raise SearchUnavailable(
-                    f"Serper rejected the API key (HTTP {resp.status_code}): check SERPER_API_KEY "
-                    "or [search] serper_api_key"
-                )
-            if resp.status_code != 200:
-                raise SearchUnavailable(f"Serper answered HTTP {resp.status_code} ({self.url})")
-            try:
-                data = resp.json()
-            except ValueError as e:
-                raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
-            results = parse_organic(data, n)
-            keep_exchange(resp.request, resp)  # for the snapshot's WARC records, when it asked
-            return results
-        raise SearchUnavailable(f"{last}; gave up after {self.max_retries + 1} attempts")
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds (dates are ignored: backoff applies)."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+        resp = post_retrying(self._client, self.url, name="Serper", body=body, headers=headers,
+                             retries=self.max_retries, backoff_s=self.backoff_s,
+                             gave_up=lambda last, attempts: f"{last}; gave up after {attempts} attempts")
+        if resp.status_code in (401, 403):
+            raise SearchUnavailable(
+                f"Serper rejected the API key (HTTP {resp.status_code}): check SERPER_API_KEY "
+                "or [search] serper_api_key"
+            )
+        if resp.status_code != 200:
+            raise SearchUnavailable(f"Serper answered HTTP {resp.status_code} ({self.url})")
+        try:
+            data = resp.json()
+        except ValueError as e:
+            raise SearchUnavailable(f"Serper answered with something that is not JSON ({self.url})") from e
+        results = parse_organic(data, n)
+        keep_exchange(resp.request, resp)  # for the snapshot's WARC records, when it asked
+        return results
 
 
 def parse_organic(data: object, n: int) -> list[SearchResult]:

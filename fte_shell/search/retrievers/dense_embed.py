@@ -9,14 +9,13 @@ with ``--passage_prefix ""`` and its queries with the Qwen3-Embedding instructio
 from __future__ import annotations
 
 import os
-import random
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ...config.secrets import secret_variable
 from ...errors import SearchUnavailable
+from ..retry import post_retrying
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -32,7 +31,6 @@ CHARS_PER_TOKEN = 8
 """An endpoint gets at most ``max_length * CHARS_PER_TOKEN`` characters of a text (more than ``max_length``
 tokens of any English text, which the server's tokenizer then cuts): a long document neither travels whole
 nor exceeds the server's context."""
-_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 def query_prefix(model: str, settings: EmbeddingsConfig) -> str:
@@ -175,49 +173,32 @@ class EndpointEmbedder:
         return _normalise(vectors).astype(np.float32) if self.settings.normalize else vectors
 
     def _request(self, batch: list[str]) -> np.ndarray:
-        import httpx
         import numpy as np
 
         body = {"model": self.model, "input": batch, "encoding_format": "float"}
-        last = ""
-        attempts = self.settings.max_retries + 1
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), 30.0) * (0.5 + random.random() / 2))
-            try:
-                resp = self._client.post(self.url, json=body)
-            except httpx.TimeoutException:
-                last = f"no answer within {self.settings.timeout_s:g} s"
-                continue
-            except httpx.HTTPError as e:
-                last = f"{type(e).__name__}: {e}"
-                continue
-            if resp.status_code in _RETRY_STATUS:
-                last = f"HTTP {resp.status_code}"
-                continue
-            if resp.status_code != 200:
-                raise SearchUnavailable(
-                    f"{self.label} answered HTTP {resp.status_code} for model {self.model!r}: "
-                    f"{resp.text[:160]!r}; check [search.embeddings] base_url/api_key and the model name"
-                )
-            try:
-                data = sorted(resp.json()["data"], key=lambda d: d.get("index", 0))
-                vectors = np.asarray([d["embedding"] for d in data], dtype=np.float32)
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise SearchUnavailable(
-                    f"{self.label} answered something that is no embeddings response "
-                    f"({{data: [{{embedding, index}}]}}): {resp.text[:120]!r}"
-                ) from e
-            if vectors.ndim != 2 or vectors.shape[0] != len(batch) or vectors.shape[1] == 0:
-                raise SearchUnavailable(
-                    f"{self.label} returned {vectors.shape[0] if vectors.ndim else 0} vectors of shape "
-                    f"{tuple(vectors.shape[1:])} for {len(batch)} inputs (model {self.model!r})"
-                )
-            return vectors
-        raise SearchUnavailable(
-            f"{self.label} is not answering ({last}; gave up after {attempts} attempts): start it or fix "
-            "[search.embeddings] base_url"
-        )
+        resp = post_retrying(self._client, self.url, name="the embeddings endpoint", body=body,
+                             retries=self.settings.max_retries, backoff_s=self.backoff_s,
+                             gave_up=lambda last, attempts: f"{self.label} is not answering ({last}; gave up after "
+                                                            f"{attempts} attempts): start it or fix [search.embeddings] base_url")
+        if resp.status_code != 200:
+            raise SearchUnavailable(
+                f"{self.label} answered HTTP {resp.status_code} for model {self.model!r}: "
+                f"{resp.text[:160]!r}; check [search.embeddings] base_url/api_key and the model name"
+            )
+        try:
+            data = sorted(resp.json()["data"], key=lambda d: d.get("index", 0))
+            vectors = np.asarray([d["embedding"] for d in data], dtype=np.float32)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise SearchUnavailable(
+                f"{self.label} answered something that is no embeddings response "
+                f"({{data: [{{embedding, index}}]}}): {resp.text[:120]!r}"
+            ) from e
+        if vectors.ndim != 2 or vectors.shape[0] != len(batch) or vectors.shape[1] == 0:
+            raise SearchUnavailable(
+                f"{self.label} returned {vectors.shape[0] if vectors.ndim else 0} vectors of shape "
+                f"{tuple(vectors.shape[1:])} for {len(batch)} inputs (model {self.model!r})"
+            )
+        return vectors
 
     def close(self) -> None:
         self._client.close()
