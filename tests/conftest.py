@@ -137,6 +137,15 @@ def hotpotqa_dir() -> Path:
     return d
 
 
+@pytest.fixture(scope="session")
+def hotpotqa_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
+    """The HotpotQA pages as a local corpus, made once for the session (its retrievers' indexes are built
+    on first use and shared too)."""
+    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
+
+    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
+
+
 def trajectory(run_dir: Path) -> list[dict]:
     """A run's events as the JSON objects written, for assertions on their keys: read through the one
     reader (``fte_shell.record.rundir.read_events``: typed, an old run converted) and dumped back."""

@@ -28,20 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from emulators import Emulator, Personality
+from test_fork import BREAKWATER, CLEAN_ENV, HARBOUR, Q  # the pages and question of the fork tests
 
 from fte_shell.standins.server import ScriptToolCall, ScriptTurn
 from tests.servers import FakeSerper, LoopbackServer
 
 ROOT = Path(__file__).resolve().parent.parent
-Q = "Who dredged the Tern Quay harbour?"
-HARBOUR = """<html><head><title>Tern Quay harbour</title></head><body><main>
-<p>The Tern Quay harbour was dredged in 1887 by the engineer Lio Brand.</p>
-<p>Its breakwater is 640 metres long.</p></main></body></html>"""
-BREAKWATER = """<html><head><title>Breakwaters of Tern Quay</title></head><body><article>
-<p>The breakwater of the Tern Quay harbour was rebuilt after the storm of 1903.</p></article></body></html>"""
 KILL_PAGE = """<html><head><title>Note {n}</title></head><body><main><p>Harbour note number {n}: the quay
 was extended in {year}.</p></main></body></html>"""
-CLEAN_ENV = {"OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "OPENAI_MODEL": "", "SERPER_API_KEY": ""}
 
 
 def bash(turn: int, command: str) -> ScriptTurn:

@@ -81,16 +81,11 @@ def test_300_turns_against_every_server(profile: str, tmp_path: Path, corpus: Pa
         assert done[names.index(name)][2].personality.intact == list(range(TURNS))
 
 
-@pytest.fixture(scope="module")
-def hotpot_corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 @pytest.mark.docker
 @pytest.mark.parametrize("name", SERVERS)
-def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Path, hotpot_corpus: Path,
+def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path,
                                     docker_ready: None) -> None:
     st = settings_lines(name)
     with serve(name, ResearchPolicy()) as emu:
@@ -100,7 +95,7 @@ def test_bench_through_every_server(name: str, tmp_path: Path, hotpotqa_dir: Pat
         toml.write_text("\n".join(lines) + "\n")
         out = tmp_path / "sweep"
         args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte", "--limit", "1", "--out", str(out),
-                "-c", str(toml), "--corpus-dir", str(hotpot_corpus), "--no-progress", "--max-turns", "30"]
+                "-c", str(toml), "--corpus-dir", str(hotpotqa_corpus), "--no-progress", "--max-turns", "30"]
         res = CliRunner().invoke(app, args, env={"OPENAI_BASE_URL": "", "OPENAI_MODEL": "", "SERPER_API_KEY": ""})
     assert res.exit_code == 0, res.output
     results = sorted((out / "runs").glob("*/*/r0/result.json"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -23,27 +22,22 @@ ARMS = ["fte", "fte@keep_recent-5", "fte@discard_all", "snippet-only", "snippet-
         "snippet-only@discard_all"]
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
-def bench(out: Path, hotpotqa_dir: Path, corpus_dir: Path, *extra: str) -> list[str]:
+def bench(out: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path, *extra: str) -> list[str]:
     return ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte,snippet-only", "--limit", "2", "--out", str(out),
-            "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress", "-j", "2", *extra]
+            "--scripted", "--corpus-dir", str(hotpotqa_corpus), "--no-progress", "-j", "2", *extra]
 
 
 def results(out: Path) -> dict[Path, dict]:
     return {p.parent: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/*/r*/result.json"))}
 
 
-def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
     cfg = tmp_path / "ctx.toml"
     cfg.write_text("[agent.context]\ntrigger_tokens = 1500\n")  # the scripted runs pass it by their third turn
-    args = [*bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all,keep_recent:5,discard_all"), "-c", str(cfg)]
+    args = [*bench(out, hotpotqa_dir, hotpotqa_corpus, "--context", "keep_all,keep_recent:5,discard_all"), "-c", str(cfg)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "12 run(s) finished now" in r.output
@@ -73,13 +67,13 @@ def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, c
     r = runner.invoke(app, args)  # resume: nothing to do
     assert r.exit_code == 0 and "12 already done" in r.output and "0 run(s) finished now" in r.output
     # an arm added on resume runs only its own runs
-    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--context",
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, hotpotqa_corpus, "--context",
                                    "keep_all,keep_recent:5,discard_all,discard_fraction:0.5"), "-c", str(cfg)])
     assert r.exit_code == 0 and "4 run(s) finished now" in r.output and "12 already done" in r.output
     assert (out / "runs" / "fte@discard_fraction-0.5").is_dir()
     # a changed [agent.context] setting the arms share is refused, naming the arm
     cfg.write_text("[agent.context]\ntrigger_tokens = 1600\n")
-    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all,discard_all"), "-c", str(cfg)])
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, hotpotqa_corpus, "--context", "keep_all,discard_all"), "-c", str(cfg)])
     assert r.exit_code == 2 and "fte@discard_all" in r.output and "--allow-config-change" in r.output
 
     r = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep")])
@@ -105,9 +99,9 @@ def test_three_arm_sweep_resume_and_report(tmp_path: Path, hotpotqa_dir: Path, c
 
 
 def test_without_context_the_layout_and_digests_are_unchanged(tmp_path: Path, hotpotqa_dir: Path,
-                                                                corpus_dir: Path) -> None:
+                                                                hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
-    r = runner.invoke(app, bench(out, hotpotqa_dir, corpus_dir))
+    r = runner.invoke(app, bench(out, hotpotqa_dir, hotpotqa_corpus))
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["fte", "snippet-only"]
     manifest = json.loads((out / "sweep.json").read_text())
@@ -119,12 +113,12 @@ def test_without_context_the_layout_and_digests_are_unchanged(tmp_path: Path, ho
         assert digest_of(c) == d
     assert manifest["config_canonical"] == sweep_canonical(manifest["config"])
     assert "context" not in manifest["config_canonical"]["agent"]
-    r = runner.invoke(app, bench(out, hotpotqa_dir, corpus_dir, "--context", "keep_all"))
+    r = runner.invoke(app, bench(out, hotpotqa_dir, hotpotqa_corpus, "--context", "keep_all"))
     assert r.exit_code == 0 and "4 already done" in r.output
 
 
-def test_bad_context_spec_is_one_line(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
-    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, corpus_dir, "--context", "keep_all,keep_recent:x"))
+def test_bad_context_spec_is_one_line(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
+    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, hotpotqa_corpus, "--context", "keep_all,keep_recent:x"))
     assert r.exit_code == 2 and "keep_recent takes a count" in r.output
-    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, corpus_dir, "--context", "discard_all,discard_all"))
+    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, hotpotqa_corpus, "--context", "discard_all,discard_all"))
     assert r.exit_code == 2 and "discard_all more than once" in r.output

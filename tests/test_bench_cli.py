@@ -20,14 +20,9 @@ from fte_shell.sweep import BenchConfig, run_sweep
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
-def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
     broken = {"on": True}
     calls: list[str] = []
@@ -48,7 +43,7 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=3, profiles=["fte", "snippet-only"],
-                            concurrency=2, out=out, corpus_dir=corpus_dir)
+                            concurrency=2, out=out, corpus_dir=hotpotqa_corpus)
         s1 = run_sweep(bench, cfg, run_fn=flaky)
         assert (s1.total, s1.done, s1.failed, s1.answered, s1.pending) == (6, 5, 1, 5, 1)
         failed = json.loads((out / "runs" / "fte" / second_id / "r0" / "result.json").read_text())
@@ -81,9 +76,9 @@ def test_failures_recorded_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpu
         assert (out / "runs" / "fte" / second_id / "r1" / "result.json").exists()
 
 
-def test_sweep_refuses_bad_input(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_sweep_refuses_bad_input(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="x"))
-    base: dict[str, Any] = {"dataset": f"hotpotqa:{hotpotqa_dir}", "limit": 1, "out": tmp_path / "s", "corpus_dir": corpus_dir}
+    base: dict[str, Any] = {"dataset": f"hotpotqa:{hotpotqa_dir}", "limit": 1, "out": tmp_path / "s", "corpus_dir": hotpotqa_corpus}
     with pytest.raises(ConfigError, match="unknown profile"):
         run_sweep(BenchConfig(**base, profiles=["fte", "bogus"]), cfg)
     with pytest.raises(ConfigError, match="--runs"):
@@ -96,10 +91,10 @@ def test_sweep_refuses_bad_input(tmp_path: Path, hotpotqa_dir: Path, corpus_dir:
         run_sweep(BenchConfig(**{**base, "dataset": str(other)}, profiles=["fte"]), cfg)
 
 
-def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_cli_bench_judge_report(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
     args = ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte,snippet-only", "--limit", "3", "--out",
-            str(out), "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress", "-j", "2"]
+            str(out), "--scripted", "--corpus-dir", str(hotpotqa_corpus), "--no-progress", "-j", "2"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "6 run(s) finished now" in r.output and "model-free judge:" in r.output
@@ -132,7 +127,7 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--judge-model" in r.output
 
 
-def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     """A run the runner recorded as ``crashed`` (result.json written, then the exception re-raised) keeps
     the runner's record, counts as an infrastructure failure, and is redone on resume."""
     out = tmp_path / "sweep"
@@ -149,7 +144,7 @@ def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
-                            corpus_dir=corpus_dir, retries=0)
+                            corpus_dir=hotpotqa_corpus, retries=0)
         s1 = run_sweep(bench, cfg, run_fn=crashing)
         assert (s1.done, s1.failed, s1.failed_by_reason) == (0, 1, {"failed": 1})
         res = next(out.glob("runs/fte/*/r0/result.json"))
@@ -162,14 +157,14 @@ def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, corpus
         assert json.loads(res.read_text())["stop_reason"] == "answer"
 
 
-def test_cli_jsonl_dataset_with_a_local_corpus(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_cli_jsonl_dataset_with_a_local_corpus(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     rows = [json.loads(line) for line in (hotpotqa_dir / "dev.jsonl").read_text().splitlines()[:2]]
     qs = tmp_path / "qs.jsonl"
     qs.write_text("".join(json.dumps({"id": r["_id"], "question": r["question"], "answer": r["answer"]}) + "\n"
                           for r in rows))
     out = tmp_path / "sweep"
     r = runner.invoke(app, ["bench", f"jsonl:{qs}", "--profiles", "fte", "--out", str(out), "--scripted",
-                            "--corpus", str(corpus_dir), "--search", "local", "--no-progress"])
+                            "--corpus", str(hotpotqa_corpus), "--search", "local", "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "2 run(s) finished now (2 answered), 0 infrastructure failure(s)" in r.output
     manifest = json.loads((out / "sweep.json").read_text())
@@ -227,7 +222,7 @@ class InProcessRuns:
         self.closed += 1
 
 
-def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     """Runs carried out through a ``RemoteRuns``: the sweep opens it once, keeps its slots busy and no more,
     closes it; on SIGTERM it cancels the runs in flight, keeps them to resume and says it was interrupted; a
     resume keeps every run that got a result and continues the one that did not."""
@@ -235,7 +230,7 @@ def test_remote_runs_seam_and_interrupt(tmp_path: Path, hotpotqa_dir: Path, corp
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=4, profiles=["fte", "snippet-only"],
-                            concurrency=8, out=out, corpus_dir=corpus_dir)
+                            concurrency=8, out=out, corpus_dir=hotpotqa_corpus)
         stopping = InProcessRuns(slots=1, stop_at=3)
         s1 = run_sweep(bench, cfg, remote=stopping)
         assert s1.interrupted and (s1.done, s1.lost, s1.failed) == (2, 1, 0), s1

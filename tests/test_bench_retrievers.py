@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_bench_arms import bench  # the sweep command of the arm tests
 from typer.testing import CliRunner
 
 from fte_shell.cli import app
@@ -22,18 +23,6 @@ OVERLAP = "tests.retriever_kinds:OVERLAP"
 OVERLAP_DIR = "tests.retriever_kinds-OVERLAP"
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
-
-
-def bench(out: Path, hotpotqa_dir: Path, corpus_dir: Path, *extra: str) -> list[str]:
-    return ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte,snippet-only", "--limit", "2", "--out", str(out),
-            "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress", "-j", "2", *extra]
-
-
 def searches(run_dir: Path) -> list[SearchFact]:
     return [s for e in read_events(run_dir) if isinstance(e, ToolCallEvent) for s in (e.meta.searches or [])]
 
@@ -42,9 +31,9 @@ def results(out: Path) -> dict[Path, dict]:
     return {p.parent: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/*/r*/result.json"))}
 
 
-def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
-    args = bench(out, hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}")
+    args = bench(out, hotpotqa_dir, hotpotqa_corpus, "--retrievers", f"bm25s,{OVERLAP}")
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "8 run(s) finished now" in r.output
@@ -54,7 +43,7 @@ def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path
     assert manifest["retrievers"] == ["bm25s", OVERLAP] and manifest["bench"]["retrievers"] == ["bm25s", OVERLAP]
     assert set(manifest["run_config_digests"]) == set(arms)
     assert "retriever" not in manifest["config_canonical"]["search"]  # it varies by arm
-    meta = json.loads((corpus_dir / "meta.json").read_text())
+    meta = json.loads((hotpotqa_corpus / "meta.json").read_text())
     base = f"local:{meta['name']}:{meta['fingerprint'][:8]}"  # bm25s: the name of every earlier version
     assert manifest["search"] == {"backend": "local", "recorded_as": {"bm25s": base, OVERLAP: f"{base}@{OVERLAP}"}}
     res = results(out)
@@ -70,7 +59,7 @@ def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path
         made = searches(run_dir)
         assert made, f"{run_dir}: the scripted policy searched"
         assert {e.backend for e in made} == {base if spec == "bm25s" else f"{base}@{OVERLAP}"}  # its own ranking
-    assert (corpus_dir / "indexes" / "bm25s").is_dir() and (corpus_dir / "indexes" / "overlap-1").is_dir()
+    assert (hotpotqa_corpus / "indexes" / "bm25s").is_dir() and (hotpotqa_corpus / "indexes" / "overlap-1").is_dir()
 
     r = runner.invoke(app, args)  # resume: nothing to do
     assert r.exit_code == 0 and "8 already done" in r.output and "0 run(s) finished now" in r.output
@@ -96,9 +85,9 @@ def test_two_retriever_sweep_paired_in_report(tmp_path: Path, hotpotqa_dir: Path
     assert len({p.relative_to(tmp_path / "atif").parts[0] for p in exported}) == 4  # a directory per arm
 
 
-def test_retrievers_with_context_arms(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_retrievers_with_context_arms(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
-    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}",
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, hotpotqa_corpus, "--retrievers", f"bm25s,{OVERLAP}",
                                    "--context", "keep_all,discard_all"), "--profiles", "fte", "--limit", "1"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
@@ -116,19 +105,19 @@ def test_retrievers_with_context_arms(tmp_path: Path, hotpotqa_dir: Path, corpus
     ("nosuch", "unknown retriever"),
     ("dense:a:b,dense:a-b", "share the arm directory"),
 ])
-def test_bad_retrievers_are_one_line(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path, spec: str,
+def test_bad_retrievers_are_one_line(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path, spec: str,
                                      message: str) -> None:
-    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, corpus_dir, "--retrievers", spec))
+    r = runner.invoke(app, bench(tmp_path / "s", hotpotqa_dir, hotpotqa_corpus, "--retrievers", spec))
     assert r.exit_code == 2 and message in r.output, r.output
     assert not (tmp_path / "s").exists()
 
 
-def test_old_sweep_resumes_with_bm25s(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_old_sweep_resumes_with_bm25s(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     """A sweep recorded before ``[search] retriever``: its manifest's configuration has no such key. Resumed
     by this version with the default configuration, its new runs rank with bm25s (as the old ones did), under
     the same backend name, and the configuration compares equal (no change refused or recorded)."""
     out = tmp_path / "sweep"
-    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir, "--retriever", "bm25s"), "--limit", "1"])
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, hotpotqa_corpus, "--retriever", "bm25s"), "--limit", "1"])
     assert r.exit_code == 0, r.output
     manifest = json.loads((out / "sweep.json").read_text())
     # make it an old sweep: what the earlier version wrote (no retriever anywhere)
@@ -141,10 +130,10 @@ def test_old_sweep_resumes_with_bm25s(tmp_path: Path, hotpotqa_dir: Path, corpus
         res["meta"].pop("retriever")
         (run_dir / "result.json").write_text(json.dumps(res))
     old_backends = {e.backend for d in (out / "runs").glob("*/*/r*") for e in searches(d)}
-    meta = json.loads((corpus_dir / "meta.json").read_text())
+    meta = json.loads((hotpotqa_corpus / "meta.json").read_text())
     assert old_backends == {f"local:{meta['name']}:{meta['fingerprint'][:8]}"}
 
-    r = runner.invoke(app, bench(out, hotpotqa_dir, corpus_dir))  # the default retriever is not bm25s
+    r = runner.invoke(app, bench(out, hotpotqa_dir, hotpotqa_corpus))  # the default retriever is not bm25s
     assert r.exit_code == 0, r.output
     assert "2 already done" in r.output and "2 run(s) finished now" in r.output
     assert "changed configuration" not in r.output
@@ -156,25 +145,25 @@ def test_old_sweep_resumes_with_bm25s(tmp_path: Path, hotpotqa_dir: Path, corpus
         assert json.loads((d / "result.json").read_text())["meta"]["retriever"] == "bm25s"
         assert {e.backend for e in searches(d)} <= old_backends
     # a retriever given explicitly is a change of the sweep's configuration, refused
-    r = runner.invoke(app, [*bench(out, hotpotqa_dir, corpus_dir), "--retriever", OVERLAP])
+    r = runner.invoke(app, [*bench(out, hotpotqa_dir, hotpotqa_corpus), "--retriever", OVERLAP])
     assert r.exit_code == 2 and "search.retriever" in r.output and "--allow-config-change" in r.output
 
 
-def test_retriever_arms_recorded_apart_in_a_snapshot(tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_retriever_arms_recorded_apart_in_a_snapshot(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     """With ``--snapshot``, each arm's searches are captures of its own backend name; a replay of the same
     sweep answers every search from them."""
     snap = tmp_path / "snap"
-    args = [*bench(tmp_path / "rec", hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}"),
+    args = [*bench(tmp_path / "rec", hotpotqa_dir, hotpotqa_corpus, "--retrievers", f"bm25s,{OVERLAP}"),
             "--profiles", "fte", "--limit", "1", "--snapshot", str(snap)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     from fte_shell.snapshot import SnapshotStore
 
     names = {json.loads(c.key)["backend"] for c in SnapshotStore(snap).index.all() if c.kind == "search"}
-    meta = json.loads((corpus_dir / "meta.json").read_text())
+    meta = json.loads((hotpotqa_corpus / "meta.json").read_text())
     base = f"local:{meta['name']}:{meta['fingerprint'][:8]}"
     assert names == {base, f"{base}@{OVERLAP}"}
-    replay = [*bench(tmp_path / "rep", hotpotqa_dir, corpus_dir, "--retrievers", f"bm25s,{OVERLAP}"),
+    replay = [*bench(tmp_path / "rep", hotpotqa_dir, hotpotqa_corpus, "--retrievers", f"bm25s,{OVERLAP}"),
               "--profiles", "fte", "--limit", "1", "--snapshot", str(snap), "--snapshot-mode", "replay"]
     r = runner.invoke(app, replay)
     assert r.exit_code == 0, r.output

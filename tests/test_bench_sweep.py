@@ -35,11 +35,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 def our_containers(pids: list[int]) -> list[str]:
@@ -53,13 +48,13 @@ def our_containers(pids: list[int]) -> list[str]:
     return out
 
 
-def test_sweep_judge_report(tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path) -> None:
+def test_sweep_judge_report(tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:
     out = tmp_path / "sweep"
     profiles = ["shell", "fte", "snippet-only"]
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=20, profiles=profiles, concurrency=8,
-                            out=out, corpus_dir=corpus_dir)
+                            out=out, corpus_dir=hotpotqa_corpus)
         events: Counter[str] = Counter()
         stats = run_sweep(bench, cfg, on_event=lambda kind, t, s: events.update([kind]))
         first = Counter(k for b in srv.requests if (k := run_key(b)))
@@ -127,10 +122,10 @@ def delayed_policy() -> Any:
     return fn
 
 
-def bench_cmd(out: Path, hotpotqa_dir: Path, corpus_dir: Path, base_url: str) -> list[str]:
+def bench_cmd(out: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path, base_url: str) -> list[str]:
     return [sys.executable, "-m", "fte_shell", "bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte",
             "--limit", "10", "--out", str(out), "--base-url", base_url, "--model", "scripted", "--api-key", "x",
-            "-j", "4", "--corpus-dir", str(corpus_dir), "--no-progress", "--no-judge"]
+            "-j", "4", "--corpus-dir", str(hotpotqa_corpus), "--no-progress", "--no-judge"]
 
 
 def wait_for(cond: Any, proc: subprocess.Popen[bytes], what: str, timeout: float = 240) -> None:
@@ -167,12 +162,12 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def test_interrupt_kill_and_resume(
-    tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, corpus_dir: Path, procs: list[subprocess.Popen[bytes]]
+    tmp_path: Path, docker_ready: None, hotpotqa_dir: Path, hotpotqa_corpus: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     out = tmp_path / "sweep"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with ScriptedServer(policy=delayed_policy()) as srv:
-        cmd = bench_cmd(out, hotpotqa_dir, corpus_dir, srv.base_url)
+        cmd = bench_cmd(out, hotpotqa_dir, hotpotqa_corpus, srv.base_url)
         # 1. SIGTERM: the sweep stops, removes its containers, discards the runs in flight, says so
         p1 = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         procs.append(p1)

@@ -62,11 +62,6 @@ def fill(mnt: Path, leave: int = 0) -> Path:
     return filler
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 def test_a_trajectory_write_on_a_full_disk_names_the_file_and_stops_disk_full(tmp_path: Path) -> None:
@@ -81,9 +76,9 @@ def test_a_trajectory_write_on_a_full_disk_names_the_file_and_stops_disk_full(tm
         w.close()  # closes although the buffer cannot be written
 
 
-def bench(out: Path, hotpotqa_dir: Path, corpus_dir: Path) -> subprocess.CompletedProcess[str]:
+def bench(out: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> subprocess.CompletedProcess[str]:
     args = [sys.executable, "-m", "fte_shell", "bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "fte,open-find",
-            "--limit", "4", "--out", str(out), "--scripted", "--corpus-dir", str(corpus_dir), "--no-progress",
+            "--limit", "4", "--out", str(out), "--scripted", "--corpus-dir", str(hotpotqa_corpus), "--no-progress",
             "-j", "2"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"}
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, cwd=REPO, check=False)
@@ -104,13 +99,13 @@ def no_half_written_file(out: Path) -> None:
 
 @pytest.mark.parametrize("leave", [0, 200 * 1024], ids=["full-from-the-start", "fills-up-during-the-runs"])
 def test_bench_on_a_full_disk_stops_in_one_line_and_resumes(
-    tmp_path: Path, hotpotqa_dir: Path, corpus_dir: Path, leave: int
+    tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path, leave: int
 ) -> None:
     with small_fs(tmp_path) as mnt:
         out = mnt / "sweep"
         out.mkdir()
         filler = fill(mnt, leave)
-        r = bench(out, hotpotqa_dir, corpus_dir)
+        r = bench(out, hotpotqa_dir, hotpotqa_corpus)
         assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)  # a resource gave out (as when it gave up waiting)
         lines = [x for x in r.stderr.splitlines() if x.strip()]
         assert len(lines) == 1, r.stderr
@@ -125,7 +120,7 @@ def test_bench_on_a_full_disk_stops_in_one_line_and_resumes(
             assert finished == []
 
         filler.unlink()
-        r = bench(out, hotpotqa_dir, corpus_dir)
+        r = bench(out, hotpotqa_dir, hotpotqa_corpus)
         assert r.returncode == 0, (r.stdout, r.stderr)
         runs = find_runs(out)
         assert len(runs) == 8

@@ -78,11 +78,6 @@ def cluster(docker_ready: None) -> Iterator[tuple[Any, dict[str, Any]]]:
         c.shutdown()
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +128,7 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_ray_sweep_equals_local_and_survives_a_lost_node(
-    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, corpus: Path
+    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
 ) -> None:
     from fte_shell.distributed import RayExecutor
 
@@ -143,7 +138,7 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
     profiles = ["shell", "fte"]
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key=f"secret-{TOKEN}"))
-        cfg.search.corpus = corpus
+        cfg.search.corpus = hotpotqa_corpus
 
         def bench(out: Path, concurrency: int = 4) -> BenchConfig:
             return BenchConfig(dataset=f"jsonl:{questions}", profiles=profiles, out=out, concurrency=concurrency)
@@ -217,12 +212,12 @@ def test_ray_sweep_equals_local_and_survives_a_lost_node(
 @pytest.mark.docker
 @pytest.mark.slow
 def test_cli_driver_killed_and_rerun_resumes(
-    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, corpus: Path
+    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
 ) -> None:
     c, _ = cluster
     out = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "fte_shell", "bench", f"jsonl:{questions}", "--out", str(out), "--limit", "6",
-           "--profiles", "shell,fte", "--scripted", "--ray", c.address, "--corpus", str(corpus),
+           "--profiles", "shell,fte", "--scripted", "--ray", c.address, "--corpus", str(hotpotqa_corpus),
            "--no-progress", "--no-judge"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -361,7 +356,7 @@ def test_secrets_travel_in_the_runtime_env_not_the_task() -> None:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_rate_limits_are_split_over_the_clusters_slots(
-    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, corpus: Path
+    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
 ) -> None:
     """``--rpm`` / ``--tpm`` over the cluster's slots (5 = 1 + 2 + 2 when this test runs alone, fewer after
     the lost-node test): each run, its own process, gets ``rpm // slots`` requests and ``tpm // slots``
@@ -374,7 +369,7 @@ def test_rate_limits_are_split_over_the_clusters_slots(
     logs: list[str] = []
     with ScriptedServer(policy=ResearchPolicy()) as srv:
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x", rpm=rpm, tpm=tpm))
-        cfg.search.corpus = corpus
+        cfg.search.corpus = hotpotqa_corpus
         bench = BenchConfig(dataset=f"jsonl:{questions}", limit=3, profiles=["fte"], out=tmp_path / "ray")
         stats = run_sweep(bench, cfg, remote=RayExecutor(), log=logs.append)
     assert (stats.done, stats.failed) == (3, 0)

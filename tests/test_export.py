@@ -63,11 +63,6 @@ def _json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 def judge_policy(body: dict[str, Any]) -> str:
@@ -80,7 +75,7 @@ def judge_policy(body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory, docker_ready: None, hotpotqa_dir: Path,
-           corpus_dir: Path) -> dict[str, Path]:
+           hotpotqa_corpus: Path) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("sweeps")
     hot = root / "hotpot"
     policy, lock, fired = ResearchPolicy(), threading.Lock(), []
@@ -100,7 +95,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory, docker_ready: None, hotpotq
         cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x", max_retries=1,
                                           backoff_s=0.01))
         bench = BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=2, runs=2, profiles=["shell", "fte"],
-                            concurrency=2, out=hot, corpus_dir=corpus_dir)
+                            concurrency=2, out=hot, corpus_dir=hotpotqa_corpus)
         stats = run_sweep(bench, cfg)
     assert (stats.total, stats.done, stats.failed) == (8, 7, 1) and fired == [1]
     r = runner.invoke(app, ["judge", str(hot)])
@@ -116,7 +111,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory, docker_ready: None, hotpotq
                                            "gold": f"Answer,Note\n\"{dev[RIGHT]['answer']}\",\n"}])
     ws = root / "ws"
     r = runner.invoke(app, ["bench", f"widesearch:{data}", "--profiles", "fte", "--out", str(ws), "--scripted",
-                            "--corpus", str(corpus_dir), "--search", "local", "--no-progress"])
+                            "--corpus", str(hotpotqa_corpus), "--search", "local", "--no-progress"])
     assert r.exit_code == 0, r.output
     return {"hotpot": hot, "ws": ws}
 
@@ -439,7 +434,7 @@ def test_run_without_trajectory_and_lone_run_dir(sweeps: dict[str, Path], tmp_pa
 
 
 @pytest.fixture(scope="module")
-def think_sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, corpus_dir: Path) -> Path:
+def think_sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> Path:
     """One fte run against the vLLM emulator (reasoning in every reply), whose first reply has neither a
     tool call nor an answer (the loop nudges it)."""
     from tests.emulators import VLLM, Emulator
@@ -456,7 +451,7 @@ def think_sweep(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path, co
         cfg = RunConfig(model=ModelConfig(base_url=emu.base_url, model="emu-model", api_key="x",
                                           price=ModelPrice(input=1.0, output=2.0)))
         stats = run_sweep(BenchConfig(dataset=f"hotpotqa:{hotpotqa_dir}", limit=1, profiles=["fte"], out=out,
-                                      corpus_dir=corpus_dir), cfg)
+                                      corpus_dir=hotpotqa_corpus), cfg)
     assert (stats.done, stats.failed) == (1, 0)
     return out
 

@@ -72,11 +72,6 @@ def xllamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from _server("xllamacpp", tmp_path_factory.mktemp("xllamacpp"))
 
 
-@pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory, hotpotqa_dir: Path) -> Path:
-    from fte_shell.benchmarks.hotpotqa import ensure_hotpotqa_corpus
-
-    return ensure_hotpotqa_corpus(hotpotqa_dir, tmp_path_factory.mktemp("corpus") / "hotpotqa")
 
 
 def _config(tmp: Path, srv: Any, *, salvage: bool) -> Path:
@@ -142,7 +137,7 @@ def _check_run(run_dir: Path, engine: str, profile: str, tool_names: set[str]) -
 @pytest.mark.timeout(3600)  # a 1.5B model on two shared cores: minutes per call under load (600 s is the default)
 @pytest.mark.parametrize("engine", ["xllamacpp", "llama-cpp-python"])
 def test_bench_executes_a_call_and_answers_on_each_local_engine(engine: str, tmp_path: Path, hotpotqa_dir: Path,
-                                                                 corpus_dir: Path, docker_ready: None,
+                                                                 hotpotqa_corpus: Path, docker_ready: None,
                                                                  request: pytest.FixtureRequest) -> None:
     """One ``bench`` (1 question × shell, fte) per local engine, then judge and report: in every run the
     forced first call is executed; at least one run answers; none is an infrastructure failure. What makes it
@@ -152,7 +147,7 @@ def test_bench_executes_a_call_and_answers_on_each_local_engine(engine: str, tmp
     cfg = _config(tmp_path, srv, salvage=True)
     out = tmp_path / "sweep"
     r = runner.invoke(app, ["bench", f"hotpotqa:{hotpotqa_dir}", "--profiles", "shell,fte", "--limit", "1",
-                            "--out", str(out), "--config", str(cfg), "--corpus-dir", str(corpus_dir),
+                            "--out", str(out), "--config", str(cfg), "--corpus-dir", str(hotpotqa_corpus),
                             "--no-progress", "-j", "1"])
     assert r.exit_code == 0, r.output
     run_dirs = sorted(p.parent for p in (out / "runs").glob("*/*/r*/result.json"))

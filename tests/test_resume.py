@@ -9,8 +9,8 @@ is redone from scratch with a one-line reason in the trajectory and ``result.jso
 from __future__ import annotations
 
 import json
-import time
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
