@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..errors import FteError
+
 _err = Console(stderr=True)
 _out = Console(soft_wrap=True)
 
@@ -56,7 +58,7 @@ def export_inspect_cmd(
     """One Inspect AI eval log per (dataset, profile, model) cell: the task is the dataset, the solver the
     profile, each question a sample, repetitions epochs; conversation, scores, usage and one event per
     model and tool call. Open them with `inspect view --log-dir DIR`."""
-    from ..export.common import ExportError, read_runs
+    from ..export.common import read_runs
     from ..export.inspect_log import export_inspect, plan, require_inspect
 
     try:
@@ -65,7 +67,7 @@ def export_inspect_cmd(
         plan(runs, out, fmt)  # a bad --out is refused before any work
         with _progress(progress, "export inspect", len(runs)) as tick:
             files = export_inspect(paths, out, fmt=fmt, on_run=tick, runs=runs)
-    except ExportError as e:
+    except FteError as e:
         raise _fail(e) from None
     _out.print(f"wrote {len(files)} eval log(s) for {len(runs)} run(s): " + "  ".join(map(str, files)))
 
@@ -80,14 +82,14 @@ def export_atif_cmd(
     """One ATIF (v1.8) trajectory per run, built and validated with the atif package's models: a step per
     model turn with its message, reasoning, tool calls and observations, per-step and final token metrics."""
     from ..export.atif_trajectory import export_atif, require_atif
-    from ..export.common import ExportError, read_runs
+    from ..export.common import read_runs
 
     try:
         require_atif()
         runs = read_runs(paths)
         with _progress(progress, "export atif", len(runs)) as tick:
             files = export_atif(paths, out, on_run=tick, runs=runs)
-    except ExportError as e:
+    except FteError as e:
         raise _fail(e) from None
     _out.print(f"wrote {len(files)} ATIF trajectory file(s) under {out}")
 
@@ -103,13 +105,12 @@ def export_browsecomp_plus_cmd(
     result, metadata, usage), one directory per arm: what the benchmark's scripts_evaluation reads and the
     leaderboard takes. The report's "BrowseComp-Plus official figures" are computed from the same files."""
     from ..export.browsecomp_plus import export_browsecomp_plus
-    from ..export.common import ExportError
     from ..record.sweepdir import SweepDir
 
     try:
         with _progress(progress, "export browsecomp-plus", len(SweepDir(sweep).runs())) as tick:
             done = export_browsecomp_plus(sweep, out, on_run=tick)
-    except ExportError as e:
+    except FteError as e:
         raise _fail(e) from None
     for note in done.notes:
         _err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
