@@ -22,7 +22,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import FteError
 from ..metrics.edits import context_label
 from ..profiles import parse_arguments
 from ..record.audit import AuditMark, audit_home, latest_marks, run_key
@@ -44,15 +43,6 @@ from ..stops import is_infra_failure
 
 EPOCH = "1970-01-01T00:00:00+00:00"
 """The time stamped on a run that recorded none (a run the sweep wrote without a trajectory)."""
-
-
-class ExportError(FteError):
-    """An export cannot be made (an extra that is not installed, an --out that does not fit)."""
-
-
-def missing_extra(extra: str, package: str) -> ExportError:
-    """The error for an export whose library is not installed."""
-    return ExportError(f"{package} is not installed; install the extra: pip install 'fte-shell[{extra}]'")
 
 
 @dataclass
