@@ -1,8 +1,9 @@
 """THE way fte-shell finds a plugin: one :class:`Registry` per kind — sandbox providers
 (``sandbox.base.PROVIDERS``), benchmarks (``benchmarks.registry.BENCHMARKS``), profiles
 (``profiles.base.IMPLEMENTATIONS``), context strategies (``agent.context.STRATEGY_CLASSES``), search backends
-(``search.registry.BACKENDS``), retrievers (``search.retrievers.RETRIEVERS``) and answer formats
-(``profiles.answer_format.FORMATS``); tests/thirdparty_plugins.py holds a third-party plugin of several.
+(``search.registry.BACKENDS``), retrievers (``search.retrievers.RETRIEVERS``), answer formats
+(``profiles.answer_format.FORMATS``) and exporters (``export.base.EXPORTERS``: ``fte-shell export NAME``);
+tests/thirdparty_plugins.py holds a third-party plugin of several.
 
 A registry maps a name to a ``"module:attr"`` reference, imported on first use (so an optional heavy
 dependency is imported only when its plugin is chosen). Besides the built-in names, every registry accepts

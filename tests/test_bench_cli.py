@@ -119,12 +119,19 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
                             "--profiles", "fte", "--no-progress"])
     assert r.exit_code == 2 and "dataset not found" in r.output
     r = runner.invoke(app, ["report", str(tmp_path / "missing"), "--out", str(tmp_path / "rep")])
-    assert r.exit_code == 2 and "run directory not found" in r.output
+    assert r.exit_code == 2 and "missing: no such file or directory" in r.output
     (tmp_path / "empty").mkdir()
     r = runner.invoke(app, ["report", str(tmp_path / "empty"), "--out", str(tmp_path / "rep")])
-    assert r.exit_code == 2 and "no run directories" in r.output
+    assert r.exit_code == 2 and "empty: neither a run directory nor a sweep directory with runs" in r.output
     r = runner.invoke(app, ["judge", str(tmp_path / "empty"), "--judge-preset", "browsecomp"])
     assert r.exit_code == 2 and "--judge-model" in r.output
+    for cmd in (["judge"], ["export", "atif"]):  # one path check (record.rundir.runs_under) for every reader
+        r = runner.invoke(app, [*cmd, str(tmp_path / "missing"), "--out", str(tmp_path / "x")] if cmd[0] == "export"
+                          else [*cmd, str(tmp_path / "missing")])
+        assert r.exit_code == 2 and "missing: no such file or directory" in r.output, r.output
+        r = runner.invoke(app, [*cmd, str(tmp_path / "empty"), "--out", str(tmp_path / "x")] if cmd[0] == "export"
+                          else [*cmd, str(tmp_path / "empty")])
+        assert r.exit_code == 2 and "empty: neither a run directory nor a sweep directory with runs" in r.output
 
 
 def test_crashed_run_kept_and_retried(tmp_path: Path, hotpotqa_dir: Path, hotpotqa_corpus: Path) -> None:

@@ -133,8 +133,11 @@ def test_match_judge_and_both_kept(tmp_path: Path) -> None:
     assert data["match"]["em"] == 1.0 and data["match"]["f1"] == 1.0
     with pytest.raises(ConfigError, match="--judge-model"):
         judge_runs([root], "llm-equivalence")
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="nope: no such file or directory"):
         judge_runs([tmp_path / "nope"], "match")
+    (tmp_path / "empty").mkdir()  # a typo'd or empty sweep: an error, not "0 judged"
+    with pytest.raises(ConfigError, match="empty: neither a run directory nor a sweep directory with runs"):
+        judge_runs([tmp_path / "empty"], "match")
 
 
 # --- judgement.json: several judges side by side, the primary verdict, files written before presets ----

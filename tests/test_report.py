@@ -61,9 +61,9 @@ def test_report_rows_per_model_when_several(tmp_path: Path) -> None:
 
 
 def test_report_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(ConfigError, match="x: no such file or directory"):
         write_report([tmp_path / "x"], tmp_path / "out")
-    with pytest.raises(ConfigError, match="no run directories"):
+    with pytest.raises(ConfigError, match="neither a run directory nor a sweep directory with runs"):
         write_report([tmp_path], tmp_path / "out")
 
 

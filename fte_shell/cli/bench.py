@@ -168,8 +168,11 @@ def _print_stats(stats: Any, cfg: Any, out: Path) -> None:
 def _judge_model_free(out: Path, preset: str | None) -> None:
     """``bench --judge``: grade the sweep without a model (the named preset or the dataset's, else exact
     match; notes say so)."""
+    from ..record.rundir import find_runs
     from ..sweep.judge import judge_runs
 
+    if not find_runs(out):  # no run started (judge_runs would call the sweep a wrong path): the exit code says why
+        return
     try:
         js = judge_runs([out], preset)
     except FteError as e:

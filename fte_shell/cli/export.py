@@ -1,43 +1,34 @@
-"""CLI commands: ``fte-shell export inspect SWEEP_OR_RUN… --out FILE.eval|FILE.json|DIR``,
-``fte-shell export atif RUN…|SWEEP --out DIR`` and ``fte-shell export browsecomp-plus SWEEP --out DIR`` — runs in
-the field's own formats (docs/export.md)."""
+"""CLI: ``fte-shell export EXPORTER PATHS… --out OUT [--OPTION VALUE…]`` — one command per exporter of
+:data:`fte_shell.export.base.EXPORTERS` (``inspect``, ``atif``, ``browsecomp-plus``, or a third-party
+``mypkg.mod:EXPORTER``), each built from the exporter itself: its summary, what it reads, what ``--out`` is,
+and a ``--flag`` per field of its options model (docs/export.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import inspect
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
+
+from ..errors import FteError
+from ..export.base import EXPORTERS, Exported, Exporter, ExportError, exporter_options
+from ..record.rundir import find_runs, runs_under
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typer._click import Command, Context
 
 _err = Console(stderr=True)
 _out = Console(soft_wrap=True)
-
-export_app = typer.Typer(
-    help="Write runs in the field's own formats: Inspect AI eval logs (inspect view, inspect_ai.analysis, "
-         "Docent), ATIF trajectories and BrowseComp-Plus run files. See docs/export.md for what maps to what.",
-    no_args_is_help=True,
-)
-
-Paths = Annotated[list[Path], typer.Argument(help="Sweep directories and/or run directories.")]
-Show = Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]
-
-
-@contextmanager
-def _progress(show: bool, what: str, total: int) -> Iterator[Callable[[Any], None]]:
-    """A rich progress bar over ``total`` runs (on stderr), or nothing."""
-    if not show:
-        yield lambda _run: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn(f"[bold]{what}[/bold]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=_err, transient=False) as prog:
-        task = prog.add_task(what, total=total)
-        yield lambda _run: prog.advance(task)
+_OWN = ("paths", "out", "progress", "help")
+"""The command's own parameters: an options field of these names cannot be a flag."""
+_LISTED = 20
+"""Places listed after the summary line at most."""
 
 
 def _fail(e: Exception) -> typer.Exit:
@@ -45,79 +36,136 @@ def _fail(e: Exception) -> typer.Exit:
     return typer.Exit(2)
 
 
-@export_app.command("inspect")
-def export_inspect_cmd(
-    paths: Paths,
-    out: Annotated[Path, typer.Option("--out", "-o", help="A FILE.eval or FILE.json (one dataset × profile × model "
-                                      "cell) or a directory (one log per cell).")],
-    fmt: Annotated[str, typer.Option("--format", help="Log format in a directory: eval or json.")] = "eval",
-    progress: Show = True,
-) -> None:
-    """One Inspect AI eval log per (dataset, profile, model) cell: the task is the dataset, the solver the
-    profile, each question a sample, repetitions epochs; conversation, scores, usage and one event per
-    model and tool call. Open them with `inspect view --log-dir DIR`."""
-    from ..export.common import ExportError, read_runs
-    from ..export.inspect_log import export_inspect, plan, require_inspect
+class _Bar:
+    """A rich progress bar over ``total`` runs on stderr, drawn from the first run exported on (reading the
+    record and checking ``--out`` come first, as before the bar), or nothing."""
 
+    def __init__(self, show: bool, what: str, total: int):
+        self.show, self.what, self.total = show, what, total
+        self._prog: Any = None
+        self._task: Any = None
+
+    def __call__(self, _run: Any) -> None:
+        if not self.show:
+            return
+        if self._prog is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._prog = Progress(TextColumn(f"[bold]{self.what}[/bold]"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=_err, transient=False)
+            self._prog.start()
+            self._task = self._prog.add_task(self.what, total=self.total)
+        self._prog.advance(self._task)
+
+    @contextmanager
+    def shown(self) -> Iterator[_Bar]:
+        try:
+            yield self
+        finally:
+            if self._prog is not None:
+                self._prog.stop()
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _run(name: str, exporter: Exporter, paths: list[Path], out: Path, progress: bool, given: dict[str, Any]) -> None:
+    """The one command path of every exporter."""
     try:
-        require_inspect()
-        runs = read_runs(paths)
-        plan(runs, out, fmt)  # a bad --out is refused before any work
-        with _progress(progress, "export inspect", len(runs)) as tick:
-            files = export_inspect(paths, out, fmt=fmt, on_run=tick, runs=runs)
-    except ExportError as e:
+        if bad := next((str(p) for p in paths if str(p).startswith("-")), None):  # an unknown --flag
+            flags = ", ".join(_flag(f) for f in exporter.options_model.model_fields) or "none"
+            raise ExportError(f"export {name}: no option {bad} (its options: {flags}; see --help)")
+        options = exporter_options(exporter, {k: v for k, v in given.items() if v is not None})
+        if exporter.reads == "sweep" and len(paths) != 1:
+            raise ExportError(f"export {name} reads one sweep directory, not {len(paths)} paths")
+        exporter.require()
+        # runs: each path checked here (one line for a missing or empty one); a sweep: by the exporter, which
+        # knows what its sweep must be (browsecomp-plus: "not a BrowseComp-Plus sweep")
+        total = sum(len(runs_under(p) if exporter.reads == "runs" else find_runs(p)) for p in paths)
+        with _Bar(progress, f"export {name}", total).shown() as bar:
+            done = exporter.export(paths, out, options, bar)
+    except FteError as e:
         raise _fail(e) from None
-    _out.print(f"wrote {len(files)} eval log(s) for {len(runs)} run(s): " + "  ".join(map(str, files)))
+    _print(done, out, total)
 
 
-@export_app.command("atif")
-def export_atif_cmd(
-    paths: Paths,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the trajectories "
-                                      "(<arm>/<qid>/r<k>.json).")],
-    progress: Show = True,
-) -> None:
-    """One ATIF (v1.8) trajectory per run, built and validated with the atif package's models: a step per
-    model turn with its message, reasoning, tool calls and observations, per-step and final token metrics."""
-    from ..export.atif_trajectory import export_atif, require_atif
-    from ..export.common import ExportError, read_runs
-
-    try:
-        require_atif()
-        runs = read_runs(paths)
-        with _progress(progress, "export atif", len(runs)) as tick:
-            files = export_atif(paths, out, on_run=tick, runs=runs)
-    except ExportError as e:
-        raise _fail(e) from None
-    _out.print(f"wrote {len(files)} ATIF trajectory file(s) under {out}")
-
-
-@export_app.command("browsecomp-plus")
-def export_browsecomp_plus_cmd(
-    sweep: Annotated[Path, typer.Argument(help="A BrowseComp-Plus sweep directory (the --out of fte-shell bench).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the run files (<arm>/<query_id>.json; "
-                                      "<arm>/r<k>/ per repetition).")],
-    progress: Show = True,
-) -> None:
-    """The sweep's runs as BrowseComp-Plus run files (query_id, tool_call_counts, status, retrieved_docids,
-    result, metadata, usage), one directory per arm: what the benchmark's scripts_evaluation reads and the
-    leaderboard takes. The report's "BrowseComp-Plus official figures" are computed from the same files."""
-    from ..export.browsecomp_plus import export_browsecomp_plus
-    from ..export.common import ExportError
-    from ..record.sweepdir import SweepDir
-
-    try:
-        with _progress(progress, "export browsecomp-plus", len(SweepDir(sweep).runs())) as tick:
-            done = export_browsecomp_plus(sweep, out, on_run=tick)
-    except ExportError as e:
-        raise _fail(e) from None
+def _print(done: Exported, out: Path, total: int) -> None:
+    """The notes, the summary line, then each place written: a file directly in ``out`` (or ``out`` itself),
+    or a directory of ``out`` with how many files it got."""
     for note in done.notes:
         _err.print(f"[yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
-    if done.left_out:
-        _err.print(f"[yellow]note:[/yellow] {done.left_out} run(s) are not results (an infrastructure failure, or "
-                   "unfinished) and were not written: resume the sweep to run them", soft_wrap=True)
-    for d, n in done.dirs.items():
-        _out.print(f"{n} run file(s) in {d}")
+    left = f", {done.left_out} left out" if done.left_out else ""
+    _out.print(f"wrote {len(done.files)} {done.what}(s) for {total} run(s){left}:")
+    places: dict[str, int] = {}
+    for f in done.files:
+        try:
+            rel = f.relative_to(out)
+        except ValueError:
+            rel = None
+        place = str(f) if rel is None or len(rel.parts) <= 1 else str(out / rel.parts[0])
+        places[place] = places.get(place, 0) + (0 if place == str(f) else 1)
+    for place, n in list(places.items())[:_LISTED]:
+        _out.print(f"  {n} {done.what}(s) in {place}" if n else f"  {place}")
+    if len(places) > _LISTED:
+        _out.print(f"  … and {len(places) - _LISTED} more under {out}")
+
+
+def _command(name: str, exporter: Exporter) -> Command:
+    """The command of one exporter: PATHS, --out, --progress/--no-progress and a flag per option field."""
+    sweep = exporter.reads == "sweep"
+    paths_help = "A sweep directory (the --out of fte-shell bench)." if sweep else "Sweep directories and/or run directories."
+    params = [
+        inspect.Parameter("paths", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
+            list[Path], typer.Argument(metavar="SWEEP" if sweep else "PATHS", help=paths_help)]),
+        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[
+            Path, typer.Option("--out", "-o", help=exporter.writes)]),
+        inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=True, annotation=Annotated[
+            bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")]),
+    ]
+    for field, info in exporter.options_model.model_fields.items():
+        if field in _OWN:
+            raise ExportError(f"exporter {name}: its option {field!r} clashes with the command's own --{field}")
+        default = "" if info.is_required() else f" (default: {info.default})"
+        text = f"{info.description or ''}{default}"
+        decl = f"{_flag(field)}/--no-{field.replace('_', '-')}" if info.annotation is bool else _flag(field)
+        kind: Any = bool | None if info.annotation is bool else str | None
+        params.append(inspect.Parameter(f"opt_{field}", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[kind, typer.Option(decl, help=text, show_default=False)]))
+
+    def command(paths: list[Path], **kw: Any) -> None:
+        given = {k.removeprefix("opt_"): v for k, v in kw.items() if k.startswith("opt_")}
+        _run(name, exporter, paths, kw["out"], kw["progress"], given)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {}
+    one = typer.Typer(add_completion=False)
+    one.command(name, help=exporter.summary, context_settings={"ignore_unknown_options": True})(command)
+    cmd = typer.main.get_command(one)
+    cmd.name = name
+    return cmd
+
+
+class _Exporters(TyperGroup):
+    """``fte-shell export``'s commands: every exporter of the registry, and any ``module:attr`` reference."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return EXPORTERS.names()
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        try:
+            return _command(cmd_name, EXPORTERS.get(cmd_name))
+        except FteError as e:
+            raise _fail(e) from None
+
+
+export_app = typer.Typer(
+    cls=_Exporters,
+    help="Write runs in the field's own formats: Inspect AI eval logs (inspect view, inspect_ai.analysis, "
+         "Docent), ATIF trajectories and BrowseComp-Plus run files; a third-party exporter as "
+         "`fte-shell export mypkg.mod:EXPORTER PATHS --out OUT`. See docs/export.md.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ in the ``extra`` of the step, the tool call, the result or the trajectory."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,13 @@ from ..record.events import (
     WarningEvent,
 )
 from ..version import __version__
+from .base import Exported, NoOptions, Reads, missing_extra
 from .common import (
     Conversation,
     Run,
     Turn,
     at,
     conversation,
-    missing_extra,
     plain,
     read_runs,
     records_frozen,
@@ -48,7 +48,7 @@ NOTE = ("Exported by fte-shell from its run record: fields ATIF has no place for
 
 
 def require_atif() -> None:
-    """Raise :class:`~.common.ExportError` naming the extra when atif is not installed."""
+    """Raise :class:`~.base.ExportError` naming the extra when atif is not installed."""
     try:
         import atif  # noqa: F401
     except ImportError:
@@ -202,13 +202,11 @@ def file_name(run: Run, several: bool) -> Path:
     return Path(safe_name(run.source.name)) / rel if several else rel
 
 
-def export_atif(paths: Iterable[Path], out: Path, *, on_run: Callable[[Run], None] | None = None,
-                runs: list[Run] | None = None) -> list[Path]:
-    """One ATIF trajectory file per run under ``paths`` (or of ``runs``, read already), into the directory
-    ``out``; ``on_run`` is called once per run exported. Returns the files written."""
+def export_atif(paths: Iterable[Path], out: Path, *, on_run: Callable[[Run], None] | None = None) -> list[Path]:
+    """One ATIF trajectory file per run under ``paths``, into the directory ``out``; ``on_run`` is called
+    once per run exported. Returns the files written."""
     require_atif()
-    paths = list(paths)
-    runs = read_runs(paths) if runs is None else runs
+    runs = read_runs(paths)
     several = len({r.source for r in runs}) > 1
     written = []
     with records_frozen():
@@ -223,3 +221,24 @@ def export_atif(paths: Iterable[Path], out: Path, *, on_run: Callable[[Run], Non
             if on_run is not None:
                 on_run(run)
     return written
+
+
+class AtifExporter:
+    """``fte-shell export atif``: :func:`export_atif` as an :class:`~.base.Exporter`."""
+
+    name = "atif"
+    summary = ("ATIF (v1.8) trajectories, one per run, built and validated with the atif package's models: a step "
+               "per model turn with its message, reasoning, tool calls and observations, per-step and final token "
+               "metrics.")
+    reads: Reads = "runs"
+    writes = "Directory for the trajectories (<arm>/<qid>/r<k>.json; under <sweep name>/ for several sources)."
+    options_model = NoOptions
+
+    def require(self) -> None:
+        require_atif()
+
+    def export(self, paths: Sequence[Path], out: Path, options: NoOptions, on_run: Callable[[Any], None]) -> Exported:
+        return Exported("ATIF trajectory file", export_atif(paths, out, on_run=on_run))
+
+
+EXPORTER = AtifExporter()

@@ -12,27 +12,14 @@ not scored); the export says how many.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..benchmarks.browsecomp_plus.leaderboard import run_files, sweep_data, sweep_runs
-from ..errors import FteError
 from ..record.sweepdir import SweepDir
-from .common import ExportError, safe_name
-
-
-@dataclass
-class Exported:
-    """What :func:`export_browsecomp_plus` wrote."""
-
-    dirs: dict[str, int] = field(default_factory=dict)
-    """Run-file directory → files written."""
-    left_out: int = 0
-    """Runs not written (infrastructure failures, or no result.json)."""
-    notes: list[str] = field(default_factory=list)
-    """What the user must know (the sweep data's problems)."""
+from .base import Exported, ExportError, NoOptions, Reads
+from .common import safe_name
 
 
 def export_browsecomp_plus(sweep: Path, out: Path, on_run: Callable[[Any], None] | None = None) -> Exported:
@@ -40,14 +27,11 @@ def export_browsecomp_plus(sweep: Path, out: Path, on_run: Callable[[Any], None]
     sweep = Path(sweep)
     if not SweepDir(sweep).manifest_path.is_file():
         raise ExportError(f"{sweep}: not a sweep directory (no sweep.json); give the --out of `fte-shell bench`")
-    try:
-        data = sweep_data(sweep)
-    except FteError as e:
-        raise ExportError(str(e)) from None
+    data = sweep_data(sweep)  # a FteError naming what is wrong with the sweep's data
     manifest = SweepDir(sweep).manifest()
     per_rep = manifest is not None and manifest.runs > 1
     runs = sweep_runs(sweep)
-    done = Exported(notes=list(data.problems))
+    done = Exported("run file", notes=list(data.problems))
     seen: set[tuple[str, int, str]] = set()
     for run_dir, arm, rep, f in run_files(data, runs):
         if on_run is not None:
@@ -65,8 +49,33 @@ def export_browsecomp_plus(sweep: Path, out: Path, on_run: Callable[[Any], None]
         f["metadata"]["output_dir"] = str(d)
         path = d / f"{safe_name(f['query_id'])}.json"
         path.write_text(json.dumps(f, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        done.dirs[str(d)] = done.dirs.get(str(d), 0) + 1
-    if not done.dirs:
+        done.files.append(path)
+    if not done.files:
         raise ExportError(f"{sweep}: no run is a result yet ({len(runs)} run director(ies), none with a result.json "
                           "that is not an infrastructure failure)")
+    if done.left_out:
+        done.notes.append(f"{done.left_out} run(s) are not results (an infrastructure failure, or unfinished) and "
+                          "were not written: resume the sweep to run them")
     return done
+
+
+class BrowseCompPlusExporter:
+    """``fte-shell export browsecomp-plus``: :func:`export_browsecomp_plus` as an :class:`~.base.Exporter`."""
+
+    name = "browsecomp-plus"
+    summary = ("BrowseComp-Plus run files (query_id, tool_call_counts, status, retrieved_docids, result, metadata, "
+               "usage), one directory per arm: what the benchmark's scripts_evaluation reads and its leaderboard "
+               "takes (the report's \"BrowseComp-Plus official figures\" come from the same files).")
+    reads: Reads = "sweep"
+    writes = "Directory for the run files (<arm>/<query_id>.json; <arm>/r<k>/ per repetition)."
+    options_model = NoOptions
+
+    def require(self) -> None:
+        pass
+
+    def export(self, paths: Sequence[Path], out: Path, options: NoOptions, on_run: Callable[[Any], None]) -> Exported:
+        (sweep,) = paths
+        return export_browsecomp_plus(sweep, out, on_run)
+
+
+EXPORTER = BrowseCompPlusExporter()

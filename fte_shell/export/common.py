@@ -37,21 +37,12 @@ from ..record.events import (
     ToolCallEvent,
     event_dict,
 )
-from ..record.rundir import arm_name, is_run_dir, read_events, read_judgement, read_result
+from ..record.rundir import arm_name, is_run_dir, read_events, read_judgement, read_result, runs_under
 from ..record.sweepdir import SweepDir, SweepManifest
 from ..stops import is_infra_failure
 
 EPOCH = "1970-01-01T00:00:00+00:00"
 """The time stamped on a run that recorded none (a run the sweep wrote without a trajectory)."""
-
-
-class ExportError(Exception):
-    """An export cannot be made (a path that is no run or sweep, an extra that is not installed)."""
-
-
-def missing_extra(extra: str, package: str) -> ExportError:
-    """The error for an export whose library is not installed."""
-    return ExportError(f"{package} is not installed; install the extra: pip install 'fte-shell[{extra}]'")
 
 
 @dataclass
@@ -187,22 +178,19 @@ def records_frozen() -> Iterator[None]:
 
 
 def read_runs(paths: Iterable[Path]) -> list[Run]:
-    """Every run under ``paths`` (sweep directories or run directories), in path order."""
+    """Every run under ``paths`` (sweep directories or run directories), in path order; ConfigError for a
+    path that is neither (:func:`fte_shell.record.rundir.runs_under`)."""
     out: list[Run] = []
     for p in paths:
         p = Path(p)
-        if not p.exists():
-            raise ExportError(f"{p}: no such file or directory")
+        found: list[tuple[Path, str | None, str | None, int | None]] = list(runs_under(p))
         home = audit_home(p)
         marks = latest_marks(home)
         if is_run_dir(p):
-            found: list[tuple[Path, str | None, str | None, int | None]] = [(p, None, None, None)]
+            found = [(p, None, None, None)]  # the repetition it recorded, not find_runs' 0
             manifest, questions = None, {}
         else:
             sd = SweepDir(p)
-            found = list(sd.runs())
-            if not found:
-                raise ExportError(f"{p}: neither a run directory nor a sweep directory with runs")
             manifest, questions = sd.manifest(), sd.questions()
         for d, profile, qid, rep in found:
             run = read_run(d, profile, qid, rep, p, manifest, questions)

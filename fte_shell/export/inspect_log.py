@@ -5,12 +5,14 @@ an arm is a profile × strategy), each question a sample, repetitions epochs —
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ..config.base import StrictModel
 from ..version import __version__
-from .common import ExportError, Run, missing_extra, read_runs, records_frozen, safe_name, stable_id
+from .base import Exported, ExportError, Reads, missing_extra
+from .common import Run, read_runs, records_frozen, safe_name, stable_id
 from .inspect_sample import NOTE, sample, usage_of
 
 FORMATS = ("eval", "json")
@@ -168,11 +170,41 @@ def write_cell(key: tuple[str, str, str], runs: list[Run], path: Path, fmt: str,
 
 
 def export_inspect(paths: Iterable[Path], out: Path, *, fmt: str | None = None,
-                   on_run: Callable[[Run], None] | None = None, runs: list[Run] | None = None) -> list[Path]:
-    """Write one eval log per cell of the runs under ``paths`` (or of ``runs``, read already), as
-    :func:`plan` names them; ``on_run`` is called once per run exported. Returns the files written."""
+                   on_run: Callable[[Run], None] | None = None) -> list[Path]:
+    """Write one eval log per cell of the runs under ``paths``, as :func:`plan` names them (a bad ``out``
+    is refused before any log is written); ``on_run`` is called once per run exported. Returns the files
+    written."""
     require_inspect()
-    runs = read_runs(paths) if runs is None else runs
+    runs = read_runs(paths)
     groups = cells(runs)
     with records_frozen():
         return [write_cell(key, groups[key], path, f, on_run) for key, path, f in plan(runs, out, fmt)]
+
+
+class InspectOptions(StrictModel):
+    """``fte-shell export inspect``'s options."""
+
+    format: Literal["eval", "json"] = "eval"
+    """The log format when --out is a directory (an --out FILE.eval or FILE.json names its own)."""
+
+
+class InspectExporter:
+    """``fte-shell export inspect``: :func:`export_inspect` as an :class:`~.base.Exporter`."""
+
+    name = "inspect"
+    summary = ("Inspect AI eval logs, one per (dataset, arm, model) cell: each question a sample, repetitions "
+               "epochs, conversation, scores, usage, an event per model and tool call (inspect view --log-dir DIR, "
+               "inspect_ai.analysis, Docent).")
+    reads: Reads = "runs"
+    writes = "A FILE.eval or FILE.json (one dataset × arm × model cell) or a directory (one log per cell)."
+    options_model = InspectOptions
+
+    def require(self) -> None:
+        require_inspect()
+
+    def export(self, paths: Sequence[Path], out: Path, options: InspectOptions,
+               on_run: Callable[[Any], None]) -> Exported:
+        return Exported("eval log", export_inspect(paths, out, fmt=options.format, on_run=on_run))
+
+
+EXPORTER = InspectExporter()

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
 
+from ..errors import ConfigError
 from .events import EVENT_TYPES, SCHEMA_VERSION, ErrorEvent, Event, KnownEvent, typed_events
 from .jsonio import (
     naming_full_disk,
@@ -255,6 +256,18 @@ def find_runs(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
         num = {d: int(m.group(1)) if (m := re.fullmatch(r"c(\d+)", d.name)) else 0 for d in kids}
         out = [(d, None, None, max(num[d] - 1, 0)) for d in sorted(kids, key=lambda d: (num[d], d.name))]
     return out
+
+
+def runs_under(root: Path) -> list[tuple[Path, str | None, str | None, int]]:
+    """:func:`find_runs` of a path the user gave (``judge``, ``report``, ``export``): :class:`ConfigError`
+    when it does not exist, or when it is neither a run directory nor holds any (a typo'd or empty sweep)."""
+    root = Path(root)
+    if not root.exists():
+        raise ConfigError(f"{root}: no such file or directory")
+    found = find_runs(root)
+    if not found:
+        raise ConfigError(f"{root}: neither a run directory nor a sweep directory with runs")
+    return found
 
 
 class RunWriter:

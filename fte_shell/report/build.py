@@ -30,11 +30,12 @@ from pydantic import BaseModel, ConfigDict
 
 from ..benchmarks.registry import report_sections
 from ..benchmarks.sections import ReportData, Section, SectionBuilder, Table
-from ..errors import ConfigError, FteError
+from ..errors import FteError
 from ..metrics import ProfileSummary, RunMetrics, collect, group_runs, summarize
 from ..metrics.arms import ArmSummary
 from ..metrics.groups import has_arms
 from ..metrics.stats import paired, per_question, repetitions
+from ..record.rundir import runs_under
 from ..record.sweepdir import SweepDir
 from .arms import arm_summaries, arms_section
 from .audit import audit_section
@@ -194,11 +195,8 @@ def _warnings(ps: Sequence[ProfileSummary]) -> list[str]:
 def build_data(roots: Sequence[Path], order: Sequence[str] | None = None, out: Path | None = None) -> ReportData:
     """Collect the runs under ``roots`` and compute everything the sections show."""
     for r in roots:
-        if not Path(r).exists():
-            raise ConfigError(f"run directory not found: {r}")
+        runs_under(Path(r))
     runs: list[RunMetrics] = collect([Path(r) for r in roots])
-    if not runs:
-        raise ConfigError(f"no run directories under {', '.join(str(r) for r in roots)}")
     groups = group_runs(runs)
     ps = ordered(summarize(runs), order, *_axes(roots))
     groups = {p.label: groups[p.label] for p in ps}

@@ -12,6 +12,7 @@ from ..benchmarks.grading import JudgeRequest, JudgeSummary
 from ..benchmarks.llmjudge import LLMJudge
 from ..benchmarks.registry import of_sweep, preset
 from ..errors import ConfigError
+from ..record.rundir import runs_under
 from ..record.sweepdir import sweep_root
 
 MODEL_FREE = "match"
@@ -39,8 +40,7 @@ def judge_runs(
     summary = JudgeSummary()
     for root in roots:
         root = Path(root)
-        if not root.exists():
-            raise ConfigError(f"run directory not found: {root}")
+        runs_under(root)  # a path that holds no run is an error, not zero runs judged
         sroot = sweep_root(root)
         bm = of_sweep(sroot)
         chosen = named or preset(bm.judge_preset)
