@@ -62,7 +62,8 @@ TOKEN = f"rt{uuid.uuid4().hex[:8]}"
 
 # --- fixtures -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def cluster(docker_ready: None) -> Iterator[tuple[Any, dict[str, Any]]]:
+def ray_cluster() -> Iterator[tuple[Any, dict[str, Any]]]:
+    """The cluster (for sweeps whose profiles start no box: no Docker needed)."""
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "resources": {"fte_slot": SLOTS["head"]}, "include_dashboard": False,
         "node_ip_address": "127.0.0.1"})
@@ -77,6 +78,11 @@ def cluster(docker_ready: None) -> Iterator[tuple[Any, dict[str, Any]]]:
         ray.shutdown()
         c.shutdown()
 
+
+@pytest.fixture(scope="module")
+def cluster(ray_cluster: tuple[Any, dict[str, Any]], docker_ready: None) -> tuple[Any, dict[str, Any]]:
+    """The cluster, for sweeps whose runs start boxes on the local Docker daemon."""
+    return ray_cluster
 
 
 
@@ -379,3 +385,47 @@ def test_rate_limits_are_split_over_the_clusters_slots(
     for d in run_dirs(tmp_path / "ray").values():
         start = json.loads((d / "trajectory.jsonl").read_text().splitlines()[0])
         assert (start["config"]["model"]["rpm"], start["config"]["model"]["tpm"]) == want
+
+
+@pytest.mark.slow
+def test_retriever_arms_on_ray_equal_the_local_sweep(
+    tmp_path: Path, ray_cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
+) -> None:
+    """``--retrievers`` on the cluster: the cache actor serves each arm's own search (``bm25s`` and the
+    test kind ``tests.retriever_kinds:OVERLAP``), so the Ray sweep gives the runs the local sweep gives —
+    the same answers, stop reasons, metrics and searches (backend name, query, results) run by run — and
+    the same ``sweep.json`` search names."""
+    from fte_shell.distributed import RayExecutor
+    from fte_shell.record.events import ToolCallEvent
+    from fte_shell.record.rundir import read_events
+
+    overlap = "tests.retriever_kinds:OVERLAP"
+
+    def searches(run_dir: Path) -> list[dict[str, Any]]:
+        return [s.model_dump(exclude={"cache_hit"}) for e in read_events(run_dir) if isinstance(e, ToolCallEvent)
+                for s in (e.meta.searches or [])]
+
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        cfg.search.corpus = hotpotqa_corpus
+
+        def bench(out: Path) -> BenchConfig:
+            return BenchConfig(dataset=f"jsonl:{questions}", limit=2, profiles=["fte"], out=out,
+                               retrievers=["bm25s", overlap], concurrency=2)
+
+        local = run_sweep(bench(tmp_path / "local"), cfg)
+        ex = RayExecutor()
+        dist = run_sweep(bench(tmp_path / "ray"), cfg, remote=ex)
+    assert (local.total, local.done, local.failed) == (dist.total, dist.done, dist.failed) == (4, 4, 0), dist
+    lo, di = run_dirs(tmp_path / "local"), run_dirs(tmp_path / "ray")
+    assert set(lo) == set(di) and {k[0] for k in di} == {"fte@bm25s", "fte@tests.retriever_kinds-OVERLAP"}
+    names = json.loads((tmp_path / "local" / "sweep.json").read_text())["search"]["recorded_as"]
+    assert json.loads((tmp_path / "ray" / "sweep.json").read_text())["search"]["recorded_as"] == names
+    for key in lo:
+        assert comparable(di[key]) == comparable(lo[key]), key
+        made = searches(di[key])
+        assert made and made == searches(lo[key]), key
+        spec = "bm25s" if key[0] == "fte@bm25s" else overlap
+        assert {s["backend"] for s in made} == {names[spec]}, key  # each arm ranked by its own retriever
+        assert json.loads((di[key] / "result.json").read_text())["meta"]["retriever"] == spec
+    assert ex.cache_stats["counts"].get("search", 0) > 0  # answered by the cache actor on the driver

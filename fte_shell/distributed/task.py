@@ -42,6 +42,9 @@ class RunSpec:
     has_pages: bool
     search_name: str | None = None
     default_n: int | None = None
+    retriever: str | None = None
+    """The run's ``[search] retriever`` (its arm's, ``bench --retrievers``): the search the cache actor
+    answers its searches with."""
     config_digest: str | None = None
     """The digest of the driver's configuration of this run (``fte_shell.digest``): written into the run's
     result.json, since the node's copy differs only in what the driver serves for it (secrets, corpus)."""
@@ -79,7 +82,8 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     if not spec.has_search:
         cfg.search.backend = "none"  # as on the driver, whatever keys this node's environment holds
     cfg.search.corpus = None  # the corpus (a driver path) is served by the cache actor
-    search = RemoteSearch(caches, spec.search_name or "remote", spec.default_n) if spec.has_search else None
+    search = (RemoteSearch(caches, spec.search_name or "remote", spec.default_n, spec.retriever)
+              if spec.has_search else None)
     pages = RemotePageSource(caches) if spec.has_pages else None
     page_cache = RemotePageCache(caches)
     world = World(search, pages, page_cache, open_web=cfg.search.open_web)  # type: ignore[arg-type]
