@@ -26,8 +26,9 @@ from ..digest import config_digest
 from ..errors import ConfigError
 from ..model.ratelimit import share
 from ..record.sweepdir import SweepDir
+from ..sweep.state import BOX_PROFILES
 from .caches import CacheService
-from .nodes import SLOT, check_nodes, gc_nodes
+from .nodes import SLOT, check_corpus, check_nodes, gc_nodes
 from .packing import remove_parts, unpack_into
 from .runenv import strip_secrets, with_env
 from .task import RunSpec, execute_run
@@ -103,8 +104,11 @@ class RayExecutor:
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
         self._provider = shared.config.sandbox.provider
-        nodes = check_nodes(shared.config.sandbox, say, sandboxes="shell" in bench.profiles,
-                            runtime_env=self._runtime_env)
+        boxes = bool(set(bench.profiles) & set(BOX_PROFILES))
+        nodes = check_nodes(shared.config.sandbox, say, sandboxes=boxes, runtime_env=self._runtime_env)
+        mounted = shared.config.search.corpus if bench.corpus_arm else shared.config.sandbox.corpus
+        if boxes and mounted is not None:  # the corpus for /corpus, exported on every node before the runs
+            check_corpus(shared.config.sandbox.model_copy(update={"corpus": mounted}), nodes, say, self._runtime_env)
         slots = sum(n.slots for n in nodes)
         say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
             + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
