@@ -8,6 +8,9 @@ model on loopback).
   directory, each node's live runs never exceed its slots, no container is left;
 * the CLI driver (``fte-shell bench --ray ADDRESS``) SIGKILLed part-way and rerun resumes like a local
   sweep: finished runs are kept, the rest done once;
+* the retriever arms (``--retrievers``: each arm's search served by the cache actor) and the corpus arm
+  (``--corpus-arm``: the corpus exported on every node) give the local sweep's runs; a node without the
+  corpus directory fails in one line naming it;
 * the pieces without a cluster: packing (atomic, confined), the page lease, secrets kept out of the task.
 """
 
