@@ -8,6 +8,9 @@ model on loopback).
   directory, each node's live runs never exceed its slots, no container is left;
 * the CLI driver (``fte-shell bench --ray ADDRESS``) SIGKILLed part-way and rerun resumes like a local
   sweep: finished runs are kept, the rest done once;
+* the retriever arms (``--retrievers``: each arm's search served by the cache actor) and the corpus arm
+  (``--corpus-arm``: the corpus exported on every node) give the local sweep's runs; a node without the
+  corpus directory fails in one line naming it;
 * the pieces without a cluster: packing (atomic, confined), the page lease, secrets kept out of the task.
 """
 
@@ -62,7 +65,8 @@ TOKEN = f"rt{uuid.uuid4().hex[:8]}"
 
 # --- fixtures -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def cluster(docker_ready: None) -> Iterator[tuple[Any, dict[str, Any]]]:
+def ray_cluster() -> Iterator[tuple[Any, dict[str, Any]]]:
+    """The cluster (for sweeps whose profiles start no box: no Docker needed)."""
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "resources": {"fte_slot": SLOTS["head"]}, "include_dashboard": False,
         "node_ip_address": "127.0.0.1"})
@@ -77,6 +81,11 @@ def cluster(docker_ready: None) -> Iterator[tuple[Any, dict[str, Any]]]:
         ray.shutdown()
         c.shutdown()
 
+
+@pytest.fixture(scope="module")
+def cluster(ray_cluster: tuple[Any, dict[str, Any]], docker_ready: None) -> tuple[Any, dict[str, Any]]:
+    """The cluster, for sweeps whose runs start boxes on the local Docker daemon."""
+    return ray_cluster
 
 
 
@@ -379,3 +388,107 @@ def test_rate_limits_are_split_over_the_clusters_slots(
     for d in run_dirs(tmp_path / "ray").values():
         start = json.loads((d / "trajectory.jsonl").read_text().splitlines()[0])
         assert (start["config"]["model"]["rpm"], start["config"]["model"]["tpm"]) == want
+
+
+@pytest.mark.slow
+def test_retriever_arms_on_ray_equal_the_local_sweep(
+    tmp_path: Path, ray_cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
+) -> None:
+    """``--retrievers`` on the cluster: the cache actor serves each arm's own search (``bm25s`` and the
+    test kind ``tests.retriever_kinds:OVERLAP``), so the Ray sweep gives the runs the local sweep gives —
+    the same answers, stop reasons, metrics and searches (backend name, query, results) run by run — and
+    the same ``sweep.json`` search names."""
+    from fte_shell.distributed import RayExecutor
+    from fte_shell.record.events import ToolCallEvent
+    from fte_shell.record.rundir import read_events
+
+    overlap = "tests.retriever_kinds:OVERLAP"
+
+    def searches(run_dir: Path) -> list[dict[str, Any]]:
+        return [s.model_dump(exclude={"cache_hit"}) for e in read_events(run_dir) if isinstance(e, ToolCallEvent)
+                for s in (e.meta.searches or [])]
+
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        cfg.search.corpus = hotpotqa_corpus
+
+        def bench(out: Path) -> BenchConfig:
+            return BenchConfig(dataset=f"jsonl:{questions}", limit=2, profiles=["fte"], out=out,
+                               retrievers=["bm25s", overlap], concurrency=2)
+
+        local = run_sweep(bench(tmp_path / "local"), cfg)
+        ex = RayExecutor()
+        dist = run_sweep(bench(tmp_path / "ray"), cfg, remote=ex)
+    assert (local.total, local.done, local.failed) == (dist.total, dist.done, dist.failed) == (4, 4, 0), dist
+    lo, di = run_dirs(tmp_path / "local"), run_dirs(tmp_path / "ray")
+    assert set(lo) == set(di) and {k[0] for k in di} == {"fte@bm25s", "fte@tests.retriever_kinds-OVERLAP"}
+    names = json.loads((tmp_path / "local" / "sweep.json").read_text())["search"]["recorded_as"]
+    assert json.loads((tmp_path / "ray" / "sweep.json").read_text())["search"]["recorded_as"] == names
+    for key in lo:
+        assert comparable(di[key]) == comparable(lo[key]), key
+        made = searches(di[key])
+        assert made and made == searches(lo[key]), key
+        spec = "bm25s" if key[0] == "fte@bm25s" else overlap
+        assert {s["backend"] for s in made} == {names[spec]}, key  # each arm ranked by its own retriever
+        assert json.loads((di[key] / "result.json").read_text())["meta"]["retriever"] == spec
+    assert ex.cache_stats["counts"].get("search", 0) > 0  # answered by the cache actor on the driver
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_corpus_arm_on_ray_equals_the_local_sweep(
+    tmp_path: Path, cluster: tuple[Any, dict[str, Any]], questions: Path, hotpotqa_corpus: Path
+) -> None:
+    """``--corpus-arm`` on the cluster: every slot node exports the sweep's corpus for ``/corpus`` before the
+    first run, the ``shell+corpus`` run's box greps it there, and both arms' runs are the local sweep's (answers,
+    stop reasons, metrics). A corpus path that no node has stops the sweep before any run, naming it."""
+    from fte_shell.distributed import RayExecutor
+    from fte_shell.errors import SandboxError
+    from fte_shell.record.events import ToolCallEvent
+    from fte_shell.record.rundir import read_events
+
+    logs: list[str] = []
+    with ScriptedServer(policy=ResearchPolicy()) as srv:
+        cfg = RunConfig(model=ModelConfig(base_url=srv.base_url, model="scripted", api_key="x"))
+        cfg.search.corpus = hotpotqa_corpus
+
+        def bench(out: Path, **kw: Any) -> BenchConfig:
+            return BenchConfig(dataset=f"jsonl:{questions}", limit=1, profiles=["shell"], out=out, **kw)
+
+        local = run_sweep(bench(tmp_path / "local", corpus_arm=True), cfg)
+        dist = run_sweep(bench(tmp_path / "ray", corpus_arm=True), cfg, remote=RayExecutor(), log=logs.append)
+        nowhere = tmp_path / "nowhere"
+        cfg.sandbox.corpus = nowhere
+        with pytest.raises(SandboxError) as e:
+            run_sweep(bench(tmp_path / "ray-nowhere"), cfg, remote=RayExecutor())
+    assert (local.done, local.failed) == (dist.done, dist.failed) == (2, 0), dist
+    assert any(f"{hotpotqa_corpus} exported for /corpus on" in m for m in logs), logs
+    lo, di = run_dirs(tmp_path / "local"), run_dirs(tmp_path / "ray")
+    assert set(lo) == set(di) and {k[0] for k in di} == {"shell", "shell+corpus"}
+    for key in lo:
+        assert comparable(di[key]) == comparable(lo[key]), key
+    corpus_run = next(d for k, d in di.items() if k[0] == "shell+corpus")
+    greps = [c for c in read_events(corpus_run) if isinstance(c, ToolCallEvent)
+             and (c.arguments or {}).get("command", "").startswith("rg -l -i -e ")]
+    assert len(greps) == 1 and any(ln.startswith("/corpus/") for ln in greps[0].observation.splitlines()), greps
+    assert f"sandbox.corpus {nowhere}: no such directory on this node" in str(e.value)
+    assert "\n" not in str(e.value) and not list((tmp_path / "ray-nowhere").glob("runs/*/*/r*"))
+    assert our_containers() == []
+
+
+@pytest.mark.slow
+def test_a_box_run_on_a_node_without_its_corpus_fails_naming_the_path(
+    tmp_path: Path, ray_cluster: tuple[Any, dict[str, Any]]
+) -> None:
+    """A node that joined after the sweep's check and lacks the corpus directory: the run fails there in one
+    line naming the path (the sweep retries and records it ``failed``), never runs without ``/corpus``."""
+    from fte_shell.distributed.task import RunSpec, execute_run
+
+    cfg = RunConfig(model=ModelConfig(base_url="http://127.0.0.1:1/v1", model="m"))
+    cfg.agent.profile = "shell"
+    cfg.sandbox.corpus = tmp_path / "nowhere"
+    spec = RunSpec(question="q", config=cfg, qid="", meta={}, has_search=False, has_pages=False)
+    out = ray.get(ray.remote(execute_run).options(num_cpus=0).remote(spec, None), timeout=120)
+    assert out.data is None and out.answer is None and out.error is not None
+    assert out.error.startswith(f"sandbox.corpus {tmp_path / 'nowhere'}: no such directory on Ray node ")
+    assert "\n" not in out.error

@@ -2,6 +2,8 @@
 the driver's node (over the sweep's own ``shared/search-cache`` and ``shared/page-cache`` directories and
 its search backend / local corpus); every node talks to it through the proxies below, which implement the
 interfaces the run already uses (``SearchBackend``, ``PageSource``, ``PageCache``'s ``get``/``put``).
+It serves one search per retriever (``bench --retrievers``: each arm's, built on its first use, recorded
+under the name a local sweep's arm records under).
 
 So every profile on every node sees the same results and page text, and a URL is downloaded once per
 sweep: the first node that misses a URL gets a *lease* to download it; others asking for the same URL
@@ -24,7 +26,7 @@ from .runenv import restore_secrets
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import RunConfig
-    from ..search.base import SearchResult
+    from ..search.base import SearchBackend, SearchResult
     from ..workspace import Document
 
 LEASE_S = 120.0
@@ -36,11 +38,17 @@ class CacheService:
 
     def __init__(self, config: RunConfig, has_search: bool, has_pages: bool, page_cache_dir: str) -> None:
         from ..fetch import PageCache
-        from ..search import make_page_source, make_search
+        from ..search import make_page_source
 
         cfg = config.model_copy(deep=True)
         restore_secrets(cfg)  # the Serper key, from this actor's runtime environment
-        self.search_backend = make_search(cfg.search) if has_search else None
+        self._search_cfg = cfg.search
+        self._has_search = has_search
+        self._searches: dict[str, SearchBackend | None] = {}
+        """The search of each retriever asked for (the sweep's own, and each ``--retrievers`` arm's)."""
+        self._building = threading.Lock()
+        if has_search:
+            self._backend(None)  # the sweep's own: a search that cannot be built fails the sweep here
         self.page_source = make_page_source(cfg.search) if has_pages else None
         self.page_cache = PageCache(Path(page_cache_dir))
         self._cond = threading.Condition()
@@ -51,18 +59,33 @@ class CacheService:
         """Pages stored per canonical URL (a URL downloaded once per sweep: every count is 1)."""
         self.counts: Counter[str] = Counter()
 
-    def info(self) -> dict[str, Any]:
-        """Name and default result count of the search backend (what the gateway reads)."""
-        b = self.search_backend
+    def _backend(self, retriever: str | None) -> SearchBackend | None:
+        """The search of ``retriever`` (None: the sweep's own ``[search] retriever``), built on first use
+        from the sweep's ``[search]`` with that retriever, as a local sweep builds a retriever arm's."""
+        from ..search import make_search
+
+        key = retriever or self._search_cfg.retriever
+        if key in self._searches:  # no lock: a search never waits for another retriever's first build
+            return self._searches[key]
+        with self._building:
+            if key not in self._searches:
+                self._searches[key] = (make_search(self._search_cfg.model_copy(update={"retriever": key}))
+                                       if self._has_search else None)
+            return self._searches[key]
+
+    def info(self, retriever: str | None = None) -> dict[str, Any]:
+        """Name and default result count of ``retriever``'s search (what the gateway reads)."""
+        b = self._backend(retriever)
         return {"name": getattr(b, "name", None), "default_n": getattr(b, "default_n", None)}
 
-    def search(self, query: str, n: int) -> list[SearchResult]:
-        if self.search_backend is None:
+    def search(self, query: str, n: int, retriever: str | None = None) -> list[SearchResult]:
+        backend = self._backend(retriever)
+        if backend is None:
             from ..errors import SearchUnavailable
 
             raise SearchUnavailable("this sweep has no search backend")
         self.counts["search"] += 1
-        return self.search_backend.search(normalize_query(query), n)
+        return backend.search(normalize_query(query), n)
 
     def lookup(self, ref: str) -> Document | None:
         self.counts["lookup"] += 1
@@ -143,15 +166,17 @@ def _get(ref: Any) -> Any:
 
 
 class RemoteSearch:
-    """A ``SearchBackend`` answered by the sweep's cache actor (its result cache and backend)."""
+    """A ``SearchBackend`` answered by the sweep's cache actor (its result cache and the search of
+    ``retriever``, None: the sweep's own)."""
 
-    def __init__(self, actor: Any, name: str, default_n: int | None) -> None:
+    def __init__(self, actor: Any, name: str, default_n: int | None, retriever: str | None = None) -> None:
         self.actor = actor
         self.name = name
         self.default_n = default_n
+        self.retriever = retriever
 
     def search(self, query: str, n: int) -> list[SearchResult]:
-        return _get(self.actor.search.remote(query, n))
+        return _get(self.actor.search.remote(query, n, self.retriever))
 
     def close(self) -> None:
         """Nothing to close: the backend lives on the driver."""

@@ -26,8 +26,9 @@ from ..digest import config_digest
 from ..errors import ConfigError
 from ..model.ratelimit import share
 from ..record.sweepdir import SweepDir
+from ..sweep.state import BOX_PROFILES
 from .caches import CacheService
-from .nodes import SLOT, check_nodes, gc_nodes
+from .nodes import SLOT, check_corpus, check_nodes, gc_nodes
 from .packing import remove_parts, unpack_into
 from .runenv import strip_secrets, with_env
 from .task import RunSpec, execute_run
@@ -86,6 +87,7 @@ class RayExecutor:
         self._stopped = False
         self._connected = False
         self._actor: Any = None
+        self._infos: dict[str | None, dict[str, Any]] = {}
         self._runtime_env: dict[str, Any] | None = None
         self._slots = 1
         self._provider = "docker"
@@ -102,8 +104,11 @@ class RayExecutor:
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
         self._provider = shared.config.sandbox.provider
-        nodes = check_nodes(shared.config.sandbox, say, sandboxes="shell" in bench.profiles,
-                            runtime_env=self._runtime_env)
+        boxes = bool(set(bench.profiles) & set(BOX_PROFILES))
+        nodes = check_nodes(shared.config.sandbox, say, sandboxes=boxes, runtime_env=self._runtime_env)
+        mounted = shared.config.search.corpus if bench.corpus_arm else shared.config.sandbox.corpus
+        if boxes and mounted is not None:  # the corpus for /corpus, exported on every node before the runs
+            check_corpus(shared.config.sandbox.model_copy(update={"corpus": mounted}), nodes, say, self._runtime_env)
         slots = sum(n.slots for n in nodes)
         say(f"ray: {len(nodes)} node(s), {slots} {SLOT}(s): "
             + ", ".join(f"{n.address}×{n.slots}" + (" (image shipped)" if n.shipped else "") for n in nodes))
@@ -119,14 +124,26 @@ class RayExecutor:
                                 runtime_env=self._runtime_env)
                        .remote(cfg, shared.world.search is not None, shared.world.page_source is not None,
                                str(Path(bench.out) / "shared" / "page-cache")))
-        info = ray.get(self._actor.info.remote())
+        self._search_info(None)  # the sweep's own search, built before the first run
         self._remote = ray.remote(execute_run).options(
             num_cpus=0, resources={SLOT: 1}, max_retries=self.max_retries, retry_exceptions=False,
             **with_env(self._runtime_env))
         self._spec_base = {"has_search": shared.world.search is not None,
-                           "has_pages": shared.world.page_source is not None,
-                           "search_name": info.get("name"), "default_n": info.get("default_n")}
+                           "has_pages": shared.world.page_source is not None}
         return self._run, max(1, slots)
+
+    def _search_info(self, retriever: str | None) -> dict[str, Any]:
+        """The name and default result count of ``retriever``'s search in the cache actor (None: the
+        sweep's own), asked once per retriever."""
+        import ray
+
+        with self._lock:
+            known = self._infos.get(retriever)
+        if known is None:
+            known = ray.get(self._actor.info.remote(retriever))
+            with self._lock:
+                self._infos[retriever] = known
+        return known
 
     def _run(self, question: str, config: Any, out_dir: Path, *, qid: str | None = None,
              meta: dict[str, Any] | None = None, **_local: Any) -> Any:
@@ -136,8 +153,11 @@ class RayExecutor:
         cfg, _env = strip_secrets(config)
         cfg.model.rpm, cfg.model.tpm = share(cfg.model.rpm, self._slots), share(cfg.model.tpm, self._slots)
         world_meta = getattr(_local.get("world"), "meta", None) or {}  # the driver's world: its retriever
+        retriever = config.search.retriever  # the run's arm's (bench --retrievers), else the sweep's own
+        info = self._search_info(retriever) if self._spec_base["has_search"] else {}
         spec = RunSpec(question=question, config=cfg, qid=qid or "", meta={**world_meta, **(meta or {})},
-                       config_digest=config_digest(config), **self._spec_base)
+                       config_digest=config_digest(config), search_name=info.get("name"),
+                       default_n=info.get("default_n"), retriever=retriever, **self._spec_base)
         ref = self._remote.remote(spec, self._actor)
         with self._lock:
             self._pending.add(ref)

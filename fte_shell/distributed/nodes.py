@@ -12,6 +12,9 @@ A node may choose its own provider: ``FTE_SANDBOX_PROVIDER`` (and ``FTE_SANDBOX_
 environment its Ray worker starts with (``FTE_SANDBOX_PROVIDER=podman ray start …``) beats the sweep's
 ``[sandbox]`` there (:func:`node_sandbox`); such a node prepares and gc's its own provider, and only
 Docker nodes are ever shipped an image.
+A sweep that mounts a corpus in its boxes (``--corpus-arm``, ``[sandbox] corpus``: a driver path) needs
+that corpus directory at the same path on every slot node: each exports it for ``/corpus`` before the
+first run (:func:`check_corpus`), and a node without it is an error naming the node and the path.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..config import SandboxConfig
-from ..errors import SandboxUnavailable
+from ..errors import FteError, SandboxError, SandboxUnavailable
 from .runenv import with_env
 
 SLOT = "fte_slot"
@@ -180,8 +184,6 @@ def _refuse_bad(nodes: list[NodeInfo], error: type[Exception], why: Callable[[No
 
 
 def _check_provider_nodes(cfg: SandboxConfig, nodes: list[NodeInfo], runtime_env: dict[str, Any] | None) -> None:
-    from ..errors import SandboxError
-
     for n, r in zip(nodes, _on_each(nodes, provider_here, runtime_env, cfg), strict=True):
         n.sandbox_error, n.gc_removed, n.provider = r["sandbox_error"], r["gc_removed"], r["provider"]
     _refuse_bad(nodes, SandboxError, lambda n: (
@@ -232,6 +234,45 @@ def check_nodes(cfg: SandboxConfig, log: Callable[[str], None] | None = None, *,
                 raise SandboxUnavailable(f"Ray node {n.address}: the shipped image has content hash {h}, not {want}")
             n.image_hash, n.shipped = h, True
     return nodes
+
+
+def corpus_missing(path: str | os.PathLike[str], where: str) -> str | None:
+    """One line when the corpus directory ``path`` (a driver path: ``[sandbox] corpus``, a corpus arm's
+    ``[search] corpus``) is not on the node ``where`` names, else None."""
+    if Path(path).is_dir():
+        return None
+    return (f"sandbox.corpus {path}: no such directory on {where}; the corpus in the box (--corpus-arm, "
+            f"--sandbox-corpus) needs it at the same path on every node with {SLOT}s (docs/distributed.md)")
+
+
+def corpus_here(cfg: SandboxConfig) -> str | None:
+    """(On a node) export the corpus of ``cfg.corpus`` for ``/corpus`` (once per corpus, before the runs);
+    None, or why it cannot be (one line)."""
+    from ..sandbox.corpus_files import corpus_mount
+
+    if cfg.corpus is None:
+        return None
+    missing = corpus_missing(cfg.corpus, "this node")
+    if missing:
+        return missing
+    try:
+        corpus_mount(node_sandbox(cfg))
+    except FteError as e:
+        return str(e)
+    return None
+
+
+def check_corpus(cfg: SandboxConfig, nodes: list[NodeInfo], log: Callable[[str], None] | None = None,
+                 runtime_env: dict[str, Any] | None = None) -> None:
+    """Export ``cfg.corpus`` for ``/corpus`` on every slot node before the first run; raises
+    :class:`SandboxError` naming each node that does not have it."""
+    for n, why in zip(nodes, _on_each(nodes, corpus_here, runtime_env, cfg), strict=True):
+        n.sandbox_error = why
+    _refuse_bad(nodes, SandboxError, lambda n: (
+        f"cannot mount the corpus in its boxes ({n.sandbox_error}): copy the corpus directory there, or "
+        f"restart that node without --resources {SLOT}"))
+    if log:
+        log(f"ray: {cfg.corpus} exported for /corpus on {len(nodes)} node(s)")
 
 
 def gc_here(provider: str = "docker") -> int:

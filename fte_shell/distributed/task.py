@@ -24,8 +24,9 @@ from ..config import RunConfig
 from ..errors import FteError
 from ..record.rundir import TRAJECTORY, read_result, update_result
 from ..sandbox.ownership import write_owner_file
+from ..sweep.state import BOX_PROFILES
 from .caches import RemotePageCache, RemotePageSource, RemoteSearch, _get
-from .nodes import node_sandbox
+from .nodes import corpus_missing, node_sandbox
 from .packing import pack_dir
 from .runenv import restore_secrets
 
@@ -42,6 +43,9 @@ class RunSpec:
     has_pages: bool
     search_name: str | None = None
     default_n: int | None = None
+    retriever: str | None = None
+    """The run's ``[search] retriever`` (its arm's, ``bench --retrievers``): the search the cache actor
+    answers its searches with."""
     config_digest: str | None = None
     """The digest of the driver's configuration of this run (``fte_shell.digest``): written into the run's
     result.json, since the node's copy differs only in what the driver serves for it (secrets, corpus)."""
@@ -76,10 +80,17 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     cfg = spec.config.model_copy(deep=True)
     cfg.sandbox = node_sandbox(cfg.sandbox)  # the node's own provider choice, if it made one
     restore_secrets(cfg)
+    if cfg.sandbox.corpus is not None and cfg.agent.profile in BOX_PROFILES:  # a driver path: here too?
+        missing = corpus_missing(cfg.sandbox.corpus, f"Ray node {ray.util.get_node_ip_address()}")
+        if missing:  # never a run without the corpus its configuration mounts
+            return RunOutcome(data=None, answer=None, error=missing, node_id=ray.get_runtime_context().get_node_id(),
+                              pid=os.getpid(), started=started, ended=time.time(),
+                              sandbox=f"{cfg.sandbox.provider}/{cfg.sandbox.runtime}")
     if not spec.has_search:
         cfg.search.backend = "none"  # as on the driver, whatever keys this node's environment holds
     cfg.search.corpus = None  # the corpus (a driver path) is served by the cache actor
-    search = RemoteSearch(caches, spec.search_name or "remote", spec.default_n) if spec.has_search else None
+    search = (RemoteSearch(caches, spec.search_name or "remote", spec.default_n, spec.retriever)
+              if spec.has_search else None)
     pages = RemotePageSource(caches) if spec.has_pages else None
     page_cache = RemotePageCache(caches)
     world = World(search, pages, page_cache, open_web=cfg.search.open_web)  # type: ignore[arg-type]

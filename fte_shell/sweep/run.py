@@ -81,10 +81,6 @@ def run_sweep(
     ``stats.gave_up`` when infrastructure stayed unavailable past ``bench.endpoint_wait_s``."""
     t0 = time.monotonic()
     _validate(bench)
-    if bench.retrievers and remote is not None:
-        raise ConfigError("a sweep of --retrievers runs in this process: --ray does not take it yet")
-    if bench.corpus_arm and remote is not None:
-        raise ConfigError("a sweep with --corpus-arm runs in this process: --ray does not take it yet")
     if bench.fork_from is not None:  # bench --fork-from: every run a fork of the parent sweep's
         if remote is not None:
             raise ConfigError("a fork sweep (--fork-from) runs in this process: --ray does not take it")
