@@ -484,3 +484,30 @@ def test_runtime_runsc_is_refused(tmp_path: Path) -> None:
     cfg = SandboxConfig(provider="bwrap", runtime="runsc")
     with pytest.raises(SandboxError, match="bwrap boxes have no OCI runtime"):
         get_provider("bwrap").start(BoxSpec(cfg, tmp_path, tmp_path, "runsc-refused"))
+
+
+def test_gc_kills_a_box_whose_owner_is_gone(tree: R.Rootfs) -> None:
+    """bwrap's ``--die-with-parent`` misses an owner that dies while bwrap starts (containers/bubblewrap#633):
+    the box lives on under init. gc knows a box by its gateway bind and its owner by the sandbox directory's
+    owner file: a box whose owner is gone is killed with all it runs; a live owner's box is left alone."""
+    from fte_shell.sandbox.ownership import OWNER_FILE
+    from fte_shell.sandbox.providers.bwrap.provider import kill_orphaned_boxes
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with Sandbox(cfg()) as live, Sandbox(cfg()) as orphan:
+        assert kill_orphaned_boxes() == []  # both owners (this process) alive
+        owner = orphan._tmp / OWNER_FILE
+        _, _, host, keep = owner.read_text().split()
+        owner.write_text(f"{dead.pid} - {host} {keep}\n")  # as the owner of a box that outlived it reads
+        box = orphan.box
+        tree_pids = [box.proc.pid, *_children(box.proc.pid)]
+        gc = get_provider("bwrap").gc()
+        assert [r for r, _ in gc.removed] == [f"bwrap box process {box.proc.pid}"]
+        assert box.proc.wait(timeout=10) == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in tree_pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in tree_pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        assert live.run("echo alive").output == "alive\n"  # the live owner's box untouched
+        assert not orphan._tmp.exists() and live._tmp.exists()  # and so are the directories

@@ -168,17 +168,36 @@ def gc_dirs(root: Path | None = None) -> int:
     base = Path(root or tempfile.gettempdir())
     removed = 0
     for d in base.glob("fte-*"):
-        try:
-            pid, start, host, keep = (d / OWNER_FILE).read_text().split()
-        except (OSError, ValueError):
-            continue
-        labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start}
-        if keep == "1" or host != HOST or _owner_alive(labels):
+        owner = _owner_file(d)
+        if owner is None or owner[1] or not _gone(owner[0]):
             continue
         _keep_links(d)
         shutil.rmtree(d, ignore_errors=True)
         removed += 1
     return removed
+
+
+def _owner_file(tmp: Path) -> tuple[dict[str, str], bool] | None:
+    """``(owner labels on this host, keep)`` from ``tmp``'s owner file; None without a readable one."""
+    try:
+        pid, start, host, keep = (tmp / OWNER_FILE).read_text().split()
+    except (OSError, ValueError):
+        return None
+    labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start, "host": host}
+    return labels, keep == "1"
+
+
+def _gone(labels: dict[str, str]) -> bool:
+    return labels["host"] == HOST and not _owner_alive(labels)
+
+
+def owner_gone(tmp: Path) -> bool:
+    """Whether the process that made the sandbox directory ``tmp`` (its owner file) is gone from this host;
+    also when ``tmp`` itself is gone (gc removed it: its owner was)."""
+    owner = _owner_file(tmp)
+    if owner is None:
+        return not tmp.exists()
+    return _gone(owner[0])
 
 
 def name_part(run_id: str) -> str:

@@ -5,14 +5,17 @@ user may make one and else by rlimits (:mod:`.limits`)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
+from pathlib import Path
 
 from ....config import SandboxConfig
 from ....errors import SandboxError
-from ...base import BoxSpec, Check, GcResult, Log
-from ...ownership import LABEL, _owner_alive, gc_dirs
+from ...base import GATEWAY_MOUNT, BoxSpec, Check, GcResult, Log
+from ...ownership import LABEL, _owner_alive, gc_dirs, owner_gone
 from . import box as B
 from . import launch
 from . import limits as L
@@ -78,16 +81,20 @@ class BwrapProvider:
 
     def gc(self, *, log: Log | None = None, images: bool = False, cfg: SandboxConfig | None = None) -> GcResult:
         """Boxes die with their owner (``--die-with-parent``) and at their TTL (the warden); what a dead
-        owner can leave is its boxes' cgroups and its temporary directories."""
+        owner can leave is its boxes' cgroups, its temporary directories, and a box whose owner died while
+        bwrap started (``--die-with-parent`` then misses it: containers/bubblewrap#633) — killed here."""
 
         def alive(pid: str, start: str) -> bool:
             return _owner_alive({f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "0" else start})
 
+        orphans = kill_orphaned_boxes()
         n = L.gc_cgroups(cfg or SandboxConfig(), alive)
-        removed = [(f"cgroup of a box of a dead process #{i + 1}", "its owner process is gone") for i in range(n)]
+        removed = [(f"bwrap box process {pid}", "its owner process is gone") for pid in orphans]
+        removed += [(f"cgroup of a box of a dead process #{i + 1}", "its owner process is gone") for i in range(n)]
         dirs = gc_dirs()
-        if log and (n or dirs):
-            log(f"removed {n} box cgroup(s) and {dirs} temporary sandbox director(ies) of dead processes")
+        if log and (orphans or n or dirs):
+            log(f"removed {len(orphans)} orphaned box process(es), {n} box cgroup(s) and {dirs} temporary sandbox "
+                "director(ies) of dead processes")
         return GcResult(removed=removed, kept=len(B._live), dirs=dirs)
 
     def doctor(self, cfg: SandboxConfig) -> list[Check]:
@@ -154,3 +161,34 @@ class BwrapProvider:
 
 
 PROVIDER = BwrapProvider()
+
+
+def kill_orphaned_boxes(proc: Path = Path("/proc")) -> list[int]:
+    """SIGKILL every bwrap box (and what runs under it) whose owner is gone, and return their bwrap PIDs.
+    A box is a ``bwrap`` process binding a sandbox directory's ``gw`` at the gateway mount
+    (``--ro-bind TMP/gw /run/fte``, :func:`.launch.bwrap_argv`); its owner is TMP's owner file."""
+    children: dict[int, list[int]] = {}
+    boxes: list[int] = []
+    for p in proc.iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (p / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(p.name))
+        if Path(argv[0]).name == "bwrap":
+            gw = next((argv[i + 1] for i in range(len(argv) - 2)
+                       if argv[i] == "--ro-bind" and argv[i + 2] == GATEWAY_MOUNT), None)
+            if gw and owner_gone(Path(gw).parent):
+                boxes.append(int(p.name))
+    for pid in boxes:
+        tree, i = [pid], 0
+        while i < len(tree):
+            tree += children.get(tree[i], [])
+            i += 1
+        for p_ in tree:
+            with contextlib.suppress(OSError):
+                os.kill(p_, signal.SIGKILL)
+    return boxes
