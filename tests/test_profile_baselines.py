@@ -5,6 +5,7 @@ reached through the real ``openai`` client. Nothing of ours is mocked."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from fte_shell.prompts import summary_instructions
 from fte_shell.search import LocalCorpus, format_results
 from fte_shell.search.corpus import CorpusDoc, build_corpus
 from fte_shell.standins.server import ScriptedServer
-from fte_shell.workspace import Workspace
+from fte_shell.workspace import Workspace, parse_document
 from fte_shell.world import RunWorld
 
 # Paragraphs written for these tests (no third-party text).
@@ -134,6 +135,8 @@ def test_fte_fetch_docid_url_and_held(tmp_path: Path, corpus: LocalCorpus, serve
         assert r.output == f'/work/{name}  {body_chars:,} chars  new  hollow-pine-orchard  "Hollow Pine orchard"'
         facts = r.meta.pop("fetches")
         assert r.meta == {"path": f"/work/{name}", "chars": body_chars, "new": True, "source": "hollow-pine-orchard"}
+        written = parse_document((ctx.workspace_dir / name).read_text()).retrieved_at  # the file's Retrieved: line
+        assert datetime.fromisoformat(facts[0].pop("retrieved_at")).replace(microsecond=0) == written
         assert facts == [{"url": "hollow-pine-orchard", "ok": True, "path": f"/work/{name}", "source": "hollow-pine-orchard",
                           "chars": body_chars, "new": True, "error": None}]
         again = call(p, "fetch", url="hollow-pine-orchard")

@@ -7,6 +7,7 @@ Pages are served on loopback, search is a local corpus built in tmp."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from fte_shell.profiles import QuestionContext, ToolResult, make_profile
 from fte_shell.profiles.shell import ShellProfile
 from fte_shell.search import LocalCorpus
 from fte_shell.search.corpus import CorpusDoc, build_corpus
-from fte_shell.workspace import Workspace
+from fte_shell.workspace import Workspace, parse_document
 from fte_shell.world import RunWorld
 
 pytestmark = pytest.mark.docker
@@ -100,9 +101,13 @@ def test_shell_and_structured_agree(docker_ready: None, tmp_path: Path, corpus: 
             s_doc = bash(shell, "fetch copper-ledger")
             f_doc = fte.execute("fetch", {"url": "copper-ledger"})
             assert s_doc.output == f_doc.output
-            # the same fetch facts, the shell's from the gateway's per-command log
-            assert s_doc.meta["fetches"] == f_doc.meta["fetches"] and f_doc.meta["fetches"][0]["ok"]
+            # the same fetch facts, the shell's from the gateway's per-command log; each names the time its
+            # own file was written (its Retrieved: line)
             dname = Path(f_doc.meta["path"]).name
+            for doc, ws in ((s_doc, sctx.workspace_dir), (f_doc, fctx.workspace_dir)):
+                when = datetime.fromisoformat(doc.meta["fetches"][0].pop("retrieved_at")).replace(microsecond=0)
+                assert when == parse_document((ws / dname).read_text()).retrieved_at
+            assert s_doc.meta["fetches"] == f_doc.meta["fetches"] and f_doc.meta["fetches"][0]["ok"]
             s_lines = (sctx.workspace_dir / dname).read_text().split("\n")
             f_lines = (fctx.workspace_dir / dname).read_text().split("\n")
             assert s_lines[:2] == f_lines[:2] == ["Docid: copper-ledger", "Title: The Copper Ledger"]

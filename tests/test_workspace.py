@@ -64,7 +64,8 @@ def test_store_writes_exact_format_and_record(tmp_path: Path) -> None:
     rec = ws.store(_doc())
     name = filename_for("https://example.com/a?b=1", "url")
     assert rec == FetchRecord(
-        path=f"/work/{name}", chars=12, new=True, source="https://example.com/a?b=1", title="An Example"
+        path=f"/work/{name}", chars=12, new=True, source="https://example.com/a?b=1", title="An Example",
+        retrieved_at=WHEN,
     )
     content = (tmp_path / "ws" / name).read_text()
     assert (
@@ -190,7 +191,8 @@ def test_hostile_docids_stay_inside_the_workspace(tmp_path: Path, docid: str) ->
     assert "/" not in name and not name.startswith((".", "-", "~")) and len(name) <= 32 + 1 + 16 + 4
     assert [p.name for p in (tmp_path / "ws").iterdir()] == [name]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]  # nothing beside the workspace
-    assert ws.lookup(docid, "docid") == rec.model_copy(update={"new": False})
+    assert rec.retrieved_at == WHEN  # the time this call wrote; a held document's record has none
+    assert ws.lookup(docid, "docid") == rec.model_copy(update={"new": False, "retrieved_at": None})
 
 
 def test_a_foreign_file_in_the_way_is_not_reported_as_stored(tmp_path: Path) -> None:
