@@ -162,8 +162,9 @@ def box_inspect(case: ProviderCase, box_id: str) -> dict[str, Any]:
         return json.loads(out)[0]
     if case.provider == "bwrap":
         pytest.skip("bwrap boxes carry no owner labels: a box dies with the process that started it "
-                    "(--die-with-parent), so gc has no live box of a dead owner to find "
-                    "(tests/test_sandbox_bwrap.py: nothing is left after SIGKILL of the host process)")
+                    "(--die-with-parent), and gc knows one that outlived it by its gateway bind and its "
+                    "directory's owner file (tests/test_sandbox_bwrap.py: nothing is left after SIGKILL of the "
+                    "host process; test_gc_kills_a_box_whose_owner_is_gone)")
     raise AssertionError(f"box_inspect: no check for provider {case.provider} yet")
 
 
