@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import SandboxError
 from .base import SWEEP_REQUEST, GcResult, Log
@@ -168,8 +169,8 @@ def gc_dirs(root: Path | None = None) -> int:
     base = Path(root or tempfile.gettempdir())
     removed = 0
     for d in base.glob("fte-*"):
-        owner = _owner_file(d)
-        if owner is None or owner[1] or not _gone(owner[0]):
+        owner = _owner_state(d)
+        if owner is None or owner.keep or not owner.gone:
             continue
         _keep_links(d)
         shutil.rmtree(d, ignore_errors=True)
@@ -177,27 +178,28 @@ def gc_dirs(root: Path | None = None) -> int:
     return removed
 
 
-def _owner_file(tmp: Path) -> tuple[dict[str, str], bool] | None:
-    """``(owner labels on this host, keep)`` from ``tmp``'s owner file; None without a readable one."""
+class _Owner(NamedTuple):
+    gone: bool
+    """The process named by the owner file was on this host and is gone."""
+    keep: bool
+    """The directory is never to be removed by gc."""
+
+
+def _owner_state(tmp: Path) -> _Owner | None:
+    """What ``tmp``'s owner file says (:data:`OWNER_FILE`); None without a readable one."""
     try:
         pid, start, host, keep = (tmp / OWNER_FILE).read_text().split()
     except (OSError, ValueError):
         return None
-    labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start, "host": host}
-    return labels, keep == "1"
-
-
-def _gone(labels: dict[str, str]) -> bool:
-    return labels["host"] == HOST and not _owner_alive(labels)
+    labels = {f"{LABEL}.owner-pid": pid, f"{LABEL}.owner-start": "" if start == "-" else start}
+    return _Owner(gone=host == HOST and not _owner_alive(labels), keep=keep == "1")
 
 
 def owner_gone(tmp: Path) -> bool:
     """Whether the process that made the sandbox directory ``tmp`` (its owner file) is gone from this host;
     also when ``tmp`` itself is gone (gc removed it: its owner was)."""
-    owner = _owner_file(tmp)
-    if owner is None:
-        return not tmp.exists()
-    return _gone(owner[0])
+    owner = _owner_state(tmp)
+    return not tmp.exists() if owner is None else owner.gone
 
 
 def name_part(run_id: str) -> str:
