@@ -26,7 +26,7 @@ from ..digest import config_digest
 from ..errors import ConfigError
 from ..model.ratelimit import share
 from ..record.sweepdir import SweepDir
-from ..sweep.state import BOX_PROFILES
+from ..sweep.state import uses_boxes
 from .caches import CacheService
 from .nodes import SLOT, check_corpus, check_nodes, gc_nodes
 from .packing import remove_parts, unpack_into
@@ -104,7 +104,7 @@ class RayExecutor:
         cfg, env = strip_secrets(shared.config)
         self._runtime_env = {"env_vars": env} if env else None
         self._provider = shared.config.sandbox.provider
-        boxes = bool(set(bench.profiles) & set(BOX_PROFILES))
+        boxes = uses_boxes(bench.profiles)
         nodes = check_nodes(shared.config.sandbox, say, sandboxes=boxes, runtime_env=self._runtime_env)
         mounted = shared.config.search.corpus if bench.corpus_arm else shared.config.sandbox.corpus
         if boxes and mounted is not None:  # the corpus for /corpus, exported on every node before the runs

@@ -52,6 +52,7 @@ from .state import (
     resumed_retriever,
     retriever_arms,
     run_digests,
+    uses_boxes,
     write_questions,
 )
 
@@ -176,7 +177,7 @@ def _attempt(bench: BenchConfig, dataset: Dataset, planned: _Planned, runs: Remo
     (bookkeeping) as it ends, the sweep's when all have."""
     say = log or (lambda _m: None)
     config, books, stop, out = planned.config, planned.books, planned.stop, Path(bench.out)
-    if "shell" in bench.profiles and runs.uses_local_sandboxes:
+    if uses_boxes(bench.profiles) and runs.uses_local_sandboxes:
         _prepare_sandbox(planned.filled, log, corpus=bench.corpus_arm)
     shared = prepare_shared(bench, dataset, config, log, filled=planned.filled)
     run, slots = runs.open(bench, dataset, shared, log)
@@ -291,14 +292,14 @@ def _needed(bench: BenchConfig, cfg: RunConfig) -> list[str]:
     """The resources the sweep probes before its first run."""
     from ..search.registry import selected
 
-    return (["endpoint"] + (["sandbox"] if "shell" in bench.profiles else [])
+    return (["endpoint"] + (["sandbox"] if uses_boxes(bench.profiles) else [])
             + (["search"] if selected(cfg.search).remote else []))
 
 
 def _check_corpus_arm(bench: BenchConfig, cfg: RunConfig) -> None:
     """``--corpus-arm`` needs a profile that runs a box, a local corpus, and no ``[sandbox] corpus`` (which
     would put /corpus in the boxes of every arm)."""
-    if not set(bench.profiles) & set(BOX_PROFILES):
+    if not uses_boxes(bench.profiles):
         raise ConfigError(f"--corpus-arm adds a corpus arm to {', '.join(BOX_PROFILES)}; --profiles has none")
     if cfg.search.corpus is None:
         raise ConfigError(f"--corpus-arm mounts the sweep's local corpus at /corpus; {bench.dataset} has none "

@@ -5,6 +5,7 @@ resume runs the same sweep (same dataset, same behaviour-relevant configuration)
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +51,15 @@ BOX_PROFILES = ("shell",)
 """The profiles whose runs happen in a box (a corpus arm of theirs mounts ``/corpus``)."""
 
 
-def corpus_arms(bench: BenchConfig, profile: str) -> list[bool]:
+def uses_boxes(profiles: Iterable[str]) -> bool:
+    """Whether any of ``profiles`` runs its questions in a box (:data:`BOX_PROFILES`)."""
+    return any(p in BOX_PROFILES for p in profiles)
+
+
+def corpus_arms(corpus_arm: bool, profile: str) -> list[bool]:
     """Whether each arm of ``profile`` mounts the sweep's corpus in its box: ``[False, True]`` for a
-    profile that runs a box in a sweep with ``--corpus-arm``, else ``[False]``."""
-    return [False, True] if bench.corpus_arm and profile in BOX_PROFILES else [False]
+    profile that runs a box in a sweep with ``--corpus-arm`` (``corpus_arm``), else ``[False]``."""
+    return [False, True] if corpus_arm and profile in BOX_PROFILES else [False]
 
 
 def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
@@ -71,7 +77,7 @@ def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextCo
         for p in bench.profiles
         for r in retriever_arms(bench)
         for c in arms
-        for b in corpus_arms(bench, p)
+        for b in corpus_arms(bench.corpus_arm, p)
     ]
 
 
@@ -126,7 +132,7 @@ def run_digests(cfg: RunConfig, profiles: list[str], contexts: list[ContextConfi
     for r in retrievers or [None]:
         for c in contexts or [cfg.agent.context]:
             for p in profiles:
-                for b in ([False, True] if corpus_arm and p in BOX_PROFILES else [False]):
+                for b in corpus_arms(corpus_arm, p):
                     run = arm_config(cfg, p, c, r, b)
                     out[arm_name(p, c.label, r, b)] = config_digest(run)
     return out
