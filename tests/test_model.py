@@ -9,7 +9,8 @@ import pytest
 
 from fte_shell.config import ModelConfig, load_config
 from fte_shell.errors import ModelError
-from fte_shell.model import ModelClient, retry_after_s
+from fte_shell.model import ModelClient
+from fte_shell.retry_after import retry_after_s
 from fte_shell.standins.server import ScriptedServer, ScriptTurn, tokens_for
 
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "q?"}]

@@ -12,7 +12,6 @@ from .client import (
     ModelClient,
     describe_error,
     resolve_endpoint,
-    retry_after_s,
 )
 from .completion import REASONING_FIELDS, Completion
 from .errors import (
@@ -31,5 +30,5 @@ __all__ = [
     "ENDPOINT_HELP", "OVERFLOW_PATTERNS", "PLACEHOLDER_API_KEY", "REASONING_FIELDS", "SERVER_KINDS", "AuthFailed",
     "BadRequest", "Completion", "ContextOverflow", "EndpointUnavailable", "Model", "ModelCallError", "ModelClient",
     "RetryListener", "ServerInfo", "ServerKind", "classify_status", "describe_error", "discover",
-    "is_overflow_text", "resolve_endpoint", "retry_after_s", "to_completion",
+    "is_overflow_text", "resolve_endpoint", "to_completion",
 ]

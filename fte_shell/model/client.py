@@ -20,7 +20,6 @@ Failures are typed (:mod:`fte_shell.model.errors`): :class:`ContextOverflow`, :c
 
 from __future__ import annotations
 
-import email.utils
 import random
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import ModelError
+from ..retry_after import retry_after_s
 from .base import RetryListener
 from .chat import ChatCompletions
 from .completion import Completion
@@ -68,30 +68,6 @@ def resolve_endpoint(cfg: ModelConfig) -> tuple[str | None, str, str]:
     if not cfg.model:
         raise ModelError("no model name configured: " + ENDPOINT_HELP.split(": ", 1)[1])
     return cfg.base_url, key or PLACEHOLDER_API_KEY, cfg.model
-
-
-def retry_after_s(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date), or None."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class ModelClient:

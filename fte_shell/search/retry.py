@@ -1,6 +1,7 @@
 """One HTTP POST with retries, for the search layer's remote services (Serper, an embeddings endpoint):
 a timeout, a connection error or a transient status (:data:`RETRY_STATUS`) is retried with exponential
-backoff and jitter, a ``Retry-After`` given in seconds is honoured (at most :data:`MAX_WAIT_S`); any other
+backoff and jitter, a ``Retry-After`` is honoured (:func:`fte_shell.retry_after.retry_after_s`, at most
+:data:`MAX_WAIT_S`); any other
 answer is returned to the caller, who reads it."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from ..errors import SearchUnavailable
+from ..retry_after import retry_after_s
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """Answers worth asking again: request timeout, conflict, too early, rate limit, server errors."""
@@ -42,15 +44,8 @@ def post_retrying(client: httpx.Client, url: str, *, name: str, body: Any, retri
             continue
         if resp.status_code in RETRY_STATUS:
             last = f"{name} answered HTTP {resp.status_code} ({url})"
-            retry_after = _retry_after(resp.headers.get("Retry-After"))
+            retry_after = retry_after_s(resp.headers)
             continue
         return resp
     raise SearchUnavailable(gave_up(last, retries + 1))
 
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds (dates are ignored: backoff applies)."""
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
