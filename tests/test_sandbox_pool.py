@@ -65,3 +65,38 @@ def test_pool_refuses_a_fixed_workspace(tmp_path) -> None:
         SandboxPool(SandboxConfig(workspace_dir=tmp_path))
     with pytest.raises(SandboxError, match="at least 1"):
         SandboxPool(SandboxConfig(), size=0)
+
+
+def test_a_box_given_back_is_handed_out_before_its_later_replacement(docker_ready: None, monkeypatch) -> None:
+    """The filler starts a replacement while a box is out; when the box comes back (reset) before the
+    replacement is up, the next acquire still gets the box given back, not the fresh one that came in after."""
+    import threading
+
+    from fte_shell.sandbox import pool as P
+
+    gate = threading.Event()
+    gate.set()
+
+    class Gated(P.Sandbox):  # a real box, started only once the gate is open
+        def __init__(self, *a, **kw) -> None:
+            gate.wait()
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(P, "Sandbox", Gated)
+    with SandboxPool(SandboxConfig(), size=1) as pool:
+        assert pool.wait_ready(1)
+        gate.clear()  # the filler's replacement waits until the box is back
+        box = pool.acquire(run_id="first")
+        assert box.run("echo hi > /tmp/left").output == ""
+        assert pool.release(box)
+        assert [b for _, b in pool._ready] == [box]
+        gate.set()
+        assert pool.wait_ready(2)
+        fresh = next(b for _, b in pool._ready if b is not box)
+        assert [b for _, b in pool._ready] == [box, fresh]  # the replacement came in last
+        again = pool.acquire(run_id="second")
+        try:
+            assert again is box and pool.reused == 1
+            assert again.run("ls -A /tmp").output == ""
+        finally:
+            again.close()

@@ -129,7 +129,10 @@ class SandboxPool:
         sb: Sandbox | None = None
         with self._cond:
             while self._ready and sb is None:
-                _, cand = self._ready.pop()  # the last one in: a box given back, else the newest
+                # a box given back first (its replacement, started while it was out, may have come in after
+                # it), the last one in among them; else the newest fresh one
+                given_back = [i for i, (_, b) in enumerate(self._ready) if b.resets]
+                _, cand = self._ready.pop(given_back[-1] if given_back else -1)
                 if self._too_old(cand):
                     cand.close()
                     continue
