@@ -243,6 +243,36 @@ def test_a_cancelled_driver_leaves_an_interrupted_run(web: LoopbackServer, tmp_p
     assert r is not None and r["stop_reason"] == "interrupted"
 
 
+@pytest.mark.docker
+def test_cancelled_while_opening_the_box_is_closed_when_it_comes(docker_ready: None, web: LoopbackServer,
+                                                                 tmp_path: Path) -> None:
+    """``aopen`` cancelled while the box starts: the caller gets the cancellation at once, and the episode
+    opened meanwhile is closed when it comes (its run stopped, its container gone), never left running."""
+    from fte_shell.sandbox.providers.docker import api as A
+
+    run_id = f"cancel-{uuid.uuid4().hex[:8]}"
+
+    def containers() -> list[dict[str, Any]]:
+        return A.client().api.containers(all=True, filters={"label": f"fte-shell.run-id={run_id}"})
+
+    async def main() -> None:
+        task = asyncio.create_task(Episode.aopen(config(web, "shell"), Q, tmp_path / "c2", run_id=run_id))
+        await asyncio.sleep(0.05)  # in the worker thread now: the box takes far longer to start
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(600):  # the open goes on in its thread, then the episode is closed
+            if read_result(tmp_path / "c2") is not None and not containers():
+                return
+            await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+    r = read_result(tmp_path / "c2")
+    assert r is not None and r["stop_reason"] == "interrupted", r
+    assert containers() == []
+
+
 HANDLERS = """
 import signal, sys
 from pathlib import Path

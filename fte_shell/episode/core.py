@@ -54,7 +54,7 @@ from ..stops import BY_NAME, StopReason, stop_of_exception
 from ..world import RunWorld, World
 from .result import TOOL_USAGE_META, RunResult, Tally, add_usage, write_end, write_start
 from .signals import sigterm_as_interrupt_if_unowned
-from .threads import in_thread
+from .threads import closed_if_cancelled, in_thread
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -186,13 +186,7 @@ class Episode:
     async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
         """:meth:`open` in a worker thread (the event loop is never blocked by a box's start). Cancelled
         while opening: the episode opened meanwhile is closed."""
-        task = asyncio.ensure_future(in_thread(cls.open, config, question, out_dir, **kw))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(lambda t: None if t.cancelled() or t.exception() is not None
-                                   else in_thread(t.result().close))
-            raise
+        return await closed_if_cancelled(in_thread(cls.open, config, question, out_dir, **kw))
 
     @property
     def workspace_dir(self) -> Path:

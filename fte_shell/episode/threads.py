@@ -15,12 +15,19 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 THREADS = 256
 """Most episode calls running at once in one process (each waits on its box almost all the time)."""
 
 T = TypeVar("T")
+
+
+class _Ends(Protocol):
+    def end(self, *, why: BaseException | None = None) -> Any: ...
+
+
+E = TypeVar("E", bound=_Ends)
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -38,3 +45,16 @@ def in_thread(fn: Callable[..., T], /, *args: Any, **kw: Any) -> asyncio.Future[
     :func:`asyncio.to_thread`)."""
     ctx = contextvars.copy_context()
     return asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(ctx.run, fn, *args, **kw))
+
+
+async def closed_if_cancelled(opening: asyncio.Future[E]) -> E:
+    """What ``opening`` (an :func:`in_thread` future opening an episode) gives; cancelled while it runs,
+    the episode opened meanwhile is ended as the cancellation says (``interrupted``) when it comes, in a
+    worker thread: never left open."""
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError as e:
+        why = e  # (the ``as`` name is gone after the block; the callback runs later)
+        opening.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None
+                                  else in_thread(functools.partial(f.result().end, why=why)))
+        raise

@@ -35,7 +35,7 @@ from ..benchmarks.base import question_id, safe_id
 from ..config import RunConfig
 from ..episode import Episode
 from ..episode.host import EpisodeHost
-from ..episode.threads import in_thread
+from ..episode.threads import closed_if_cancelled, in_thread
 from ..profiles import ToolResult
 from ..record.sweepdir import ManifestDataset, SweepDir, SweepManifest
 from ..sandbox import SandboxPool
@@ -255,12 +255,7 @@ class EpisodePool:
         fut = in_thread(opener)
         self._opening.add(fut)
         fut.add_done_callback(self._opening.discard)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(lambda f: None if f.cancelled() or f.exception() is not None
-                                  else in_thread(f.result().close))
-            raise
+        return await closed_if_cancelled(fut)
 
     async def _close_episode(self, pe: PoolEpisode, stop: str | None = None) -> None:
         try:
