@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 from bcplus_fixture import make_bcplus_clone
 from typer.testing import CliRunner
 
-from fte_shell.benchmarks.browsecomp_plus.pins import hf_snapshot
+from fte_shell.benchmarks.browsecomp_plus.pins import content_pin, hf_snapshot
 from fte_shell.benchmarks.llmjudge import LLMJudge, judge_model_config
 from fte_shell.benchmarks.registry import load_dataset
 from fte_shell.cli import app
@@ -126,6 +128,29 @@ def test_manifest_pins_the_data(tmp_path: Path) -> None:
         f.write("700 Q0 10007 1\n")
     with pytest.raises(ConfigError, match="other data .*changed since it began: dataset"):
         check_compatible(out, load_dataset(f"browsecomp-plus:{fx.root}"))
+
+
+def test_a_file_is_hashed_once_while_it_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The content pin remembers each file's SHA-256 by its path and stat: an unchanged file is not read
+    again (shown by a same-size, same-time rewrite the pin does not see), an edit is hashed anew."""
+    monkeypatch.setenv("FTE_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "corpus.jsonl"
+    f.write_bytes(b'{"docid": "1", "text": "alpha"}\n')
+    first = content_pin(tmp_path, [f])
+    want = hashlib.sha256(f"corpus.jsonl\0{f.stat().st_size}\0{hashlib.sha256(f.read_bytes()).hexdigest()}\n"
+                          .encode()).hexdigest()
+    assert first == {"sha256": want, "files": ["corpus.jsonl"]}
+    assert len(list((tmp_path / "cache" / "sha256").iterdir())) == 1
+    st = f.stat()
+    f.write_bytes(b'{"docid": "1", "text": "omega"}\n')  # same size; its time put back: taken as unchanged
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert content_pin(tmp_path, [f]) == first
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # as any edit leaves it
+    assert content_pin(tmp_path, [f]) != first
+    shutil.rmtree(tmp_path / "cache")  # an unwritable or missing cache: hashed each time, same figure
+    (tmp_path / "cache").write_text("not a directory")
+    f.write_bytes(b'{"docid": "1", "text": "alpha"}\n')
+    assert content_pin(tmp_path, [f]) == first
 
 
 def test_hugging_face_revision_from_the_cache_path(tmp_path: Path) -> None:

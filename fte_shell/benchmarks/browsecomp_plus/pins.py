@@ -8,18 +8,23 @@
 Each of ``dataset`` and ``corpus`` is the Hugging Face revision (``hf_repo``, ``hf_revision``) when its
 files lie in a Hugging Face cache snapshot (``…/datasets--OWNER--NAME/snapshots/REVISION/…``, the path
 itself or a directory on the way linked there), else a content hash: ``sha256`` over every file's name,
-size and SHA-256, with the ``files`` (relative to the dataset directory) it covers.
+size and SHA-256, with the ``files`` (relative to the dataset directory) it covers. A file's SHA-256 is
+remembered under the cache root (``sha256/``) by its path, device, inode, size and modification time, so a
+bench start or a resume does not read an unchanged corpus again (seconds per GB); a changed file has a new
+modification time, so it is hashed anew.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-CHUNK = 1 << 20
+from ...digest import file_sha256
+from ..corpora import default_cache_root
 
 
 def hf_snapshot(path: Path) -> tuple[str, str] | None:
@@ -33,12 +38,22 @@ def hf_snapshot(path: Path) -> tuple[str, str] | None:
     return None
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+def remembered_sha256(path: Path) -> str:
+    """:func:`~fte_shell.digest.file_sha256` of ``path``, remembered by its path and stat (module docstring)."""
+    st = path.stat()
+    key = f"{path.resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"
+    memo = default_cache_root() / "sha256" / hashlib.sha256(key.encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        known = memo.read_text().strip()
+        if len(known) == 64:
+            return known
+    digest = file_sha256(path)
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next start a read
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+        tmp.write_text(digest + "\n")
+        os.replace(tmp, memo)
+    return digest
 
 
 def content_pin(root: Path, files: Sequence[Path]) -> dict[str, Any]:
@@ -51,7 +66,7 @@ def content_pin(root: Path, files: Sequence[Path]) -> dict[str, Any]:
     h = hashlib.sha256()
     for name in names:
         f = by_name[name]
-        h.update(f"{name}\0{f.stat().st_size}\0{file_sha256(f)}\n".encode())
+        h.update(f"{name}\0{f.stat().st_size}\0{remembered_sha256(f)}\n".encode())
     return {"sha256": h.hexdigest(), "files": names}
 
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ...digest import file_sha256
 from ...errors import SearchUnavailable
 
 ANSERINI_VERSION = "1.7.1"
@@ -97,14 +97,6 @@ def java() -> Path:
     return java_home() / "bin" / "java"
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def ensure_jar(log: Callable[[str], None] | None = None, *, dest: Path | None = None) -> Path:
     """Anserini's fat jar in ``dest`` (default :func:`anserini_cache_dir`), downloaded once: pip fetches
     :data:`SDIST` (no dependencies, nothing installed) into a temporary directory, both checksums are
@@ -131,7 +123,7 @@ def ensure_jar(log: Callable[[str], None] | None = None, *, dest: Path | None = 
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise SearchUnavailable(f"`pip download {SDIST} --no-deps` failed ({last}): check that PyPI is "
                                     f"reachable, or point FTE_ANSERINI_JAR at a copy of {JAR_NAME}")
-        got = sha256_of(sdist)
+        got = file_sha256(sdist)
         if got != SDIST_SHA256:
             raise SearchUnavailable(f"{SDIST_FILE} from the package index has sha256 {got}, not PyPI's "
                                     f"{SDIST_SHA256}: not the file fte-shell expects (nothing was kept)")
@@ -142,7 +134,7 @@ def ensure_jar(log: Callable[[str], None] | None = None, *, dest: Path | None = 
                 raise SearchUnavailable(f"{SDIST_FILE} holds no {SDIST_MEMBER}")
             with member, part.open("wb") as out:
                 shutil.copyfileobj(member, out, 1 << 20)
-        got = sha256_of(part)
+        got = file_sha256(part)
         if got != JAR_SHA256:  # pragma: no cover - the sdist's checksum pins the content
             raise SearchUnavailable(f"{JAR_NAME} has sha256 {got}, not {JAR_SHA256} (nothing was kept)")
         part.chmod(0o644)
