@@ -50,6 +50,23 @@ def test_the_plan_adds_the_corpus_arm_to_the_box_profile_only(tmp_path: Path) ->
     assert [t.run_dir for t in old] == [t.run_dir for t in tasks if not t.corpus]  # an old sweep: unchanged
 
 
+
+def test_a_third_party_profile_that_runs_a_box_gets_the_arm_and_the_probe(tmp_path: Path) -> None:
+    """Whether a profile runs a box is its class's ``uses_box``: a third-party subclass of the shell profile
+    gets a corpus arm and the sandbox probe; a profile that does not say (a subclass of fte) gets neither."""
+    from fte_shell.profiles import runs_in_a_box
+    from fte_shell.sweep.run import _needed
+
+    box, no_box = "thirdparty_plugins:PlainShell", "thirdparty_plugins:ReadOnlyFte"
+    assert runs_in_a_box(box) and not runs_in_a_box(no_box) and not runs_in_a_box("standard")
+    bench = BenchConfig(dataset="x", out=tmp_path, profiles=[no_box, box], corpus_arm=True)
+    arms = {t.run_dir.parent.parent.name for t in plan(bench, QUESTIONS)}
+    assert arms == {no_box, box, f"{box}+corpus"}
+    cfg = RunConfig()
+    assert "sandbox" in _needed(bench, cfg)
+    assert "sandbox" not in _needed(bench.model_copy(update={"profiles": [no_box], "corpus_arm": False}), cfg)
+
+
 def test_the_corpus_arm_has_its_own_run_digest(tmp_path: Path) -> None:
     from fte_shell.search.corpus import CorpusDoc, build_corpus
 

@@ -19,6 +19,7 @@ from fte_shell.export.common import read_runs
 from fte_shell.profiles.answer_format import FinalAnswer
 from fte_shell.profiles.base import Tool
 from fte_shell.profiles.fte import FteProfile
+from fte_shell.profiles.shell import ShellProfile
 from fte_shell.sandbox import get_provider
 
 
@@ -41,6 +42,12 @@ class ReadOnlyFte(FteProfile):
 
     def _make_tools(self) -> list[Tool]:
         return [t for t in super()._make_tools() if t.name in ("read", "grep", "list_fetched")]
+
+
+class PlainShell(ShellProfile):
+    """A profile that runs a box: the shell profile under another name (``uses_box`` comes with it)."""
+
+    name = "plain-shell"
 
 
 class KeepLastOne(KeepRecent):

@@ -22,9 +22,9 @@ from typing import Any
 
 from ..config import RunConfig
 from ..errors import FteError
+from ..profiles import runs_in_a_box
 from ..record.rundir import TRAJECTORY, read_result, update_result
 from ..sandbox.ownership import write_owner_file
-from ..sweep.state import BOX_PROFILES
 from .caches import RemotePageCache, RemotePageSource, RemoteSearch, _get
 from .nodes import corpus_missing, node_sandbox
 from .packing import pack_dir
@@ -80,7 +80,7 @@ def execute_run(spec: RunSpec, caches: Any) -> RunOutcome:
     cfg = spec.config.model_copy(deep=True)
     cfg.sandbox = node_sandbox(cfg.sandbox)  # the node's own provider choice, if it made one
     restore_secrets(cfg)
-    if cfg.sandbox.corpus is not None and cfg.agent.profile in BOX_PROFILES:  # a driver path: here too?
+    if cfg.sandbox.corpus is not None and runs_in_a_box(cfg.agent.profile):  # a path on the driver: on this node too?
         missing = corpus_missing(cfg.sandbox.corpus, f"Ray node {ray.util.get_node_ip_address()}")
         if missing:  # never a run without the corpus its configuration mounts
             return RunOutcome(data=None, answer=None, error=missing, node_id=ray.get_runtime_context().get_node_id(),

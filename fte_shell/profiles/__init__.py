@@ -22,6 +22,7 @@ from .base import (
     ToolResult,
     make_profile,
     parse_arguments,
+    runs_in_a_box,
 )
 
 __all__ = [
@@ -37,4 +38,5 @@ __all__ = [
     "ToolResult",
     "make_profile",
     "parse_arguments",
+    "runs_in_a_box",
 ]

@@ -222,6 +222,8 @@ class ToolProfile:
     """
 
     name: ClassVar[str] = ""
+    uses_box: ClassVar[bool] = False
+    """Whether it runs its questions in a box (:func:`runs_in_a_box`)."""
 
     def __init__(self, ctx: QuestionContext):
         self.ctx = ctx
@@ -392,6 +394,14 @@ def check_profile_name(name: str) -> None:
     if not IMPLEMENTATIONS.knows(name):
         raise ConfigError(f"unknown profile {name!r} (choose one of: {', '.join(PROFILES)}; or a third-party "
                           "one as module:attr)")
+
+
+def runs_in_a_box(name: str) -> bool:
+    """Whether profile ``name`` runs its questions in a box: its class's ``uses_box`` (``shell``; a
+    third-party profile that opens one sets it too, else it is taken as False). A sweep of such a profile
+    probes the sandbox engine before its first run, and ``--corpus-arm`` gives it an arm with ``/corpus``."""
+    check_profile_name(name)
+    return getattr(IMPLEMENTATIONS.get(name), "uses_box", False) is True
 
 
 def make_profile(name: str, ctx: QuestionContext) -> Profile:

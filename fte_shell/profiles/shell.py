@@ -81,6 +81,7 @@ class ShellProfile(ToolProfile):
     """``bash`` in a hardened container whose gateway serves ``fetch`` and ``search``."""
 
     name = "shell"
+    uses_box = True
 
     def __init__(self, ctx: QuestionContext, sandbox: Sandbox | None = None):
         """Open the question's sandbox (or use ``sandbox``, which then stays the caller's to close)."""

@@ -44,7 +44,6 @@ from .outage import Outages, default_probes
 from .pace import Budget, Gates, Throttle, run_spend
 from .shared import prepare_shared, sweep_config
 from .state import (
-    BOX_PROFILES,
     check_compatible,
     check_config,
     context_arms,
@@ -300,7 +299,8 @@ def _check_corpus_arm(bench: BenchConfig, cfg: RunConfig) -> None:
     """``--corpus-arm`` needs a profile that runs a box, a local corpus, and no ``[sandbox] corpus`` (which
     would put /corpus in the boxes of every arm)."""
     if not uses_boxes(bench.profiles):
-        raise ConfigError(f"--corpus-arm adds a corpus arm to {', '.join(BOX_PROFILES)}; --profiles has none")
+        raise ConfigError("--corpus-arm adds a corpus arm to the profiles that run a box (shell, or a third-party "
+                          "one whose class sets uses_box); --profiles has none")
     if cfg.search.corpus is None:
         raise ConfigError(f"--corpus-arm mounts the sweep's local corpus at /corpus; {bench.dataset} has none "
                           "and no [search] corpus is set")

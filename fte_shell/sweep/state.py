@@ -14,6 +14,7 @@ from ..config import ContextConfig, RunConfig
 from ..config.search import LEGACY_RETRIEVER
 from ..digest import canonical_config, config_changes, config_digest, digest_of
 from ..errors import ConfigError, FteError
+from ..profiles import runs_in_a_box
 from ..record.rundir import ARM_SEP, arm_name, read_result
 from ..record.sweepdir import MANIFEST, ConfigChange, ManifestDataset, SweepDir, SweepManifest
 from ..stops import RunState, SweepStatus, is_infra_failure
@@ -47,19 +48,15 @@ def retriever_arms(bench: BenchConfig) -> list[str | None]:
     return list(bench.retrievers) or [None]
 
 
-BOX_PROFILES = ("shell",)
-"""The profiles whose runs happen in a box (a corpus arm of theirs mounts ``/corpus``)."""
-
-
 def uses_boxes(profiles: Iterable[str]) -> bool:
-    """Whether any of ``profiles`` runs its questions in a box (:data:`BOX_PROFILES`)."""
-    return any(p in BOX_PROFILES for p in profiles)
+    """Whether any of ``profiles`` runs its questions in a box (:func:`~fte_shell.profiles.runs_in_a_box`)."""
+    return any(runs_in_a_box(p) for p in profiles)
 
 
 def corpus_arms(corpus_arm: bool, profile: str) -> list[bool]:
     """Whether each arm of ``profile`` mounts the sweep's corpus in its box: ``[False, True]`` for a
     profile that runs a box in a sweep with ``--corpus-arm`` (``corpus_arm``), else ``[False]``."""
-    return [False, True] if corpus_arm and profile in BOX_PROFILES else [False]
+    return [False, True] if corpus_arm and runs_in_a_box(profile) else [False]
 
 
 def plan(bench: BenchConfig, questions: list[Question], contexts: list[ContextConfig] | None = None) -> list[Task]:
