@@ -17,13 +17,13 @@ from .base import (
     SandboxSource,
     ScratchFiles,
     Tool,
-    ToolArgs,
     ToolProfile,
     ToolResult,
     make_profile,
     parse_arguments,
     runs_in_a_box,
 )
+from .schema import ToolArgs
 
 __all__ = [
     "PROFILES",

@@ -14,12 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import types
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +27,7 @@ from ..plugins import Registry
 from ..prompts import ToolDescriptions, profile_addendum
 from ..record.events import SearchFact
 from ..world import RunWorld
+from .schema import ToolArgs, describe_args, json_type, validation_problem
 from .sources import SandboxRelease, SandboxSource
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or optional
@@ -68,6 +67,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"must be a JSON object, got {type(value).__name__}"
     return value, None
+
 
 class ToolResult(BaseModel):
     """What one tool call produced."""
@@ -148,12 +148,6 @@ class ScratchFiles(Protocol):
         ...
 
 
-class ToolArgs(BaseModel):
-    """Base of every tool's argument model: unknown arguments are refused."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
 @dataclass(frozen=True)
 class Tool:
     """One tool of a profile."""
@@ -166,52 +160,6 @@ class Tool:
 
     handler: Callable[[Any], ToolResult | str]
     """Called with a validated ``args`` instance; a plain string means a successful observation."""
-
-
-def _json_type(annotation: Any) -> dict[str, Any]:
-    """JSON-schema fragment of a field annotation (str, int, float, bool, Literal[...], X | None)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(members) == 1:
-            return _json_type(members[0])
-        raise TypeError(f"unsupported union in tool arguments: {annotation!r}")
-    if origin is Literal:
-        values = list(typing.get_args(annotation))
-        return {"type": "string", "enum": values}
-    simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
-    if annotation in simple:
-        return {"type": simple[annotation]}
-    raise TypeError(f"unsupported tool argument type: {annotation!r}")
-
-
-def _type_name(annotation: Any) -> str:
-    frag = _json_type(annotation)
-    if "enum" in frag:
-        return " | ".join(repr(v) for v in frag["enum"])
-    return str(frag["type"])
-
-
-def _describe_args(model: type[ToolArgs]) -> str:
-    parts = []
-    for name, field in model.model_fields.items():
-        req = ", required" if field.is_required() else ""
-        parts.append(f"{name} ({_type_name(field.annotation)}{req})")
-    return ", ".join(parts) if parts else "no arguments"
-
-
-def format_validation_error(tool: Tool, err: ValidationError) -> str:
-    """One line the model can act on: what was wrong and what the tool expects."""
-    problems = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "arguments"
-        if e["type"] == "missing":
-            problems.append(f"missing required argument '{loc}'")
-        elif e["type"] == "extra_forbidden":
-            problems.append(f"unexpected argument '{loc}'")
-        else:
-            problems.append(f"'{loc}': {e['msg']}")
-    return f"invalid arguments for {tool.name}: {'; '.join(problems)}. Expected: {_describe_args(tool.args)}."
 
 
 class ToolProfile:
@@ -267,14 +215,14 @@ class ToolProfile:
         if not isinstance(args, dict):
             return ToolResult(
                 output=f"Error: invalid arguments for {name}: expected a JSON object, got {type(args).__name__}. "
-                f"Expected: {_describe_args(tool.args)}.",
+                f"Expected: {describe_args(tool.args)}.",
                 error=True,
             )
         args = {k: v for k, v in args.items() if v is not None}  # null = "not given" (models send it)
         try:
             parsed = tool.args.model_validate(args)
         except ValidationError as e:
-            return ToolResult(output=f"Error: {format_validation_error(tool, e)}", error=True)
+            return ToolResult(output=f"Error: {validation_problem(tool.name, tool.args, e)}", error=True)
         try:
             out = tool.handler(parsed)
         except ToolError as e:
@@ -310,7 +258,7 @@ class ToolProfile:
         props: dict[str, Any] = {}
         required: list[str] = []
         for pname, field in fields.items():
-            prop = _json_type(field.annotation)
+            prop = json_type(field.annotation)
             if pname in text.parameters:
                 prop["description"] = text.parameters[pname]
             props[pname] = prop

@@ -32,12 +32,12 @@ from ..workspace import Workspace
 from .base import (
     QuestionContext,
     Tool,
-    ToolArgs,
     ToolProfile,
     ToolResult,
     one_line,
     search_tool,
 )
+from .schema import ToolArgs
 
 
 class FetchArgs(ToolArgs):

@@ -21,8 +21,9 @@ from typing import Literal
 
 from ..errors import FetchRefused, ToolError
 from ..workspace import canonical_url, render
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, search_tool
+from .base import QuestionContext, Tool, ToolProfile, ToolResult, search_tool
 from .fte import Matcher, _Budget, excerpt, split_lines
+from .schema import ToolArgs
 
 
 class OpenArgs(ToolArgs):

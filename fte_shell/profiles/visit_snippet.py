@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ToolError
 from ..workspace import Document, render
-from .base import Tool, ToolArgs, ToolProfile, ToolResult, search_tool
+from .base import Tool, ToolProfile, ToolResult, search_tool
+from .schema import ToolArgs
 
 if TYPE_CHECKING:
     from ..fetch import FetchService
