@@ -185,7 +185,8 @@ class Episode:
     @classmethod
     async def aopen(cls, config: RunConfig, question: str, out_dir: Path, **kw: Any) -> Episode:
         """:meth:`open` in a worker thread (the event loop is never blocked by a box's start). Cancelled
-        while opening: the episode opened meanwhile is closed."""
+        while opening: the episode opened meanwhile is ended ``interrupted`` when it comes
+        (:func:`.threads.closed_if_cancelled`)."""
         return await closed_if_cancelled(in_thread(cls.open, config, question, out_dir, **kw))
 
     @property

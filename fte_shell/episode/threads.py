@@ -21,13 +21,6 @@ THREADS = 256
 """Most episode calls running at once in one process (each waits on its box almost all the time)."""
 
 T = TypeVar("T")
-
-
-class _Ends(Protocol):
-    def end(self, *, why: BaseException | None = None) -> Any: ...
-
-
-E = TypeVar("E", bound=_Ends)
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -45,6 +38,15 @@ def in_thread(fn: Callable[..., T], /, *args: Any, **kw: Any) -> asyncio.Future[
     :func:`asyncio.to_thread`)."""
     ctx = contextvars.copy_context()
     return asyncio.get_running_loop().run_in_executor(_executor(), functools.partial(ctx.run, fn, *args, **kw))
+
+
+class _Ends(Protocol):
+    """What :func:`closed_if_cancelled` opens (an :class:`~fte_shell.episode.Episode`)."""
+
+    def end(self, *, why: BaseException | None = None) -> Any: ...
+
+
+E = TypeVar("E", bound=_Ends)
 
 
 async def closed_if_cancelled(opening: asyncio.Future[E]) -> E:

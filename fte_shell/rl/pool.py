@@ -251,7 +251,8 @@ class EpisodePool:
             await asyncio.sleep(slot - now)
 
     async def _open_episode(self, opener: Callable[[], Episode]) -> Episode:
-        """``opener`` in an episode worker thread; cancelled meanwhile, the episode it opens is closed."""
+        """``opener`` in an episode worker thread; cancelled meanwhile, the episode it opens is ended
+        (:func:`~fte_shell.episode.threads.closed_if_cancelled`)."""
         fut = in_thread(opener)
         self._opening.add(fut)
         fut.add_done_callback(self._opening.discard)
