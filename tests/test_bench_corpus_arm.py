@@ -57,7 +57,7 @@ def test_a_third_party_profile_that_runs_a_box_gets_the_arm_and_the_probe(tmp_pa
     from fte_shell.profiles import runs_in_a_box
     from fte_shell.sweep.run import _needed
 
-    box, no_box = "thirdparty_plugins:PlainShell", "thirdparty_plugins:ReadOnlyFte"
+    box, no_box = "tests.thirdparty_plugins:PlainShell", "tests.thirdparty_plugins:ReadOnlyFte"
     assert runs_in_a_box(box) and not runs_in_a_box(no_box) and not runs_in_a_box("standard")
     bench = BenchConfig(dataset="x", out=tmp_path, profiles=[no_box, box], corpus_arm=True)
     arms = {t.run_dir.parent.parent.name for t in plan(bench, QUESTIONS)}
