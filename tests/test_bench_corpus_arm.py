@@ -50,7 +50,6 @@ def test_the_plan_adds_the_corpus_arm_to_the_box_profile_only(tmp_path: Path) ->
     assert [t.run_dir for t in old] == [t.run_dir for t in tasks if not t.corpus]  # an old sweep: unchanged
 
 
-
 def test_a_third_party_profile_that_runs_a_box_gets_the_arm_and_the_probe(tmp_path: Path) -> None:
     """Whether a profile runs a box is its class's ``uses_box``: a third-party subclass of the shell profile
     gets a corpus arm and the sandbox probe; a profile that does not say (a subclass of fte) gets neither."""
