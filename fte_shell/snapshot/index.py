@@ -1,12 +1,18 @@
 """The snapshot's index: a sqlite file (``index.sqlite``, WAL mode) of every capture, kept by the store and
 rebuilt from the WARC files when it is lost (or when WARC files it has never seen appear, e.g. after a
-merge or a copy). Several processes may write it at once (sqlite's locking; a busy timeout)."""
+merge or a copy). Several processes may write it at once (sqlite's locking; a busy timeout); opening it is
+one process at a time (an advisory lock on the directory), because sqlite answers "database is locked" at
+once, without waiting, to a second process that opens the file while the first is making it a WAL database."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,21 +71,34 @@ class Capture:
 _COLS = "id, kind, key, uri, time, status, file, start_offset, meta_offset, meta_length, body_offset, body_length, body_id, sha256, size"
 
 
+@contextmanager
+def _one_opener(directory: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on the snapshot directory while an index is opened (and a lost one
+    rebuilt), so that concurrent processes open it one after another."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class Index:
     """The capture index of one snapshot directory. Thread-safe."""
 
     def __init__(self, directory: Path):
         self.dir = directory
         self.path = directory / INDEX
-        fresh = not self.path.exists()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=60000")
-        self._db.executescript(_SCHEMA)
-        self.rebuilt = fresh and any(directory.glob("*" + SUFFIX))
-        """True when this open rebuilt a lost index from the WARC files."""
-        self.scan_new()
+        with _one_opener(directory):
+            fresh = not self.path.exists()
+            self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.executescript(_SCHEMA)
+            self.rebuilt = fresh and any(directory.glob("*" + SUFFIX))
+            """True when this open rebuilt a lost index from the WARC files."""
+            self.scan_new()
 
     def close(self) -> None:
         with self._lock:
