@@ -74,10 +74,15 @@ _COLS = "id, kind, key, uri, time, status, file, start_offset, meta_offset, meta
 @contextmanager
 def _one_opener(directory: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on the snapshot directory while an index is opened (and a lost one
-    rebuilt), so that concurrent processes open it one after another."""
+    rebuilt), so that concurrent processes open it one after another. Where the file system has no
+    ``flock`` for a directory (NFS emulates it with byte-range locks, which a directory cannot take), the
+    open goes on unlocked, as sqlite alone would."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
         yield
     finally:
         os.close(fd)  # releases the lock
