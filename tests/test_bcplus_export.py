@@ -132,7 +132,8 @@ def test_manifest_pins_the_data(tmp_path: Path) -> None:
 
 def test_a_file_is_hashed_once_while_it_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The content pin remembers each file's SHA-256 by its path and stat: an unchanged file is not read
-    again (shown by a same-size, same-time rewrite the pin does not see), an edit is hashed anew."""
+    again (shown by a same-size, same-time rewrite the pin does not see), an edit is hashed anew and
+    replaces the path's entry."""
     monkeypatch.setenv("FTE_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "corpus.jsonl"
     f.write_bytes(b'{"docid": "1", "text": "alpha"}\n')
@@ -147,6 +148,7 @@ def test_a_file_is_hashed_once_while_it_is_unchanged(tmp_path: Path, monkeypatch
     assert content_pin(tmp_path, [f]) == first
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # as any edit leaves it
     assert content_pin(tmp_path, [f]) != first
+    assert len(list((tmp_path / "cache" / "sha256").iterdir())) == 1  # the path's entry replaced, not a second
     shutil.rmtree(tmp_path / "cache")  # an unwritable or missing cache: hashed each time, same figure
     (tmp_path / "cache").write_text("not a directory")
     f.write_bytes(b'{"docid": "1", "text": "alpha"}\n')

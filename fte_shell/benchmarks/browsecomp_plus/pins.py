@@ -9,9 +9,9 @@ Each of ``dataset`` and ``corpus`` is the Hugging Face revision (``hf_repo``, ``
 files lie in a Hugging Face cache snapshot (``…/datasets--OWNER--NAME/snapshots/REVISION/…``, the path
 itself or a directory on the way linked there), else a content hash: ``sha256`` over every file's name,
 size and SHA-256, with the ``files`` (relative to the dataset directory) it covers. A file's SHA-256 is
-remembered under the cache root (``sha256/``) by its path, device, inode, size and modification time, so a
-bench start or a resume does not read an unchanged corpus again (seconds per GB); a changed file has a new
-modification time, so it is hashed anew.
+remembered under the cache root (``sha256/``, one entry per path: its device, inode, size, modification time
+and SHA-256), so a bench start or a resume does not read an unchanged corpus again (seconds per GB); a
+changed file has a new modification time, so it is hashed anew and its entry replaced.
 """
 
 from __future__ import annotations
@@ -40,18 +40,19 @@ def hf_snapshot(path: Path) -> tuple[str, str] | None:
 
 def remembered_sha256(path: Path) -> str:
     """:func:`~fte_shell.digest.file_sha256` of ``path``, remembered by its path and stat (module docstring)."""
-    st = path.stat()
-    key = f"{path.resolve()}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}"
-    memo = default_cache_root() / "sha256" / hashlib.sha256(key.encode()).hexdigest()
-    with contextlib.suppress(OSError):
-        known = memo.read_text().strip()
-        if len(known) == 64:
-            return known
-    digest = file_sha256(path)
+    resolved = path.resolve()
+    st = resolved.stat()
+    stamp = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns}"
+    memo = default_cache_root() / "sha256" / hashlib.sha256(str(resolved).encode()).hexdigest()
+    with contextlib.suppress(OSError, ValueError):
+        known_stamp, known = memo.read_text().rsplit(" ", 1)
+        if known_stamp == stamp and len(known.strip()) == 64:
+            return known.strip()
+    digest = file_sha256(resolved)
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs the next start a read
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
-        tmp.write_text(digest + "\n")
+        tmp.write_text(f"{stamp} {digest}\n")
         os.replace(tmp, memo)
     return digest
 
