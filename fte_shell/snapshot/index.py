@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,10 +79,8 @@ def _one_opener(directory: Path) -> Iterator[None]:
     open goes on unlocked, as sqlite alone would."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        try:
+        with suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:
-            pass
         yield
     finally:
         os.close(fd)  # releases the lock
