@@ -35,6 +35,15 @@ def test_guarantee_probes_as_a_plain_user(case: ProviderCase) -> None:
         if IN_CI:
             pytest.fail(msg)
         pytest.skip(msg)
+    readable = ["-r", str(REPO), "-a", "-x", str(REPO), "-a", "-r", str(REPO / "pyproject.toml"), "-a", "-x", sys.executable]
+    reach = subprocess.run(["runuser", "-u", TEST_USER, "--", "test", *readable], capture_output=True, check=False)
+    if reach.returncode != 0:
+        msg = (f"the plain test user {TEST_USER} cannot read the checkout {REPO} or run {sys.executable}: a "
+               "directory is closed to other users (one made by `mktemp -d` has mode 700); clone where others "
+               "may read, or `chmod o+rx` the checkout and `o+x` the directories above it")
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "USER": TEST_USER, "LOGNAME": TEST_USER,
            "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "FTE_PROVIDER_CASES": case.id,
            "FTE_HOTPOTQA_DIR": str(hotpotqa_data_dir().resolve()), "CI": os.environ.get("CI", ""), "LANG": "C.UTF-8"}
